@@ -1,0 +1,92 @@
+"""relayrace: multi-agent LLM systems built around the handoff.
+
+Agents hand a live conversation to one another in the same session, or delegate bounded tasks
+to children that report back in a structured form. Everything that happens is an event in the
+session log, traced in one tree, with usage rolled up across the whole team.
+"""
+
+from .agent import Agent
+from .context import RunContext
+from .events import (
+    AgentEvent,
+    ApprovalRequestedEvent,
+    DelegationEvent,
+    GuardrailTriggeredEvent,
+    HandoffEvent,
+    MessageEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextDeltaEvent,
+    ToolResultEvent,
+)
+from .exceptions import (
+    CircularReferenceError,
+    ConfigError,
+    GuardrailTripwireTriggered,
+    HandoffError,
+    HandoffLoopError,
+    MaxHandoffsExceeded,
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    ModelProviderError,
+    RelayraceError,
+    UsageLimitExceeded,
+    UserError,
+)
+from .handoffs import HandoffTool, TransferPolicy, handoff, keep_last, remove_tool_traffic
+from .messages import Message, ToolCall
+from .models import Model, ModelRequest, ModelResponse, ModelSettings, infer_model
+from .runner import RunResult, RunStream, Runner
+from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
+from .usage import RunUsage, Usage, UsageLimits
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentEvent",
+    "ApprovalRequestedEvent",
+    "CircularReferenceError",
+    "ConfigError",
+    "DelegationEvent",
+    "FunctionTool",
+    "GuardrailTripwireTriggered",
+    "GuardrailTriggeredEvent",
+    "HandoffError",
+    "HandoffEvent",
+    "HandoffLoopError",
+    "HandoffTool",
+    "MaxHandoffsExceeded",
+    "MaxTurnsExceeded",
+    "Message",
+    "MessageEvent",
+    "Model",
+    "ModelBehaviorError",
+    "ModelProviderError",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "RateLimit",
+    "RelayraceError",
+    "RunContext",
+    "RunFinishedEvent",
+    "RunResult",
+    "RunStartedEvent",
+    "RunStream",
+    "RunUsage",
+    "Runner",
+    "TextDeltaEvent",
+    "Tool",
+    "ToolCall",
+    "ToolResultEvent",
+    "ToolRetry",
+    "TransferPolicy",
+    "Usage",
+    "UsageLimits",
+    "UserError",
+    "handoff",
+    "infer_model",
+    "keep_last",
+    "remove_tool_traffic",
+    "tool",
+]

@@ -1,0 +1,194 @@
+"""`Agent`: a model, instructions and tools, placed in a tree of agents it can hand off to."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+from ._templates import is_template, render_instructions
+from .context import RunContext, TContext
+from .exceptions import UserError
+from .handoffs import HandoffSet, HandoffTool, HandoffToolsMode, TransferPolicy, resolve_handoffs
+from .models.interface import Model, ModelSettings
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .guardrails import Guardrail
+
+__all__ = ["Agent", "Instructions"]
+
+Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
+"""A Jinja2 template rendered with the run's context variables, or a function returning text."""
+
+AgentMode = Literal["chat", "task", "single_turn"]
+
+_DEFAULT_POLICY = TransferPolicy()
+
+
+class Agent(Generic[TContext]):
+    """An agent: instructions, a model, tools, and the agents it may hand the conversation to.
+
+    ``sub_agents`` (agents, or :func:`handoff` objects wrapping them) make a tree: an agent has
+    at most one parent. Children are always transfer targets; the parent and the siblings are
+    targets when ``transfer_policy`` allows. ``handoff_tools="per_agent"`` offers one
+    ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool] = (),
+        sub_agents: Sequence[Agent[Any] | HandoffTool] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+    ) -> None:
+        if not name or not name.strip():
+            raise UserError("An agent needs a non-empty name.")
+        if handoff_tools not in ("per_agent", "single"):
+            raise UserError(
+                f"Agent {name!r}: handoff_tools={handoff_tools!r}; use 'per_agent' or 'single'."
+            )
+        if mode not in ("chat", "task", "single_turn"):
+            raise UserError(f"Agent {name!r}: mode={mode!r}; use 'chat', 'task' or 'single_turn'.")
+        if max_turns is not None and max_turns < 1:
+            raise UserError(f"Agent {name!r}: max_turns must be at least 1, got {max_turns}.")
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise UserError(
+                    f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool."
+                )
+        names = [t.name for t in tools]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise UserError(f"Agent {name!r} has several tools named {sorted(dup)}.")
+        self.name = name
+        self.instructions = instructions
+        self.description = description
+        self.model = model
+        self.tools: tuple[Tool, ...] = tuple(tools)
+        self.transfer_policy = transfer_policy
+        self.handoff_tools: HandoffToolsMode = handoff_tools
+        self.max_turns = max_turns
+        self.model_settings = model_settings
+        self.mode: AgentMode = mode
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        self.parent: Agent[Any] | None = None
+        self.handoffs: tuple[HandoffTool, ...] = tuple(
+            s if isinstance(s, HandoffTool) else HandoffTool(agent=s) for s in sub_agents
+        )
+        self._templated = isinstance(instructions, str) and is_template(instructions)
+        self._handoff_cache: HandoffSet | None = None
+        for h in self.handoffs:
+            child = h.agent
+            if child is self:
+                raise UserError(f"Agent {name!r} cannot be its own sub-agent.")
+            if child.parent is not None:
+                raise UserError(
+                    f"Agent {child.name!r} already has parent {child.parent.name!r} and cannot "
+                    f"also be a sub-agent of {name!r}; an agent has at most one parent. "
+                    "Use agent.clone() to place a copy under a second parent."
+                )
+        seen: set[str] = set()
+        for h in self.handoffs:
+            for agent in h.agent.walk():
+                if agent.name in seen or agent.name == name:
+                    raise UserError(
+                        f"Two agents named {agent.name!r} in the tree of {name!r}; "
+                        "names must be unique within a tree so transfers are unambiguous."
+                    )
+                seen.add(agent.name)
+        for h in self.handoffs:
+            h.agent.parent = self
+            h.agent._handoff_cache = None  # its parent and peers just changed
+
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r})"
+
+    @property
+    def sub_agents(self) -> tuple[Agent[Any], ...]:
+        """The child agents."""
+        return tuple(h.agent for h in self.handoffs)
+
+    @property
+    def root(self) -> Agent[Any]:
+        """The top of this agent's tree."""
+        agent: Agent[Any] = self
+        while agent.parent is not None:
+            agent = agent.parent
+        return agent
+
+    def walk(self) -> Iterator[Agent[Any]]:
+        """This agent and every agent below it, depth first."""
+        yield self
+        for h in self.handoffs:
+            yield from h.agent.walk()
+
+    def find_agent(self, name: str) -> Agent[Any] | None:
+        """The agent called ``name`` anywhere in this agent's tree, or ``None``."""
+        for agent in self.root.walk():
+            if agent.name == name:
+                return agent
+        return None
+
+    def clone(self, **changes: Any) -> Agent[TContext]:
+        """A copy with ``changes`` applied; its sub-agents are cloned too, and it has no parent."""
+        options: dict[str, Any] = {
+            "instructions": self.instructions,
+            "description": self.description,
+            "model": self.model,
+            "tools": self.tools,
+            "transfer_policy": self.transfer_policy,
+            "handoff_tools": self.handoff_tools,
+            "max_turns": self.max_turns,
+            "model_settings": self.model_settings,
+            "mode": self.mode,
+            "input_guardrails": self.input_guardrails,
+            "output_guardrails": self.output_guardrails,
+        }
+        if "sub_agents" not in changes:
+            options["sub_agents"] = [
+                HandoffTool(
+                    agent=h.agent.clone(),
+                    tool_name=h.tool_name,
+                    description=h.description,
+                    is_enabled=h.is_enabled,
+                    input_filter=h.input_filter,
+                    on_handoff=h.on_handoff,
+                    requires_approval=h.requires_approval,
+                )
+                for h in self.handoffs
+            ]
+        options.update(changes)
+        return Agent(changes.get("name", self.name), **{k: v for k, v in options.items()
+                                                         if k != "name"})
+
+    def handoff_set(self) -> HandoffSet:
+        """The transfers this agent may make (computed once; trees are fixed once built)."""
+        if self._handoff_cache is None:
+            self._handoff_cache = resolve_handoffs(self, {t.name for t in self.tools})
+        return self._handoff_cache
+
+    async def render_instructions(self, ctx: RunContext[Any]) -> str:
+        """The system prompt for this turn."""
+        source = self.instructions
+        if not isinstance(source, str):
+            result = source(ctx)
+            return await result if inspect.isawaitable(result) else result
+        if not self._templated:
+            return source
+        context = ctx.context
+        variables: dict[str, Any] = dict(context) if isinstance(context, Mapping) else {}
+        variables.setdefault("context", context)
+        variables.setdefault("agent_name", self.name)
+        return render_instructions(source, variables)

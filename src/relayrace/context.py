@@ -1,0 +1,36 @@
+"""`RunContext`: what a tool (or a dynamic instruction) knows about the run it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from ._engine import RunState
+    from .agent import Agent
+    from .sessions import Session
+    from .usage import RunUsage
+
+__all__ = ["RunContext", "TContext"]
+
+TContext = TypeVar("TContext")
+
+
+@dataclass(slots=True, kw_only=True)
+class RunContext(Generic[TContext]):
+    """Handed to tools that declare a parameter of this type; it is hidden from the schema."""
+
+    context: TContext
+    """The object passed as ``Runner.run(..., context=...)``, shared by the whole tree."""
+    agent: Agent[Any]
+    """The agent whose model called the tool."""
+    path: str
+    """That agent's delegation path, e.g. ``coordinator/researcher``."""
+    session: Session
+    """The session the agent runs in."""
+    usage: RunUsage
+    """The usage of the whole run so far, children included."""
+    tool_call_id: str = ""
+    """The id of the tool call being served ("" outside a tool call)."""
+    state: RunState
+    """The engine's shared state; used by agent tools to start child runs."""

@@ -1,0 +1,194 @@
+"""The typed events of a session log, which are also what ``Runner.stream`` yields.
+
+A session is an append-only list of these. What each agent sees, who is active, the usage and
+whatever is needed to resume a run are all derived from it. Every event names the agent it
+belongs to (``agent``) and its delegation path (``path``, e.g. ``coordinator/researcher``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from .messages import Message
+from .usage import Usage
+
+__all__ = [
+    "AgentEvent",
+    "ApprovalRequestedEvent",
+    "DelegationEvent",
+    "Event",
+    "GuardrailTriggeredEvent",
+    "HandoffEvent",
+    "MessageEvent",
+    "RunFinishedEvent",
+    "RunStartedEvent",
+    "TextDeltaEvent",
+    "ToolResultEvent",
+    "dump_events",
+    "load_events",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentEvent:
+    """Fields shared by every event."""
+
+    agent: str
+    """The agent the event belongs to."""
+    path: str = ""
+    """The agent's delegation path (``coordinator/researcher``); its name at the top level."""
+    time: float = field(default_factory=time.time)
+    """When the event happened (seconds since the epoch)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStartedEvent(AgentEvent):
+    """A run started with ``agent`` active."""
+
+    kind: Literal["run_started"] = "run_started"
+    trace_id: str = ""
+    """The trace of this run."""
+
+
+@dataclass(slots=True, kw_only=True)
+class MessageEvent(AgentEvent):
+    """A user, system or assistant message became part of the conversation."""
+
+    kind: Literal["message"] = "message"
+    message: Message
+    """The message as the model saw or produced it."""
+    usage: Usage | None = None
+    """For a model's answer: what that request cost."""
+    model: str | None = None
+    """For a model's answer: the model that produced it."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResultEvent(AgentEvent):
+    """A tool call got its result (every call gets exactly one, also when refused)."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    message: Message
+    """The tool message sent back to the model."""
+    tool_name: str = ""
+    """The tool the model called (as written, even if no such tool exists)."""
+    is_error: bool = False
+    """Whether the result reports a mistake or a failure instead of the tool's output."""
+    traceback: str | None = None
+    """For a tool that raised: the full traceback, kept here and never shown to the model."""
+
+
+@dataclass(slots=True, kw_only=True)
+class HandoffEvent(AgentEvent):
+    """Control moved from ``agent`` to ``to_agent`` in the same session."""
+
+    kind: Literal["handoff"] = "handoff"
+    to_agent: str
+    """The agent that takes over."""
+    reason: str = ""
+    """Why, as the model gave it (or a short default)."""
+    tool_call_id: str = ""
+    """The transfer call that caused it ("" for a transfer made by routing rules)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class DelegationEvent(AgentEvent):
+    """A delegated child run finished (agent as tool or a meta-tool's child)."""
+
+    kind: Literal["delegation"] = "delegation"
+    child_agent: str
+    """The child agent's name."""
+    child_session_id: str
+    """The child's own session, linked to this one."""
+    tool_call_id: str = ""
+    """The parent's tool call that started the child."""
+    ok: bool = True
+    """Whether the child finished with an answer."""
+    report: dict[str, Any] | None = None
+    """The child's structured handoff report, as a dict."""
+    error: str | None = None
+    """Why the child failed, when it did."""
+    usage: Usage | None = None
+    """What the child run used, its own children included."""
+
+
+@dataclass(slots=True, kw_only=True)
+class GuardrailTriggeredEvent(AgentEvent):
+    """A guardrail redacted or blocked content."""
+
+    kind: Literal["guardrail"] = "guardrail"
+    guardrail: str
+    """The guardrail's name."""
+    stage: Literal["input", "output"] = "input"
+    """Whether it checked what an agent was about to see or what it answered."""
+    action: str = "block"
+    """What it did: ``block`` or ``redact``."""
+    message: str = ""
+    """What it found, without repeating the sensitive content."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequestedEvent(AgentEvent):
+    """A tool call or handoff awaits a human decision."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    tool_call_id: str
+    """The call waiting for approval."""
+    tool_name: str
+    """The tool or handoff that was called."""
+    arguments: str = ""
+    """The call's raw arguments."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunFinishedEvent(AgentEvent):
+    """A run ended: with a final answer, an error or pending approvals."""
+
+    kind: Literal["run_finished"] = "run_finished"
+    status: Literal["completed", "failed", "interrupted"] = "completed"
+    """How it ended."""
+    output: str = ""
+    """The final answer, or the error message."""
+
+
+@dataclass(slots=True, kw_only=True)
+class TextDeltaEvent(AgentEvent):
+    """A piece of streamed model text; only in ``Runner.stream``, never stored."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    delta: str
+    """The new text."""
+
+
+Event = Annotated[
+    RunStartedEvent
+    | MessageEvent
+    | ToolResultEvent
+    | HandoffEvent
+    | DelegationEvent
+    | GuardrailTriggeredEvent
+    | ApprovalRequestedEvent
+    | RunFinishedEvent
+    | TextDeltaEvent,
+    Field(discriminator="kind"),
+]
+"""Any event of a session log or a stream."""
+
+_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def dump_events(events: Iterable[AgentEvent]) -> list[str]:
+    """Each event as one line of JSON."""
+    dump = _adapter.dump_json
+    return [dump(e).decode() for e in events]  # type: ignore[arg-type]
+
+
+def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
+    """Events back from JSON lines written by :func:`dump_events`."""
+    load = _adapter.validate_json
+    return [load(line) for line in lines]

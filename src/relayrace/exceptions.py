@@ -1,0 +1,126 @@
+"""Errors raised by relayrace.
+
+Every error derives from one root, so ``except RelayraceError`` catches them all::
+
+    RelayraceError
+    ├── UserError                     the program using relayrace is wrong (configuration, API misuse)
+    │   └── ConfigError               a team definition (YAML, agent tree) is invalid
+    │       └── CircularReferenceError    agents reference each other in a cycle
+    ├── ModelBehaviorError            the model produced something the run cannot continue from
+    ├── ModelProviderError            the provider failed (HTTP error, timeout) after its retries
+    ├── MaxTurnsExceeded              the run used more model turns than allowed
+    ├── UsageLimitExceeded            a UsageLimits budget was used up
+    ├── HandoffError                  control cannot move between agents as asked
+    │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
+    │   └── HandoffLoopError          agents pass control back and forth without doing work
+    └── GuardrailTripwireTriggered    a guardrail configured to raise was tripped
+
+Mistakes the *model* makes (bad tool arguments, unknown tools or agents, forbidden transfers,
+a crashing tool) are not errors: the model is told in a tool result and the run goes on.
+Errors never log themselves; they carry what happened and what would be right.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CircularReferenceError",
+    "ConfigError",
+    "GuardrailTripwireTriggered",
+    "HandoffError",
+    "HandoffLoopError",
+    "MaxHandoffsExceeded",
+    "MaxTurnsExceeded",
+    "ModelBehaviorError",
+    "ModelProviderError",
+    "RelayraceError",
+    "UsageLimitExceeded",
+    "UserError",
+]
+
+
+class RelayraceError(Exception):
+    """The root of every error relayrace raises."""
+
+
+class UserError(RelayraceError):
+    """The calling program used relayrace wrongly: the message says what to change."""
+
+
+class ConfigError(UserError):
+    """A team or agent definition is invalid (unknown key, undefined agent, bad value)."""
+
+
+class CircularReferenceError(ConfigError):
+    """Agents reference each other in a cycle; ``cycle`` lists it, first name repeated last."""
+
+    def __init__(self, cycle: list[str]) -> None:
+        self.cycle = cycle
+        super().__init__("Circular agent reference detected: " + " -> ".join(cycle))
+
+
+class ModelBehaviorError(RelayraceError):
+    """The model answered with something the run cannot continue from (e.g. an empty turn)."""
+
+
+class ModelProviderError(RelayraceError):
+    """The model provider failed after its retries: HTTP error, rate limit, timeout."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, provider: str = "") -> None:
+        self.status_code = status_code
+        self.provider = provider
+        super().__init__(message)
+
+
+class MaxTurnsExceeded(RelayraceError):
+    """The run reached its turn limit; the session holds every completed step."""
+
+    def __init__(self, max_turns: int) -> None:
+        self.max_turns = max_turns
+        super().__init__(
+            f"The run used its {max_turns} model turns without a final answer; "
+            "raise max_turns or give the agents a clearer stopping point."
+        )
+
+
+class UsageLimitExceeded(RelayraceError):
+    """A ``UsageLimits`` budget shared by the whole delegation tree was used up."""
+
+    def __init__(self, limit: str, value: int, maximum: int) -> None:
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+        super().__init__(f"Usage limit {limit}={maximum} reached (would be {value}).")
+
+
+class HandoffError(RelayraceError):
+    """Control cannot move between agents as requested."""
+
+
+class MaxHandoffsExceeded(HandoffError):
+    """More handoffs happened in one run than ``max_handoffs`` allows."""
+
+    def __init__(self, max_handoffs: int) -> None:
+        self.max_handoffs = max_handoffs
+        super().__init__(
+            f"The run made more than {max_handoffs} handoffs; raise max_handoffs "
+            "or tighten the agents' instructions on when to transfer."
+        )
+
+
+class HandoffLoopError(HandoffError):
+    """Agents handed control back and forth with no work in between (ping-pong)."""
+
+    def __init__(self, hops: list[str]) -> None:
+        self.hops = hops
+        super().__init__(
+            "Handoff loop: " + " -> ".join(hops) + " with no tool call or answer in between; "
+            "the agents' instructions disagree on who owns this request."
+        )
+
+
+class GuardrailTripwireTriggered(RelayraceError):
+    """A guardrail whose action is ``raise`` was tripped."""
+
+    def __init__(self, guardrail: str, message: str) -> None:
+        self.guardrail = guardrail
+        super().__init__(f"Guardrail {guardrail!r} tripped: {message}")

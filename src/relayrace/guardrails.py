@@ -1,0 +1,512 @@
+"""Guardrails: cheap synchronous checks of the text going into or out of an agent.
+
+A guardrail looks at one text and answers *allow*, *redact* (with a cleaned text) or *block*.
+Whether it guards input or output is the agent's configuration, not the guardrail's.
+``apply_guardrails`` runs a list in order, feeding each the previous one's text and stopping at
+the first block; ``block_message`` turns a block into the polite answer the user sees.
+
+Built in: ``PIIGuardrail`` (e-mail, phone, payment card, IBAN), ``MaxLengthGuardrail`` and
+``TopicDenyListGuardrail``; custom checks are plain functions decorated with ``@guardrail``.
+``guardrail_from_config`` builds the built-ins from plain (YAML) data.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, overload
+
+from .exceptions import ConfigError, UserError
+
+__all__ = [
+    "PII_KINDS",
+    "FunctionGuardrail",
+    "Guardrail",
+    "GuardrailFunction",
+    "GuardrailResult",
+    "MaxLengthGuardrail",
+    "PIIGuardrail",
+    "PIIMatch",
+    "TopicDenyListGuardrail",
+    "apply_guardrails",
+    "block_message",
+    "find_pii",
+    "guardrail",
+    "guardrail_from_config",
+    "iban_valid",
+    "luhn_valid",
+]
+
+_ACTIONS = ("allow", "redact", "block")
+
+
+@dataclass(slots=True, kw_only=True)
+class GuardrailResult:
+    """What one guardrail decided about one text."""
+
+    action: Literal["allow", "redact", "block"]
+    """``allow`` (text unchanged), ``redact`` (``text`` was cleaned or cut) or ``block``."""
+    text: str
+    """The text after this guardrail: the redacted or truncated text when ``action`` is redact."""
+    message: str = ""
+    """What was found, never the sensitive content itself, e.g. ``2 e-mail addresses``."""
+    guardrail: str = ""
+    """Name of the guardrail that decided (filled in for custom guardrails that leave it empty)."""
+
+    def __post_init__(self) -> None:
+        if self.action not in _ACTIONS:
+            raise UserError(f"GuardrailResult.action must be allow, redact or block, not "
+                            f"{self.action!r}.")
+
+
+class Guardrail(ABC):
+    """A cheap, synchronous check of one text, usable as an input or an output guardrail."""
+
+    name: str
+    """Shown in results, block messages and traces."""
+
+    @abstractmethod
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Decide about ``text``; ``context`` is the run context (the built-ins ignore it)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def apply_guardrails(
+    guardrails: Sequence[Guardrail], text: str, context: Any
+) -> tuple[str, list[GuardrailResult]]:
+    """Run ``guardrails`` in order over ``text``.
+
+    Each guardrail sees the text left by the previous one, so redactions compose. Returns the
+    final text and the non-allow results; on a block, the run stops there, the last result is
+    the block and the text is that result's text (callers show ``block_message`` instead).
+    """
+    results: list[GuardrailResult] = []
+    for rail in guardrails:
+        result = rail.check(text, context)
+        if result.action == "allow":
+            continue  # an allow never changes the text, whatever ``result.text`` says
+        results.append(result)
+        text = result.text
+        if result.action == "block":
+            break
+    return text, results
+
+
+def block_message(result: GuardrailResult, *, stage: Literal["input", "output"] = "input") -> str:
+    """The answer shown to the user when ``stage`` text was blocked by ``result``."""
+    if result.action != "block":
+        raise UserError(f"block_message needs a block result, got {result.action!r}.")
+    detail = f" ({result.message})" if result.message else ""
+    by = f"the {result.guardrail} guardrail" if result.guardrail else "a guardrail"
+    if stage == "output":
+        return f"I'm sorry, I can't share that answer: it was blocked by {by}{detail}."
+    return f"I can't help with that: the request was blocked by {by}{detail}."
+
+
+def _suggestion(word: object, options: Collection[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(options), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise UserError(f"A guardrail name must be a non-empty string, not {name!r}.")
+    return name
+
+
+# --- PII detection -------------------------------------------------------------------------
+
+PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban")
+"""Every kind ``find_pii`` knows, in the order messages list them."""
+
+_PII_LABELS = {
+    "email": ("e-mail address", "e-mail addresses"),
+    "phone": ("phone number", "phone numbers"),
+    "card": ("card number", "card numbers"),
+    "iban": ("IBAN", "IBANs"),
+}
+
+# Start only where a run of local-part characters starts, so failing scans stay linear.
+_EMAIL_RE = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[^\W_][\w\-]*(?:\.[^\W_][\w\-]*)*\.[^\W\d_]{2,}")
+# Upper case only: lower-case "ab12 ..." tokens are common in prose and mod-97 passes 1 in 97.
+_IBAN_RE = re.compile(r"(?<!\w)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}")
+_IBAN_FORMAT_RE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+# Lengths from the SWIFT IBAN registry; a country missing here only gets the checksum test.
+_IBAN_LENGTHS = {
+    entry[:2]: int(entry[2:])
+    for entry in (
+        "AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BI27 BR29 BY28 CH21 CR22 CY28 CZ24 DE22 "
+        "DJ27 DK18 DO28 EE20 EG29 ES24 FI18 FK18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 "
+        "HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20 LV21 LY25 MC27 "
+        "MD24 ME22 MK19 MN20 MR27 MT31 MU30 NI28 NL18 NO15 OM23 PK24 PL28 PS29 PT25 QA29 RO24 "
+        "RS22 RU33 SA24 SC31 SD18 SE24 SI19 SK24 SM27 SO23 ST25 SV28 TL23 TN24 TR26 UA29 VA22 "
+        "VG24 XK20 YE30"
+    ).split()
+}
+# Digit groups joined by single spaces or dashes; not glued to a word, sign or decimal point.
+_DIGIT_RUN_RE = re.compile(r"(?<![\w+.])[0-9]+(?:[ \-][0-9]+)*")
+_DIGITS_RE = re.compile(r"[0-9]+")
+# Separators between digit groups are required (")" counts), so the pattern cannot backtrack
+# exponentially; whether the candidate really is a phone number is decided in _is_phone.
+_PHONE_RE = re.compile(r"(?<![\w+\-./])\+?\(?[0-9]+(?:(?:\)[ .\-]?|[ .\-]\(?)[0-9]+)*")
+
+
+@dataclass(frozen=True, slots=True)
+class PIIMatch:
+    """One piece of personal data found in a text: ``text[start:end]`` is of ``kind``."""
+
+    kind: str
+    """One of ``PII_KINDS``."""
+    start: int
+    """Index of the first character."""
+    end: int
+    """Index just past the last character."""
+
+
+def luhn_valid(digits: str) -> bool:
+    """True if ``digits`` (spaces and dashes allowed) pass the Luhn checksum of card numbers."""
+    compact = digits.replace(" ", "").replace("-", "")
+    if not compact or not compact.isascii() or not compact.isdigit():
+        return False
+    total = 0
+    for i, char in enumerate(reversed(compact)):
+        value = int(char) * (2 if i % 2 else 1)
+        total += value - 9 if value > 9 else value
+    return total % 10 == 0
+
+
+def iban_valid(s: str) -> bool:
+    """True if ``s`` (spaces allowed) is an IBAN with a valid ISO 13616 mod-97 checksum.
+
+    Countries in the IBAN registry must also have their registered length.
+    """
+    compact = s.replace(" ", "").upper()
+    if not _IBAN_FORMAT_RE.fullmatch(compact) or not 2 <= int(compact[2:4]) <= 98:
+        return False
+    if _IBAN_LENGTHS.get(compact[:2], len(compact)) != len(compact):
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(char, 36)) for char in rearranged)) % 97 == 1
+
+
+def _word_char_at(text: str, i: int) -> bool:
+    return i < len(text) and (text[i].isalnum() or text[i] == "_")
+
+
+def _email_spans(text: str) -> Iterator[tuple[int, int]]:
+    for m in _EMAIL_RE.finditer(text):
+        yield m.span()
+
+
+def _iban_spans(text: str) -> Iterator[tuple[int, int]]:
+    for m in _IBAN_RE.finditer(text):
+        # The greedy pattern can run into following upper-case words ("... 32 IS MINE"): take
+        # the longest prefix that ends at a word boundary and validates.
+        for end in range(m.end(), m.start() + 14, -1):
+            if not _word_char_at(text, end) and iban_valid(text[m.start():end]):
+                yield m.start(), end
+                break
+
+
+def _card_shaped(groups: Sequence[str]) -> bool:
+    # Separated cards print in groups of 3-6 digits (4-4-4-4, 4-6-5); refusing 1-2 digit groups
+    # keeps lists of small numbers from passing Luhn by chance.
+    return 13 <= sum(map(len, groups)) <= 19 and (
+        len(groups) == 1 or all(3 <= len(g) <= 6 for g in groups)
+    )
+
+
+def _card_spans(text: str) -> Iterator[tuple[int, int]]:
+    for run in _DIGIT_RUN_RE.finditer(text):
+        groups = list(_DIGITS_RE.finditer(text, run.start(), run.end()))
+        if _word_char_at(text, run.end()):
+            groups.pop()  # "...1111abc": the last group is part of a word, not of a number
+        i = 0
+        while i < len(groups):
+            # Longest Luhn-valid window of whole groups first; two numbers may share a run.
+            for j in range(min(len(groups), i + 19), i, -1):
+                window = [g.group() for g in groups[i:j]]
+                if _card_shaped(window) and luhn_valid("".join(window)):
+                    yield groups[i].start(), groups[j - 1].end()
+                    i = j
+                    break
+            else:
+                i += 1
+
+
+def _is_phone(candidate: str) -> bool:
+    digits = "".join(_DIGITS_RE.findall(candidate))
+    if not 7 <= len(digits) <= 15:
+        return False
+    opened, closed = candidate.find("("), candidate.find(")")
+    if candidate.count("(") > 1 or candidate.count(")") > 1 or (opened < 0) != (closed < 0):
+        return False
+    if opened > closed:
+        return False
+    if candidate.startswith("+"):
+        return True  # international: "+" and a plausible digit count is a strong signal
+    lengths = [len(g) for g in _DIGITS_RE.findall(candidate)]
+    # North American "415-555-0132", "(415) 555 0132", "1 415 555 0132". Dates (4-2-2),
+    # times and order numbers fail here; unseparated runs stay unflagged (IDs, timestamps).
+    if lengths == [3, 3, 4] or (lengths == [1, 3, 3, 4] and digits[0] == "1"):
+        return True
+    # National numbers with a trunk "0": "020 7946 0958", "07700 900123".
+    return digits[0] == "0" and len(lengths) >= 2 and 9 <= len(digits) <= 12
+
+
+def _phone_spans(text: str) -> Iterator[tuple[int, int]]:
+    for m in _PHONE_RE.finditer(text):
+        if not _word_char_at(text, m.end()) and _is_phone(m.group()):
+            yield m.span()
+
+
+# Order matters: an IBAN contains digit runs that could pass Luhn, and card numbers look
+# like long phone numbers, so the more specific detector claims the text first.
+_DETECTORS: tuple[tuple[str, Callable[[str], Iterator[tuple[int, int]]]], ...] = (
+    ("email", _email_spans),
+    ("iban", _iban_spans),
+    ("card", _card_spans),
+    ("phone", _phone_spans),
+)
+
+
+def _check_kinds(kinds: Collection[str]) -> tuple[str, ...]:
+    if isinstance(kinds, str):
+        raise UserError(f"kinds must be a collection of kinds such as [{kinds!r}], not a string.")
+    for kind in kinds:
+        if kind not in PII_KINDS:
+            raise UserError(f"Unknown PII kind {kind!r}.{_suggestion(kind, PII_KINDS)} "
+                            f"Valid kinds: {', '.join(PII_KINDS)}.")
+    return tuple(k for k in PII_KINDS if k in kinds)
+
+
+def find_pii(text: str, kinds: Collection[str] = PII_KINDS) -> list[PIIMatch]:
+    """Personal data of the given ``kinds`` in ``text``, sorted by position, never overlapping.
+
+    Every detector runs whatever ``kinds`` asks for, so e.g. a card number is never reported
+    as a phone number even when cards are not requested.
+    """
+    wanted = _check_kinds(kinds)
+    masked = text
+    found: list[PIIMatch] = []
+    for kind, detect in _DETECTORS:
+        spans = list(detect(masked))
+        if not spans:
+            continue
+        found.extend(PIIMatch(kind, start, end) for start, end in spans)
+        # Blank out claimed text (NUL is no word, digit or separator) so later detectors skip it.
+        pieces, last = [], 0
+        for start, end in spans:
+            pieces += [masked[last:start], "\0" * (end - start)]
+            last = end
+        masked = "".join(pieces) + masked[last:]
+    return sorted((m for m in found if m.kind in wanted), key=lambda m: m.start)
+
+
+def _describe(matches: Sequence[PIIMatch]) -> str:
+    counts = Counter(m.kind for m in matches)
+    return ", ".join(
+        f"{counts[k]} {_PII_LABELS[k][counts[k] != 1]}" for k in PII_KINDS if counts[k]
+    )
+
+
+class PIIGuardrail(Guardrail):
+    """Redacts (or blocks on) e-mail addresses, phone numbers, card numbers and IBANs.
+
+    Redaction replaces each with ``[EMAIL]``, ``[PHONE]``, ``[CARD]`` or ``[IBAN]``. On a block
+    the result's text is redacted too, so traces never hold the sensitive content.
+    """
+
+    def __init__(
+        self,
+        *,
+        action: Literal["redact", "block"] = "redact",
+        kinds: Collection[str] = PII_KINDS,
+        name: str = "pii",
+    ) -> None:
+        if action not in ("redact", "block"):
+            raise UserError(f"PIIGuardrail action must be 'redact' or 'block', not {action!r}.")
+        self.action: Literal["redact", "block"] = action
+        self.kinds = _check_kinds(kinds)
+        self.name = _check_name(name)
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Find personal data and redact it, or block when ``action`` is block."""
+        matches = find_pii(text, self.kinds)
+        if not matches:
+            return GuardrailResult(action="allow", text=text, guardrail=self.name)
+        pieces, last = [], 0
+        for m in matches:
+            pieces += [text[last:m.start], f"[{m.kind.upper()}]"]
+            last = m.end
+        redacted = "".join(pieces) + text[last:]
+        return GuardrailResult(
+            action=self.action, text=redacted, message=_describe(matches), guardrail=self.name
+        )
+
+
+class MaxLengthGuardrail(Guardrail):
+    """Blocks texts longer than ``max_chars``, or cuts them down (a ``redact`` result)."""
+
+    def __init__(
+        self,
+        max_chars: int,
+        *,
+        action: Literal["truncate", "block"] = "block",
+        name: str = "max_length",
+    ) -> None:
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise UserError(f"max_chars must be a positive integer, not {max_chars!r}.")
+        if action not in ("truncate", "block"):
+            raise UserError(f"MaxLengthGuardrail action must be 'truncate' or 'block', not "
+                            f"{action!r}.{_suggestion(action, ('truncate', 'block'))}")
+        self.max_chars = max_chars
+        self.action: Literal["truncate", "block"] = action
+        self.name = _check_name(name)
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Allow texts up to ``max_chars`` characters; truncate or block longer ones."""
+        if len(text) <= self.max_chars:
+            return GuardrailResult(action="allow", text=text, guardrail=self.name)
+        if self.action == "truncate":
+            message = f"truncated from {len(text):,} to {self.max_chars:,} characters"
+            return GuardrailResult(action="redact", text=text[: self.max_chars],
+                                   message=message, guardrail=self.name)
+        message = f"{len(text):,} characters, over the {self.max_chars:,}-character limit"
+        return GuardrailResult(action="block", text=text, message=message, guardrail=self.name)
+
+
+class TopicDenyListGuardrail(Guardrail):
+    """Blocks texts that mention a denied topic: case-insensitive whole words or phrases.
+
+    ``"credit card"`` matches ``Credit  Card`` but ``"crypto"`` does not match
+    ``cryptocurrency``: list the variants you mean.
+    """
+
+    def __init__(self, topics: Sequence[str], *, name: str = "topic_filter") -> None:
+        if isinstance(topics, str) or not topics:
+            raise UserError(f"topics must be a non-empty list of topics, not {topics!r}.")
+        if not all(isinstance(t, str) and t.strip() for t in topics):
+            raise UserError(f"Every topic must be a non-empty string; got {list(topics)!r}.")
+        self.topics = tuple(dict.fromkeys(" ".join(t.split()) for t in topics))
+        self.name = _check_name(name)
+        # Longest first, so the longer phrase names the match when topics overlap.
+        order = sorted(range(len(self.topics)), key=lambda i: -len(self.topics[i]))
+        alternatives = "|".join(
+            f"(?P<t{i}>" + r"\s+".join(map(re.escape, self.topics[i].split())) + ")" for i in order
+        )
+        self._pattern = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Block if ``text`` mentions a denied topic; the message names the topics found."""
+        hits = dict.fromkeys(
+            self.topics[int(m.lastgroup[1:])] for m in self._pattern.finditer(text) if m.lastgroup
+        )
+        if not hits:
+            return GuardrailResult(action="allow", text=text, guardrail=self.name)
+        noun = "denied topic" if len(hits) == 1 else "denied topics"
+        message = f"{noun} " + ", ".join(f'"{t}"' for t in hits)
+        return GuardrailResult(action="block", text=text, message=message, guardrail=self.name)
+
+
+GuardrailFunction = Callable[[str, Any], "GuardrailResult | bool | str | None"]
+"""A custom check: ``fn(text, context)`` returning a result, a bool, a replacement or None."""
+
+
+class FunctionGuardrail(Guardrail):
+    """A guardrail written as a plain synchronous function (see ``GuardrailFunction``).
+
+    The function returns a ``GuardrailResult``; ``True``/``None`` (allow); ``False`` (block);
+    or a ``str`` replacement text (redact; allow when it equals the input).
+    """
+
+    def __init__(self, fn: GuardrailFunction, *, name: str | None = None) -> None:
+        if not callable(fn):
+            raise UserError(f"A function guardrail needs a callable, not {fn!r}.")
+        if inspect.iscoroutinefunction(fn):
+            raise UserError(f"Guardrail {fn.__name__!r} is async; guardrails must be "
+                            "synchronous and cheap.")
+        self.fn = fn
+        self.name = _check_name(name if name is not None else getattr(fn, "__name__", "custom"))
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Call the function and turn its answer into a ``GuardrailResult``."""
+        out = self.fn(text, context)
+        if isinstance(out, GuardrailResult):
+            return out if out.guardrail else replace(out, guardrail=self.name)
+        if out is None or out is True or (isinstance(out, str) and out == text):
+            return GuardrailResult(action="allow", text=text, guardrail=self.name)
+        if out is False:
+            return GuardrailResult(action="block", text=text, guardrail=self.name)
+        if isinstance(out, str):
+            return GuardrailResult(action="redact", text=out, message="text rewritten",
+                                   guardrail=self.name)
+        if inspect.iscoroutine(out):
+            out.close()  # avoid a "never awaited" warning on top of the error
+        raise UserError(f"Guardrail {self.name!r} returned {type(out).__name__}; return a "
+                        "GuardrailResult, a bool, a replacement str or None.")
+
+
+@overload
+def guardrail(fn: GuardrailFunction, /) -> FunctionGuardrail: ...
+@overload
+def guardrail(*, name: str | None = None) -> Callable[[GuardrailFunction], FunctionGuardrail]: ...
+def guardrail(
+    fn: GuardrailFunction | None = None, /, *, name: str | None = None
+) -> FunctionGuardrail | Callable[[GuardrailFunction], FunctionGuardrail]:
+    """Turn a function into a guardrail: ``@guardrail`` or ``@guardrail(name="no_secrets")``."""
+    if fn is None:
+        return lambda f: FunctionGuardrail(f, name=name)
+    return FunctionGuardrail(fn, name=name)
+
+
+# --- construction from configuration -------------------------------------------------------
+
+_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "pii_detection": ("type", "action", "kinds", "name"),
+    "max_length": ("type", "max_chars", "action", "name"),
+    "topic_filter": ("type", "blocked_topics", "name"),
+}
+_REQUIRED_KEYS = {"max_length": "max_chars", "topic_filter": "blocked_topics"}
+
+
+def guardrail_from_config(spec: Mapping[str, Any]) -> Guardrail:
+    """Build a built-in guardrail from a rule dict, e.g. ``{"type": "pii_detection"}``.
+
+    Types: ``pii_detection`` (action redact|block, kinds), ``max_length`` (max_chars, action
+    truncate|block), ``topic_filter`` (blocked_topics); each also takes ``name``.
+    Raises ``ConfigError`` naming an unknown type, key or bad value.
+    """
+    types = ", ".join(_CONFIG_KEYS)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"A guardrail must be a mapping with a 'type', not {spec!r}.")
+    kind = spec.get("type")
+    if kind is None:
+        raise ConfigError(f"A guardrail needs a 'type'; valid types: {types}.")
+    if not isinstance(kind, str) or kind not in _CONFIG_KEYS:
+        raise ConfigError(f"Unknown guardrail type {kind!r}.{_suggestion(kind, _CONFIG_KEYS)} "
+                          f"Valid types: {types}.")
+    keys = _CONFIG_KEYS[kind]
+    for key in spec:
+        if key not in keys:
+            raise ConfigError(f"Unknown key {key!r} in a {kind} guardrail."
+                              f"{_suggestion(key, keys)} Valid keys: {', '.join(keys)}.")
+    required = _REQUIRED_KEYS.get(kind)
+    if required is not None and required not in spec:
+        raise ConfigError(f"A {kind} guardrail needs {required!r}.")
+    options = {k: v for k, v in spec.items() if k not in ("type", required)}
+    try:
+        if kind == "pii_detection":
+            return PIIGuardrail(**options)
+        if kind == "max_length":
+            return MaxLengthGuardrail(spec["max_chars"], **options)
+        return TopicDenyListGuardrail(spec["blocked_topics"], **options)
+    except UserError as exc:
+        raise ConfigError(f"Invalid {kind} guardrail: {exc}") from exc

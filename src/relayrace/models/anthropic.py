@@ -1,0 +1,463 @@
+"""The Anthropic Messages API adapter.
+
+Anthropic is stricter than chat completions: roles must alternate, the first message must be
+the user's, text blocks may not be empty, and tool blocks need tools and matching pairs. The
+mapping below repairs any normalized history (including one written by another provider's
+agent) into a request the API accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeAlias
+
+from ..exceptions import ModelProviderError, UserError
+from ..messages import Message, ToolCall
+from ..usage import Usage
+from .interface import Model, ModelRequest, ModelResponse, ModelSettings
+
+try:
+    import anthropic
+    from anthropic.types import (
+        InputJSONDelta,
+        MessageDeltaUsage,
+        MessageParam,
+        RawContentBlockDeltaEvent,
+        RawContentBlockStartEvent,
+        RawMessageDeltaEvent,
+        RawMessageStartEvent,
+        RawMessageStreamEvent,
+        TextBlock,
+        TextBlockParam,
+        TextDelta,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlock,
+        ToolUseBlockParam,
+        message_create_params,
+    )
+    from anthropic.types import Message as AnthropicMessage
+    from anthropic.types import Usage as AnthropicUsage
+except ImportError as _e:  # pragma: no cover - depends on the installed extras
+    raise UserError(
+        "The Anthropic adapter needs the 'anthropic' package: pip install 'relayrace[anthropic]'"
+    ) from _e
+
+__all__ = ["AnthropicModel"]
+
+_Block: TypeAlias = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+
+# Stand-in user turn: the API wants the first turn (and the turn we answer) to be the user's.
+_CONTINUES = "(conversation continues)"
+# The only API version that still accepts temperature and top_p.
+_SAMPLING_API_VERSION = "2023-06-01"
+_TOOL_ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+_STATUS_HINTS = {
+    400: "the API rejected the request; the detail above says which part",
+    401: "the API key was rejected: check ANTHROPIC_API_KEY or pass api_key=",
+    403: "the API key may not use this model",
+    404: "check the model name (and base_url, if set)",
+    413: "the request is too large: shorten the conversation or the tool results",
+    429: "rate limited: retry later, lower concurrency or raise max_retries",
+    529: "Anthropic is overloaded: retry later",
+}
+
+
+class AnthropicModel(Model):
+    """A Claude model behind the Anthropic Messages API.
+
+    ``api_key`` falls back to ``ANTHROPIC_API_KEY``; the client is built on first use, so
+    constructing the model never needs a key. Pass ``client`` to reuse a configured
+    ``anthropic.AsyncAnthropic``; ``max_retries`` and ``timeout`` then come from that client.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: anthropic.AsyncAnthropic | None = None,
+        settings: ModelSettings | None = None,
+        max_tokens: int = 4096,
+        max_retries: int = 2,
+        timeout: float | None = None,
+    ) -> None:
+        self.model = model
+        self.name = f"anthropic:{model}"
+        self.settings = settings
+        self.max_tokens = max_tokens
+        self._api_key = api_key
+        self._base_url = base_url
+        self._max_retries = max_retries
+        self._timeout = timeout
+        self._client = client
+        self._warned_sampling = False
+
+    @property
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The SDK client, built on first use."""
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                max_retries=self._max_retries,
+                timeout=self._timeout if self._timeout is not None else anthropic.NOT_GIVEN,
+            )
+        return self._client
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send one turn and return the assistant message and its usage."""
+        client = self.client
+        params, extra_body, timeout = self._params(request, client)
+        try:
+            reply = await client.messages.create(**params, timeout=timeout, extra_body=extra_body)
+        except anthropic.APIError as e:
+            raise self._provider_error(e) from e
+        except TypeError as e:
+            if not _is_missing_auth(e):
+                raise
+            raise self._missing_key() from e
+        return _parse(reply, self.model)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
+        """Yield text deltas as they arrive, then the complete ``ModelResponse``."""
+        client = self.client
+        params, extra_body, timeout = self._params(request, client)
+        state = _StreamState(self.model)
+        try:
+            events = await client.messages.create(
+                **params, stream=True, timeout=timeout, extra_body=extra_body
+            )
+            async with events:
+                async for event in events:
+                    if piece := state.feed(event):
+                        yield piece
+        except anthropic.APIError as e:
+            raise self._provider_error(e) from e
+        except TypeError as e:
+            if not _is_missing_auth(e):
+                raise
+            raise self._missing_key() from e
+        yield state.response()
+
+    def _params(
+        self, request: ModelRequest, client: anthropic.AsyncAnthropic
+    ) -> tuple[
+        message_create_params.MessageCreateParamsBase,
+        dict[str, Any] | None,
+        float | anthropic.NotGiven,
+    ]:
+        settings = _merge_settings(self.settings, request.settings)
+        system, messages = to_anthropic_messages(
+            request.instructions, request.messages, tools=bool(request.tools)
+        )
+        params: message_create_params.MessageCreateParamsBase = {
+            "model": self.model,
+            "max_tokens": settings.max_tokens or self.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            params["system"] = system
+        if request.tools:
+            tools: list[ToolParam] = [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": {"type": "object", **t.parameters},
+                }
+                for t in request.tools
+            ]
+            params["tools"] = tools
+        sampling = {
+            k: v
+            for k, v in (("temperature", settings.temperature), ("top_p", settings.top_p))
+            if v is not None
+        }
+        # The current API version (SDK 2.x default) rejects temperature/top_p with a 400, so they
+        # are sent only to a client pinned to the old version; put them in `extra` to force it.
+        if sampling and client.default_headers.get("anthropic-version") != _SAMPLING_API_VERSION:
+            if not self._warned_sampling:
+                self._warned_sampling = True
+                warnings.warn(
+                    f"{self.name}: temperature/top_p are not sent, because the Anthropic API "
+                    f"version in use rejects them; pin 'anthropic-version: "
+                    f"{_SAMPLING_API_VERSION}' on your client or pass them in settings.extra.",
+                    stacklevel=3,
+                )
+            sampling = {}
+        extra_body = {**sampling, **settings.extra} or None
+        timeout = settings.timeout if settings.timeout is not None else anthropic.NOT_GIVEN
+        return params, extra_body, timeout
+
+    def _provider_error(self, e: anthropic.APIError) -> ModelProviderError:
+        retries = self._client.max_retries if self._client is not None else self._max_retries
+        where = self.name if self._client is None else f"{self.name} at {self._client.base_url}"
+        if isinstance(e, anthropic.APITimeoutError):
+            return ModelProviderError(
+                f"{self.name} timed out (after {retries} retries): raise the timeout "
+                "(ModelSettings.timeout or timeout=) or retry later.",
+                provider="anthropic",
+            )
+        if isinstance(e, anthropic.APIConnectionError):
+            return ModelProviderError(
+                f"Could not connect to {where}: check the network (and base_url, if set).",
+                provider="anthropic",
+            )
+        status = e.status_code if isinstance(e, anthropic.APIStatusError) else None
+        detail = _error_detail(e)
+        if status is None:  # e.g. an error event in the middle of a stream
+            return ModelProviderError(f"{self.name} failed: {detail}", provider="anthropic")
+        hint = _STATUS_HINTS.get(status) or (
+            "a server error, usually transient: retry later"
+            if status >= 500
+            else "the API refused the request"
+        )
+        if status in (408, 409, 429) or status >= 500:
+            hint += f" (gave up after {retries} retries)"
+        return ModelProviderError(
+            f"{self.name} returned HTTP {status}: {detail} - {hint}.",
+            status_code=status,
+            provider="anthropic",
+        )
+
+    def _missing_key(self) -> UserError:
+        return UserError(f"{self.name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=.")
+
+
+@dataclass(slots=True)
+class _StreamBlock:
+    """A content block being assembled from stream events."""
+
+    kind: Literal["text", "tool_use"]
+    text: list[str] = field(default_factory=list)
+    id: str = ""
+    name: str = ""
+    input: dict[str, object] = field(default_factory=dict)
+    json: list[str] = field(default_factory=list)
+
+
+class _StreamState:
+    """Assembles a streamed reply: text and tool-use blocks by index, and usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.usage = Usage(requests=1)
+        self.blocks: dict[int, _StreamBlock] = {}
+
+    def feed(self, event: RawMessageStreamEvent) -> str:
+        """Take one event; return the text it adds (``""`` if none)."""
+        if isinstance(event, RawMessageStartEvent):
+            self.model = event.message.model or self.model
+            self.usage = _usage(event.message.usage)
+        elif isinstance(event, RawContentBlockStartEvent):
+            start = event.content_block
+            if isinstance(start, TextBlock):
+                self.blocks[event.index] = _StreamBlock("text", text=[start.text])
+                return start.text
+            if isinstance(start, ToolUseBlock):
+                self.blocks[event.index] = _StreamBlock(
+                    "tool_use", id=start.id, name=start.name, input=start.input
+                )
+        elif isinstance(event, RawContentBlockDeltaEvent):
+            block = self.blocks.get(event.index)  # None for unmapped kinds, e.g. thinking
+            if block is not None and isinstance(event.delta, TextDelta):
+                block.text.append(event.delta.text)
+                return event.delta.text
+            if block is not None and isinstance(event.delta, InputJSONDelta):
+                block.json.append(event.delta.partial_json)
+        elif isinstance(event, RawMessageDeltaEvent):
+            # Counts here are cumulative; input tokens appear only on some API versions.
+            final = _usage(event.usage)
+            self.usage.output_tokens = final.output_tokens
+            if event.usage.input_tokens is not None:
+                self.usage.input_tokens = final.input_tokens
+        return ""
+
+    def response(self) -> ModelResponse:
+        """The complete reply, once the stream has ended."""
+        ordered = [self.blocks[i] for i in sorted(self.blocks)]
+        text = "".join(piece for b in ordered if b.kind == "text" for piece in b.text)
+        calls = tuple(
+            # The streamed JSON is kept verbatim; with no deltas the start block holds it all.
+            ToolCall(b.id, b.name, "".join(b.json) or json.dumps(b.input))
+            for b in ordered
+            if b.kind == "tool_use"
+        )
+        message = Message.assistant(text, calls)
+        return ModelResponse(message=message, usage=self.usage, model=self.model)
+
+
+def to_anthropic_messages(
+    instructions: str, messages: Sequence[Message], *, tools: bool
+) -> tuple[str, list[MessageParam]]:
+    """Normalized messages -> (``system``, alternating Anthropic messages).
+
+    System messages join the instructions. Consecutive same-role messages merge, tool results
+    first. Tool calls and results become ``tool_use``/``tool_result`` blocks only when ``tools``
+    is true and each call is answered in the next user turn; otherwise they are rendered as text
+    so the API accepts the history.
+    """
+    system = "\n\n".join(
+        s for s in [instructions, *(m.content for m in messages if m.role == "system")] if s.strip()
+    )
+    convo = [m for m in messages if m.role != "system" and not _renders_empty(m)]
+    paired = _paired_ids(convo) if tools else set()
+    names = {tc.id: tc.name for m in convo for tc in m.tool_calls}
+    turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
+    for m in convo:
+        role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
+        blocks: list[_Block] = []
+        if m.role == "tool":
+            call_id = m.tool_call_id or ""
+            if call_id in paired:
+                result: ToolResultBlockParam = {
+                    "type": "tool_result",
+                    "tool_use_id": _safe_id(call_id),
+                }
+                if m.content.strip():  # an empty result is sent without content
+                    result["content"] = m.content
+                blocks.append(result)
+            else:
+                tool = m.name or names.get(call_id, "a tool")
+                blocks.append(_text(f"[result of {tool}: {m.content}]"))
+        else:
+            if m.content.strip():
+                blocks.append(_text(m.content))
+            for tc in m.tool_calls:
+                if tc.id in paired:
+                    blocks.append(
+                        {
+                            "type": "tool_use",
+                            "id": _safe_id(tc.id),
+                            "name": tc.name,
+                            "input": _tool_input(tc.arguments),
+                        }
+                    )
+                else:
+                    blocks.append(_text(f"[called tool {tc.name} with {tc.arguments or '{}'}]"))
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    if not turns or turns[0][0] == "assistant":
+        turns.insert(0, ("user", [_text(_CONTINUES)]))
+    if turns[-1][0] == "assistant":
+        # Ending on an assistant turn would be a prefill, which newer models reject.
+        turns.append(("user", [_text(_CONTINUES)]))
+    out: list[MessageParam] = []
+    for role, blocks in turns:
+        if role == "user":
+            # The API wants a user turn's tool results before any other block.
+            blocks.sort(key=lambda b: b["type"] != "tool_result")
+            out.append({"role": "user", "content": blocks})
+        else:
+            out.append({"role": "assistant", "content": blocks})
+    return system, out
+
+
+def _is_missing_auth(e: TypeError) -> bool:
+    # The SDK reports missing credentials as a TypeError while it builds the request.
+    return "authentication method" in str(e)
+
+
+def _renders_empty(m: Message) -> bool:
+    return m.role in ("user", "assistant") and not m.content.strip() and not m.tool_calls
+
+
+def _paired_ids(convo: Sequence[Message]) -> set[str]:
+    """Ids of calls answered in the user turn right after their assistant turn, each once."""
+    paired: set[str] = set()
+    seen: set[str] = set()
+    open_calls: set[str] = set()
+    previous_assistant = False
+    for m in convo:
+        if m.role == "assistant":
+            if not previous_assistant:
+                open_calls = set()
+            for tc in m.tool_calls:
+                if tc.id and tc.id not in seen:
+                    seen.add(tc.id)
+                    open_calls.add(tc.id)
+            previous_assistant = True
+            continue
+        if m.role == "tool" and m.tool_call_id in open_calls:
+            paired.add(m.tool_call_id)
+            open_calls.discard(m.tool_call_id)
+        previous_assistant = False
+    return paired
+
+
+def _text(text: str) -> TextBlockParam:
+    return {"type": "text", "text": text}
+
+
+def _safe_id(call_id: str) -> str:
+    """Tool ids from other providers may hold characters Anthropic rejects."""
+    return _TOOL_ID_UNSAFE.sub("_", call_id)
+
+
+def _tool_input(arguments: str) -> dict[str, object]:
+    """The stored arguments as an object; malformed text is kept under ``_raw_arguments``."""
+    if not arguments.strip():
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        return {"_raw_arguments": arguments}
+    return parsed if isinstance(parsed, dict) else {"_raw_arguments": arguments}
+
+
+def _parse(reply: AnthropicMessage, model: str) -> ModelResponse:
+    text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
+    calls = tuple(
+        ToolCall(b.id, b.name, json.dumps(b.input))
+        for b in reply.content
+        if isinstance(b, ToolUseBlock)
+    )
+    return ModelResponse(
+        message=Message.assistant(text, calls),
+        usage=_usage(reply.usage),
+        model=reply.model or model,
+    )
+
+
+def _usage(usage: AnthropicUsage | MessageDeltaUsage) -> Usage:
+    # Cached tokens are reported apart from input_tokens; count them, they were sent.
+    return Usage(
+        requests=1,
+        input_tokens=(usage.input_tokens or 0)
+        + (usage.cache_creation_input_tokens or 0)
+        + (usage.cache_read_input_tokens or 0),
+        output_tokens=usage.output_tokens,
+    )
+
+
+def _merge_settings(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
+    """Field-by-field merge: a non-``None`` field of ``override`` wins; ``extra`` dicts merge."""
+    merged = ModelSettings()
+    for layer in (base, override):
+        if layer is None:
+            continue
+        for f in fields(ModelSettings):
+            value = getattr(layer, f.name)
+            if f.name == "extra":
+                merged.extra = {**merged.extra, **value}
+            elif value is not None:
+                setattr(merged, f.name, value)
+    return merged
+
+
+def _error_detail(e: anthropic.APIError) -> str:
+    """The API's own error message, without the SDK's 'Error code: ...' wrapping."""
+    body: Any = e.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    return e.message

@@ -1,0 +1,86 @@
+"""The small async interface every model provider implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Message
+from ..usage import Usage
+
+__all__ = ["Model", "ModelRequest", "ModelResponse", "ModelSettings", "ToolDefinition"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolDefinition:
+    """A tool as offered to a model."""
+
+    name: str
+    """The name the model calls it by."""
+    description: str
+    """What it does and when to use it."""
+    parameters: dict[str, Any]
+    """A JSON Schema object for its arguments."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelSettings:
+    """Sampling and transport options; ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    """Sampling temperature."""
+    top_p: float | None = None
+    """Nucleus sampling mass."""
+    max_tokens: int | None = None
+    """Most tokens to generate per request."""
+    parallel_tool_calls: bool | None = None
+    """Whether the model may emit several tool calls in one turn (OpenAI-compatible only)."""
+    timeout: float | None = None
+    """Seconds before a request is abandoned (the SDK then retries)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific options passed through unchanged."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelRequest:
+    """Everything a model is asked with on one turn."""
+
+    instructions: str
+    """The active agent's system prompt, already rendered."""
+    messages: Sequence[Message]
+    """The conversation as this agent sees it, oldest first."""
+    tools: Sequence[ToolDefinition] = ()
+    """The tools offered this turn (handoff tools included)."""
+    settings: ModelSettings | None = None
+    """Per-agent settings, if any."""
+    agent: str = ""
+    """The name of the agent asking; for traces and test doubles, never sent to a provider."""
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """A model's answer: one assistant message and what it cost."""
+
+    message: Message
+    """The assistant message (text, tool calls or both)."""
+    usage: Usage
+    """Tokens used; ``requests`` is 1."""
+    model: str = ""
+    """The model that answered, as the provider named it."""
+
+
+class Model(ABC):
+    """A chat model. Implement ``request``; override ``stream`` to stream text as it comes."""
+
+    name: str = "model"
+    """The model's name, shown in traces and usage."""
+
+    @abstractmethod
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Answer one turn."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
+        """Yield text deltas as they arrive, then the complete ``ModelResponse`` last."""
+        yield await self.request(request)

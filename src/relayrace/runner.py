@@ -1,0 +1,194 @@
+"""`Runner`: the entry point that runs an agent team on a session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._engine import AgentLoop, RunState
+from .agent import Agent
+from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
+from .exceptions import UserError
+from .messages import Message
+from .models import infer_model
+from .models.interface import Model
+from .sessions import MemorySession, Session
+from .tracing import Trace
+from .usage import RunUsage, UsageLimits
+
+__all__ = ["RunResult", "RunStream", "Runner"]
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    """What a run produced."""
+
+    final_output: str
+    """The last agent's final answer."""
+    last_agent: Agent[Any]
+    """The agent that gave it (after any handoffs)."""
+    new_events: list[AgentEvent]
+    """The events this run appended to the session, in order."""
+    usage: RunUsage
+    """Requests and tokens: the total and per agent path, delegated children included."""
+    trace_id: str
+    """The run's trace."""
+    session: Session
+    """The session the run used (a new ``MemorySession`` unless one was given)."""
+
+    @property
+    def handoffs(self) -> list[HandoffEvent]:
+        """The handoffs made during the run."""
+        return [e for e in self.new_events if isinstance(e, HandoffEvent)]
+
+    @property
+    def tool_results(self) -> list[ToolResultEvent]:
+        """Every tool result of the run, errors included."""
+        return [e for e in self.new_events if isinstance(e, ToolResultEvent)]
+
+    @property
+    def delegations(self) -> list[DelegationEvent]:
+        """The delegated child runs this run's agents started."""
+        return [e for e in self.new_events if isinstance(e, DelegationEvent)]
+
+
+def _start_agent(agent: Agent[Any], start: Agent[Any] | str | None) -> Agent[Any] | None:
+    if start is None or isinstance(start, Agent):
+        return start
+    found = agent.find_agent(start)
+    if found is None:
+        names = ", ".join(a.name for a in agent.root.walk())
+        raise UserError(f"start_agent {start!r} is not in the team; agents: {names}.")
+    return found
+
+
+class Runner:
+    """Runs agents. Every option after the input is keyword-only."""
+
+    @classmethod
+    async def run(
+        cls,
+        agent: Agent[Any],
+        input: str | Sequence[Message] | None,
+        *,
+        session: Session | None = None,
+        context: Any = None,
+        max_turns: int | None = None,
+        max_handoffs: int | None = None,
+        start_agent: Agent[Any] | str | None = None,
+        model: Model | str | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> RunResult:
+        """Run ``agent``'s team on ``input`` and return the result.
+
+        On a session that already has a conversation, the run continues with the agent that
+        was active when it ended (if it is in ``agent``'s tree), unless ``start_agent`` names
+        another. ``input=None`` resumes an interrupted run from the log. ``model`` overrides
+        every agent's model.
+        """
+        return await cls._run(
+            agent, input, session=session, context=context, max_turns=max_turns,
+            max_handoffs=max_handoffs, start_agent=start_agent, model=model,
+            usage_limits=usage_limits, emit=None,
+        )
+
+    @classmethod
+    async def _run(
+        cls,
+        agent: Agent[Any],
+        input: str | Sequence[Message] | None,
+        *,
+        session: Session | None,
+        context: Any,
+        max_turns: int | None,
+        max_handoffs: int | None,
+        start_agent: Agent[Any] | str | None,
+        model: Model | str | None,
+        usage_limits: UsageLimits | None,
+        emit: Any,
+    ) -> RunResult:
+        if not isinstance(agent, Agent):
+            raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
+        if max_turns is not None and max_turns < 1:
+            raise UserError(f"max_turns must be at least 1, got {max_turns}.")
+        session = session if session is not None else MemorySession()
+        state = RunState(
+            context=context,
+            trace=Trace(),
+            limits=usage_limits,
+            emit=emit,
+            model_override=infer_model(model) if model is not None else None,
+        )
+        loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
+        outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
+        return RunResult(
+            final_output=outcome.final_output,
+            last_agent=outcome.last_agent,
+            new_events=outcome.new_events,
+            usage=state.usage,
+            trace_id=state.trace.trace_id,
+            session=session,
+        )
+
+    @classmethod
+    def run_sync(
+        cls,
+        agent: Agent[Any],
+        input: str | Sequence[Message] | None,
+        **options: Any,
+    ) -> RunResult:
+        """``Runner.run`` for code without an event loop (takes the same options)."""
+        return asyncio.run(cls.run(agent, input, **options))
+
+    @classmethod
+    def stream(
+        cls,
+        agent: Agent[Any],
+        input: str | Sequence[Message] | None,
+        **options: Any,
+    ) -> RunStream:
+        """Run like ``Runner.run``, yielding events (text deltas included) as they happen.
+
+        Iterate with ``async for``; afterwards ``stream.result`` holds the ``RunResult``.
+        Delegated children's events come too, tagged with their agent ``path``.
+        """
+        return RunStream(cls, agent, input, options)
+
+
+class RunStream:
+    """The events of a running run; ``result`` is set once iteration ends."""
+
+    def __init__(
+        self, runner: type[Runner], agent: Agent[Any], input: Any, options: dict[str, Any]
+    ) -> None:
+        self._runner = runner
+        self._agent = agent
+        self._input = input
+        self._options = options
+        self.result: RunResult | None = None
+        """The run's result, once the stream is exhausted."""
+
+    async def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        options = {
+            "session": None, "context": None, "max_turns": None, "max_handoffs": None,
+            "start_agent": None, "model": None, "usage_limits": None,
+        }
+        unknown = set(self._options) - set(options)
+        if unknown:
+            raise UserError(f"Runner.stream got unknown option(s): {', '.join(sorted(unknown))}.")
+        options.update(self._options)
+        task = asyncio.ensure_future(
+            self._runner._run(self._agent, self._input, emit=queue.put_nowait, **options)
+        )
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            self.result = await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)

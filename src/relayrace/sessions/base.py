@@ -1,0 +1,70 @@
+"""The `Session` interface: an append-only log of typed events."""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..events import AgentEvent, dump_events
+
+__all__ = ["Session", "SessionInfo", "new_session_id"]
+
+
+def new_session_id() -> str:
+    """A fresh random session id."""
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionInfo:
+    """A session's identity and links, as listed by a store."""
+
+    session_id: str
+    """The session's id."""
+    parent_id: str | None = None
+    """For a delegated child: the parent session."""
+    parent_tool_call_id: str | None = None
+    """For a delegated child: the parent's tool call that started it."""
+    path: str = ""
+    """For a delegated child: its agent path, e.g. ``coordinator/researcher``."""
+    created_at: float = 0.0
+    """When the session was created (seconds since the epoch)."""
+    updated_at: float = 0.0
+    """When an event was last appended."""
+    event_count: int = 0
+    """How many events the log holds."""
+
+
+class Session(ABC):
+    """An append-only log of events; what each agent sees is derived from it.
+
+    Everything needed to continue a run is in the log, so a crashed run can be resumed by
+    running again on the same session.
+    """
+
+    session_id: str
+    """The session's id."""
+    info: SessionInfo
+    """Its identity and parent links."""
+
+    @abstractmethod
+    async def get_events(self) -> list[AgentEvent]:
+        """Every event, oldest first."""
+
+    @abstractmethod
+    async def append(self, events: Sequence[AgentEvent]) -> None:
+        """Append ``events`` atomically, in order."""
+
+    @abstractmethod
+    def child(self, *, path: str, tool_call_id: str) -> Session:
+        """A new session in the same store, linked to this one, for a delegated child run."""
+
+    @abstractmethod
+    async def children(self) -> list[SessionInfo]:
+        """The child sessions started from this one."""
+
+    async def export_jsonl(self) -> str:
+        """The whole log as JSON lines."""
+        return "".join(line + "\n" for line in dump_events(await self.get_events()))

@@ -1,0 +1,46 @@
+"""`MemorySession`: a session kept in process memory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..events import AgentEvent
+from .base import Session, SessionInfo, new_session_id
+
+__all__ = ["MemorySession"]
+
+
+class MemorySession(Session):
+    """A session in memory: fast, and gone with the process."""
+
+    def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None) -> None:
+        self.session_id = session_id or (info.session_id if info else new_session_id())
+        now = time.time()
+        self.info = info or SessionInfo(session_id=self.session_id, created_at=now, updated_at=now)
+        self.events: list[AgentEvent] = []
+        self.child_sessions: list[MemorySession] = []
+
+    async def get_events(self) -> list[AgentEvent]:
+        return list(self.events)
+
+    async def append(self, events: Sequence[AgentEvent]) -> None:
+        self.events.extend(events)
+        self.info.event_count = len(self.events)
+
+    def child(self, *, path: str, tool_call_id: str) -> MemorySession:
+        now = time.time()
+        info = SessionInfo(
+            session_id=f"{self.session_id}.{len(self.child_sessions) + 1}",
+            parent_id=self.session_id,
+            parent_tool_call_id=tool_call_id,
+            path=path,
+            created_at=now,
+            updated_at=now,
+        )
+        child = MemorySession(info=info)
+        self.child_sessions.append(child)
+        return child
+
+    async def children(self) -> list[SessionInfo]:
+        return [c.info for c in self.child_sessions]

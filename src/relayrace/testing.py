@@ -1,0 +1,219 @@
+"""Test doubles for models: deterministic, offline, and able to say what each agent saw.
+
+``ScriptedModel`` plays a list of turns in order; ``FunctionModel`` lets a function answer.
+Both count tokens as a quarter of the characters, so usage figures are stable in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from .messages import Message, ToolCall
+from .models.interface import Model, ModelRequest, ModelResponse
+from .usage import Usage
+
+__all__ = [
+    "FunctionModel",
+    "RecordedRequest",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "TextPart",
+    "ToolCallPart",
+    "Turn",
+    "text",
+    "tool_call",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class TextPart:
+    """Scripted assistant text."""
+
+    text: str
+    """The text."""
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallPart:
+    """A scripted tool call."""
+
+    name: str
+    """The tool to call."""
+    arguments: str
+    """Raw JSON arguments (may be deliberately malformed)."""
+    id: str | None = None
+    """A fixed call id; by default ``call_<n>`` in call order."""
+
+
+Part: TypeAlias = TextPart | ToolCallPart
+Turn: TypeAlias = Part | Sequence[Part] | Message | BaseException
+"""One model answer: a part, several parts (one message), a whole message, or an exception."""
+
+
+def text(content: str) -> TextPart:
+    """A turn (or part of one) where the model answers with ``content``."""
+    return TextPart(content)
+
+
+def tool_call(name: str, args: dict[str, Any] | str | None = None, *, id: str | None = None) -> ToolCallPart:
+    """A turn (or part of one) where the model calls ``name``.
+
+    ``args`` is a dict (sent as JSON) or a raw string, to script malformed arguments.
+    """
+    raw = args if isinstance(args, str) else json.dumps(args or {})
+    return ToolCallPart(name, raw, id)
+
+
+class ScriptExhausted(AssertionError):
+    """A scripted model was asked for more turns than it was given."""
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One request a test model received."""
+
+    agent: str
+    """The agent that asked."""
+    instructions: str
+    """Its rendered system prompt."""
+    tools: list[str]
+    """The names of the tools offered."""
+    _source: Sequence[Message]
+    _length: int
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation as the agent saw it at that request."""
+        # The engine's message lists only grow, so a prefix is the exact snapshot.
+        return list(self._source[: self._length])
+
+
+def _estimate_tokens(chars: int) -> int:
+    return (chars + 3) // 4
+
+
+class _TestModelBase(Model):
+    """Request recording, token counting and turn conversion shared by the test models."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.requests: list[RecordedRequest] = []
+        self._calls = 0
+        # Incremental character count of the growing message list (O(1) per turn).
+        self._count_key: tuple[int, int] = (0, 0)
+        self._count_chars = 0
+
+    def _record(self, request: ModelRequest) -> int:
+        msgs = request.messages
+        self.requests.append(
+            RecordedRequest(
+                request.agent, request.instructions, [t.name for t in request.tools], msgs, len(msgs)
+            )
+        )
+        ident, start = id(msgs), 0
+        chars = 0
+        if self._count_key[0] == ident and self._count_key[1] <= len(msgs):
+            start, chars = self._count_key[1], self._count_chars
+        for m in msgs[start:]:
+            chars += len(m.content)
+            for c in m.tool_calls:
+                chars += len(c.name) + len(c.arguments)
+        self._count_key, self._count_chars = (ident, len(msgs)), chars
+        return chars + len(request.instructions)
+
+    def _response(self, turn: Turn, input_chars: int, agent: str) -> ModelResponse:
+        if isinstance(turn, BaseException):
+            raise turn
+        if isinstance(turn, Message):
+            message = turn
+        else:
+            parts: Sequence[Part] = (turn,) if isinstance(turn, TextPart | ToolCallPart) else turn
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            for part in parts:
+                if isinstance(part, TextPart):
+                    texts.append(part.text)
+                else:
+                    self._calls += 1
+                    calls.append(ToolCall(part.id or f"call_{self._calls}", part.name, part.arguments))
+            message = Message.assistant("".join(texts), tuple(calls), name=agent)
+        out_chars = len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
+        usage = Usage(1, _estimate_tokens(input_chars), _estimate_tokens(out_chars))
+        return ModelResponse(message, usage, self.name)
+
+
+class ScriptedModel(_TestModelBase):
+    """Plays ``turns`` in call order; several agents may share one instance.
+
+    ``requests`` records every request (what each agent saw and which tools it was offered);
+    ``assert_complete()`` fails if turns are left over.
+    """
+
+    def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted") -> None:
+        super().__init__(name)
+        self.turns: list[Turn] = list(turns)
+        self._next = 0
+
+    def extend(self, turns: Sequence[Turn]) -> None:
+        """Queue more turns."""
+        self.turns.extend(turns)
+
+    @property
+    def remaining(self) -> int:
+        """Turns not yet played."""
+        return len(self.turns) - self._next
+
+    def assert_complete(self) -> None:
+        """Fail if some scripted turns were never requested."""
+        if self._next < len(self.turns):
+            left = self.turns[self._next :]
+            raise AssertionError(
+                f"ScriptedModel has {len(left)} unused turn(s) after {self._next} request(s); "
+                f"next unused: {left[0]!r}"
+            )
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        chars = self._record(request)
+        if self._next >= len(self.turns):
+            raise ScriptExhausted(
+                f"ScriptedModel ran out of turns: request {self._next + 1} from agent "
+                f"{request.agent!r} but only {len(self.turns)} turn(s) were scripted."
+            )
+        turn = self.turns[self._next]
+        self._next += 1
+        return self._response(turn, chars, request.agent)
+
+    async def stream(self, request: ModelRequest) -> Any:
+        response = await self.request(request)
+        # Word-sized deltas, so stream consumers see text arrive in pieces.
+        words = response.message.content.split(" ")
+        for i, word in enumerate(words):
+            if word or i:
+                yield word if i == 0 else " " + word
+        yield response
+
+
+FunctionModelFn: TypeAlias = Callable[[ModelRequest], "Turn | Awaitable[Turn]"]
+
+
+class FunctionModel(_TestModelBase):
+    """A model played by ``fn(request)``, which returns a turn (sync or async)."""
+
+    def __init__(self, fn: FunctionModelFn, *, name: str = "function", delay: float = 0.0) -> None:
+        super().__init__(name)
+        self.fn = fn
+        self.delay = delay
+        """Seconds to sleep per request, to stand in for a model's latency."""
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        chars = self._record(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        result = self.fn(request)
+        turn: Turn = await result if inspect.isawaitable(result) else result
+        return self._response(turn, chars, request.agent)

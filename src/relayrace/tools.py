@@ -1,0 +1,292 @@
+"""Tools: typed Python functions the model can call, with schemas and validated arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, get_origin, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_json
+
+from .context import RunContext
+from .exceptions import UserError
+from .models.interface import ToolDefinition
+
+__all__ = ["FunctionTool", "RateLimit", "Tool", "ToolRetry", "render_tool_output", "tool"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class ToolRetry(Exception):  # noqa: N818 - a signal to the model, not an error of the program
+    """Raise inside a tool to tell the model what was wrong; it gets the message and may retry.
+
+    Unlike any other exception, no traceback is kept: the model erred, not the tool.
+    """
+
+
+@dataclass(slots=True)
+class RateLimit:
+    """At most ``max_calls`` calls to one tool in any ``window_s`` seconds (a sliding window)."""
+
+    max_calls: int
+    """Calls allowed within the window."""
+    window_s: float
+    """The window's length in seconds."""
+
+    def __post_init__(self) -> None:
+        if self.max_calls < 1 or self.window_s <= 0:
+            raise UserError(
+                f"RateLimit(max_calls={self.max_calls}, window_s={self.window_s}) needs "
+                "max_calls >= 1 and window_s > 0."
+            )
+
+
+class _RateWindow:
+    """The timestamps of recent calls of one tool."""
+
+    __slots__ = ("calls", "limit")
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
+        self.calls: deque[float] = deque()
+
+    def acquire(self) -> float:
+        """Record a call and return 0, or return the seconds until a call is allowed again."""
+        now = time.monotonic()
+        calls, limit = self.calls, self.limit
+        while calls and now - calls[0] >= limit.window_s:
+            calls.popleft()
+        if len(calls) >= limit.max_calls:
+            return limit.window_s - (now - calls[0])
+        calls.append(now)
+        return 0.0
+
+
+class Tool(ABC):
+    """Something the model can call. Subclass it for tools that are not plain functions."""
+
+    name: str
+    """The name the model calls the tool by."""
+    description: str
+    """What the tool does, shown to the model."""
+    parameters: dict[str, Any]
+    """The JSON Schema of its arguments."""
+    sequential: bool = False
+    """Never run this tool concurrently with any other call of the same turn."""
+    requires_approval: bool = False
+    """Pause the run for a human decision before each call."""
+    rate_limit: RateLimit | None = None
+    """Calls allowed per time window, across every run in this process."""
+
+    _window: _RateWindow | None = None
+    _definition: ToolDefinition | None = None
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """The tool as offered to a model."""
+        if self._definition is None:
+            self._definition = ToolDefinition(
+                name=self.name, description=self.description, parameters=self.parameters
+            )
+        return self._definition
+
+    def acquire_rate(self) -> float:
+        """Count a call against ``rate_limit``: 0 if allowed, else the seconds to wait."""
+        if self.rate_limit is None:
+            return 0.0
+        if self._window is None or self._window.limit is not self.rate_limit:
+            self._window = _RateWindow(self.rate_limit)
+        return self._window.acquire()
+
+    @abstractmethod
+    async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
+        """Run the tool on the model's raw JSON ``arguments``.
+
+        Raise :class:`ToolRetry` for a mistake the model should fix; any other exception is
+        reported to the model as a failure, with the traceback kept in the event log.
+        """
+
+
+_ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\*{0,2}\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into its description and per-argument texts."""
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section = ""
+    current = ""
+    for line in inspect.cleandoc(doc).splitlines():
+        header = _SECTION.match(line)
+        if header:
+            section = header.group(1)
+            current = ""
+            continue
+        if section in ("Args", "Arguments", "Parameters"):
+            arg = _ARG_LINE.match(line)
+            if arg and len(line) - len(line.lstrip()) <= 4:
+                current = arg.group(1)
+                params[current] = arg.group(2).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+        elif not section:
+            description.append(line)
+    return "\n".join(description).strip(), params
+
+
+def _is_run_context(annotation: Any) -> bool:
+    return annotation is RunContext or get_origin(annotation) is RunContext
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """A short account of what was wrong with a call's arguments."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "json_invalid":
+            return f"the arguments are not valid JSON ({err['msg']})"
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
+
+
+class FunctionTool(Tool):
+    """A tool made from a typed Python function (see :func:`tool`)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        sequential: bool = False,
+        requires_approval: bool = False,
+        rate_limit: RateLimit | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.sequential = sequential
+        self.requires_approval = requires_approval
+        self.rate_limit = rate_limit
+        doc_text, doc_params = _parse_docstring(fn.__doc__ or "")
+        self.description = description or doc_text or self.name
+        try:
+            hints = get_type_hints(fn)
+        except NameError as exc:
+            raise UserError(f"Tool {self.name!r}: cannot resolve a type hint ({exc}).") from exc
+        fields: dict[str, Any] = {}
+        self._context_param: str | None = None
+        for param in inspect.signature(fn).parameters.values():
+            annotation = hints.get(param.name, Any)
+            if _is_run_context(annotation):
+                self._context_param = param.name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise UserError(
+                    f"Tool {self.name!r}: *args/**kwargs cannot be described to a model; "
+                    "declare each parameter with a type."
+                )
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (
+                annotation,
+                Field(default, description=doc_params.get(param.name)),
+            )
+        self._args_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        self._fields = tuple(fields)
+        self.parameters = _schema(self._args_model)
+        self._is_async = inspect.iscoroutinefunction(fn)
+
+    async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
+        try:
+            parsed = self._args_model.model_validate_json(arguments.strip() or "{}")
+        except ValidationError as exc:
+            raise ToolRetry(
+                f"Invalid arguments for {self.name}: {describe_validation_error(exc)}. "
+                f"Expected a JSON object matching: {json.dumps(self.parameters)}"
+            ) from None
+        kwargs = {name: getattr(parsed, name) for name in self._fields}
+        if self._context_param is not None:
+            kwargs[self._context_param] = ctx
+        if self._is_async:
+            return await self.fn(**kwargs)
+        # Sync tools may block (I/O, CPU): run them off the event loop.
+        return await asyncio.to_thread(self.fn, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly, as if undecorated."""
+        return self.fn(*args, **kwargs)
+
+
+@overload
+def tool(fn: _F, /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    sequential: bool = False,
+    requires_approval: bool = False,
+    rate_limit: RateLimit | None = None,
+) -> Callable[[_F], FunctionTool]: ...
+
+
+def tool(
+    fn: _F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    sequential: bool = False,
+    requires_approval: bool = False,
+    rate_limit: RateLimit | None = None,
+) -> FunctionTool | Callable[[_F], FunctionTool]:
+    """Turn a typed function, sync or async, into a tool.
+
+    The JSON schema comes from the type hints and the docstring's ``Args:`` section; arguments
+    are validated before the call. A parameter typed ``RunContext`` receives the run's context
+    and is hidden from the schema. ``sequential=True`` keeps the tool from running concurrently
+    with other calls of the same turn.
+    """
+
+    def wrap(f: _F) -> FunctionTool:
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            sequential=sequential,
+            requires_approval=requires_approval,
+            rate_limit=rate_limit,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def render_tool_output(value: Any) -> str:
+    """The text a model receives for a tool's return value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return to_json(value, fallback=str).decode()
+

@@ -1,0 +1,163 @@
+"""Tracing: one trace per run, with nested spans for agents, model calls, tools and handoffs.
+
+Spans go to the registered :class:`TraceProcessor` objects. :class:`InMemoryTraceProcessor`
+keeps them for tests and the CLI; ``relayrace.tracing.otel`` exports them to OpenTelemetry.
+A delegated child's spans nest under the parent's tool-call span, in the same trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "InMemoryTraceProcessor",
+    "Span",
+    "SpanKind",
+    "Trace",
+    "TraceProcessor",
+    "add_trace_processor",
+    "get_trace_processors",
+    "set_trace_processors",
+]
+
+SpanKind = Literal["run", "agent", "model", "tool", "handoff", "delegation", "guardrail"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Span:
+    """A timed step of a run."""
+
+    trace_id: str
+    """The trace (one per top-level run) the span belongs to."""
+    span_id: int
+    """Unique within the process."""
+    parent_id: int | None
+    """The enclosing span, ``None`` for the run span."""
+    kind: SpanKind
+    """What the span measures."""
+    name: str
+    """The agent, model or tool name."""
+    start_ns: int
+    """Start, from ``time.time_ns`` (wall clock, for export)."""
+    end_ns: int = 0
+    """End; 0 while the span is open."""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """Details: model, tokens, tool call id, handoff source and target, ..."""
+    error: str | None = None
+    """Why the step failed, if it did."""
+
+    @property
+    def duration_ms(self) -> float:
+        """How long the span lasted, in milliseconds."""
+        return (self.end_ns - self.start_ns) / 1e6 if self.end_ns else 0.0
+
+
+class TraceProcessor(Protocol):
+    """Receives spans as they start and end."""
+
+    def on_span_start(self, span: Span) -> None:
+        """A span started."""
+
+    def on_span_end(self, span: Span) -> None:
+        """A span ended; its attributes are final."""
+
+
+_processors: list[TraceProcessor] = []
+_ids = itertools.count(1)
+
+
+def add_trace_processor(processor: TraceProcessor) -> None:
+    """Send every future span to ``processor`` too."""
+    _processors.append(processor)
+
+
+def set_trace_processors(processors: Sequence[TraceProcessor]) -> None:
+    """Replace the registered processors (an empty list turns tracing off)."""
+    _processors[:] = processors
+
+
+def get_trace_processors() -> tuple[TraceProcessor, ...]:
+    """The registered processors."""
+    return tuple(_processors)
+
+
+class Trace:
+    """The spans of one run, its delegated children included."""
+
+    __slots__ = ("processors", "trace_id")
+
+    def __init__(self, trace_id: str | None = None) -> None:
+        self.trace_id = trace_id or uuid.uuid4().hex
+        self.processors = tuple(_processors)
+
+    def start(
+        self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
+    ) -> Span:
+        """Open a span under ``parent``."""
+        span = Span(
+            trace_id=self.trace_id,
+            span_id=next(_ids),
+            parent_id=parent.span_id if parent is not None else None,
+            kind=kind,
+            name=name,
+            start_ns=time.time_ns(),
+            attributes=attributes,
+        )
+        for p in self.processors:
+            p.on_span_start(span)
+        return span
+
+    def end(self, span: Span, error: BaseException | str | None = None) -> None:
+        """Close ``span``, recording ``error`` if the step failed."""
+        span.end_ns = time.time_ns()
+        if error is not None:
+            span.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        for p in self.processors:
+            p.on_span_end(span)
+
+
+class InMemoryTraceProcessor:
+    """Keeps finished spans in memory, grouped by trace."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+
+    def on_span_start(self, span: Span) -> None:
+        """Nothing to do until the span ends."""
+
+    def on_span_end(self, span: Span) -> None:
+        """Keep the span."""
+        self.spans.append(span)
+
+    def trace(self, trace_id: str) -> list[Span]:
+        """The spans of one trace, in start order."""
+        return sorted((s for s in self.spans if s.trace_id == trace_id), key=lambda s: s.span_id)
+
+    def tree(self, trace_id: str) -> list[tuple[int, Span]]:
+        """The spans of one trace depth-first, each with its depth (the run span is 0)."""
+        spans = self.trace(trace_id)
+        children: dict[int | None, list[Span]] = {}
+        for s in spans:
+            children.setdefault(s.parent_id, []).append(s)
+        ids = {s.span_id for s in spans}
+        roots = [s for s in spans if s.parent_id is None or s.parent_id not in ids]
+
+        def visit(span: Span, depth: int) -> Iterator[tuple[int, Span]]:
+            yield depth, span
+            for child in children.get(span.span_id, []):
+                yield from visit(child, depth + 1)
+
+        return [item for root in roots for item in visit(root, 0)]
+
+    def outline(self, trace_id: str) -> list[str]:
+        """The tree as indented ``kind:name`` lines, handy in assertions."""
+        return ["  " * d + f"{s.kind}:{s.name}" for d, s in self.tree(trace_id)]
+
+    def clear(self) -> None:
+        """Forget every span."""
+        self.spans.clear()

@@ -1,0 +1,100 @@
+"""Token and request accounting, and the budgets (`UsageLimits`) shared by a delegation tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .exceptions import UsageLimitExceeded
+
+__all__ = ["RunUsage", "Usage", "UsageLimits"]
+
+
+@dataclass(slots=True)
+class Usage:
+    """Requests, tokens and tool calls used by one agent or a whole run."""
+
+    requests: int = 0
+    """Model requests made."""
+    input_tokens: int = 0
+    """Tokens sent to the model, as the provider counted them."""
+    output_tokens: int = 0
+    """Tokens the model produced."""
+    tool_calls: int = 0
+    """Tool calls executed (handoffs and refused calls included)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage) -> None:
+        """Add ``other`` into this usage, in place."""
+        self.requests += other.requests
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.tool_calls += other.tool_calls
+
+
+@dataclass(slots=True)
+class RunUsage:
+    """The usage of a run: the total and a breakdown by agent path (children included)."""
+
+    total: Usage = field(default_factory=Usage)
+    """Everything the run used, delegated children included."""
+    per_agent: dict[str, Usage] = field(default_factory=dict)
+    """Usage by agent path, e.g. ``triage``, ``coordinator/researcher``."""
+
+    def for_agent(self, path: str) -> Usage:
+        """The usage entry of one agent path, created on first use."""
+        usage = self.per_agent.get(path)
+        if usage is None:
+            usage = self.per_agent[path] = Usage()
+        return usage
+
+    def record(self, path: str, usage: Usage) -> None:
+        """Add ``usage`` to the agent ``path`` and to the total."""
+        self.for_agent(path).add(usage)
+        self.total.add(usage)
+
+
+@dataclass(slots=True, kw_only=True)
+class UsageLimits:
+    """Budgets for a whole run, children included; ``None`` means unlimited.
+
+    Counts (requests, tool calls, agent calls) are reserved before the work starts, so
+    concurrent children can never overshoot them. Token budgets are checked before each
+    request and after each response.
+    """
+
+    max_requests: int | None = None
+    """Model requests across the whole delegation tree."""
+    max_input_tokens: int | None = None
+    """Input tokens across the whole tree."""
+    max_output_tokens: int | None = None
+    """Output tokens across the whole tree."""
+    max_tool_calls: int | None = None
+    """Tool calls executed across the whole tree."""
+    max_agent_calls: int | None = None
+    """Delegated child runs (agent tools and meta-tool children)."""
+    max_depth: int | None = None
+    """How deep delegation may nest: 1 lets the top agent delegate, but not its children."""
+
+    def reserve_request(self, total: Usage) -> None:
+        """Count one more request, or raise if it would pass a budget."""
+        if self.max_requests is not None and total.requests + 1 > self.max_requests:
+            raise UsageLimitExceeded("max_requests", total.requests + 1, self.max_requests)
+        self.check_tokens(total)
+
+    def check_tokens(self, total: Usage) -> None:
+        """Raise if the token budgets are already used up."""
+        if self.max_input_tokens is not None and total.input_tokens > self.max_input_tokens:
+            raise UsageLimitExceeded("max_input_tokens", total.input_tokens, self.max_input_tokens)
+        if self.max_output_tokens is not None and total.output_tokens > self.max_output_tokens:
+            raise UsageLimitExceeded(
+                "max_output_tokens", total.output_tokens, self.max_output_tokens
+            )
+
+    def reserve_tool_call(self, total: Usage) -> None:
+        """Count one more tool call, or raise if it would pass ``max_tool_calls``."""
+        if self.max_tool_calls is not None and total.tool_calls + 1 > self.max_tool_calls:
+            raise UsageLimitExceeded("max_tool_calls", total.tool_calls + 1, self.max_tool_calls)
