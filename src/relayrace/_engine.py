@@ -29,6 +29,7 @@ from .exceptions import (
     MaxHandoffsExceeded,
     MaxTurnsExceeded,
     ModelBehaviorError,
+    UsageLimitExceeded,
     UserError,
 )
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool
@@ -38,7 +39,7 @@ from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 from .sessions.base import Session
 from .tools import Tool, ToolRetry, render_tool_output
 from .tracing import Span, Trace
-from .usage import RunUsage, UsageLimits
+from .usage import RunUsage, Usage, UsageLimits
 
 DEFAULT_MAX_TURNS = 25
 
@@ -48,7 +49,7 @@ Emit = Callable[[AgentEvent], None]
 class RunState:
     """What a run shares with every child it delegates to."""
 
-    __slots__ = ("context", "emit", "limits", "model_override", "trace", "usage")
+    __slots__ = ("agent_calls", "context", "emit", "limits", "model_override", "trace", "usage")
 
     def __init__(
         self,
@@ -65,6 +66,8 @@ class RunState:
         self.limits = limits
         self.emit = emit
         self.model_override = model_override
+        self.agent_calls = 0
+        """Delegated child runs started so far (for ``UsageLimits.max_agent_calls``)."""
 
 
 @dataclass(slots=True)
@@ -130,8 +133,14 @@ class AgentLoop:
         parent_span: Span | None = None,
         max_turns: int | None = None,
         max_handoffs: int | None = None,
+        depth: int = 0,
+        instructions_suffix: str = "",
+        variables: dict[str, Any] | None = None,
     ) -> None:
         self.state = state
+        self.depth = depth
+        self.suffix = instructions_suffix
+        self.variables = variables
         self.entry = entry
         self.session = session
         self.prefix = path_prefix
@@ -145,6 +154,7 @@ class AgentLoop:
         self._toolsets: dict[str, _Toolset] = {}
         self._paths: dict[str, str] = {}
         self.handoff_count = 0
+        self.local = Usage()  # what this loop used, its delegated children included
         self._hops: list[str] = []  # agents passed through by handoffs since the last real work
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -175,7 +185,9 @@ class AgentLoop:
             batch, self._batch = self._batch, []
             await self.session.append(batch)
 
-    def context_for(self, agent: Agent[Any], call_id: str = "") -> RunContext[Any]:
+    def context_for(
+        self, agent: Agent[Any], call_id: str = "", span: Span | None = None
+    ) -> RunContext[Any]:
         """A run context for ``agent``."""
         return RunContext(
             context=self.state.context,
@@ -184,7 +196,10 @@ class AgentLoop:
             session=self.session,
             usage=self.state.usage,
             tool_call_id=call_id,
-            state=self.state,
+            messages=self.view,
+            depth=self.depth,
+            span=span,
+            loop=self,
         )
 
     def toolset(self, agent: Agent[Any]) -> _Toolset:
@@ -230,8 +245,9 @@ class AgentLoop:
         events = await self.session.get_events()
         self.transcript.extend(history(events))
         agent = start_agent or self._active(events)
-        span = state.trace.start("run" if self.parent_span is None else "agent", agent.name,
-                                 self.parent_span, session_id=self.session.session_id)
+        span = state.trace.start("run" if self.parent_span is None else "delegation",
+                                 self.path(agent), self.parent_span,
+                                 session_id=self.session.session_id, agent=agent.name)
         self.add(RunStartedEvent(agent=agent.name, path=self.path(agent),
                                  trace_id=state.trace.trace_id))
         pending = unanswered_calls(self.transcript)
@@ -319,8 +335,11 @@ class AgentLoop:
         if ts.handoffs.dynamic:
             definitions = [t.definition for t in agent.tools]
             definitions.extend(ts.handoffs.offered(ctx, set(ts.tools)))
+        instructions = await agent.render_instructions(ctx, self.variables)
+        if self.suffix:
+            instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
         request = ModelRequest(
-            instructions=await agent.render_instructions(ctx),
+            instructions=instructions,
             messages=self.view,
             tools=definitions,
             settings=agent.model_settings,
@@ -343,6 +362,10 @@ class AgentLoop:
         usage.total.output_tokens += u.output_tokens
         agent_usage.input_tokens += u.input_tokens
         agent_usage.output_tokens += u.output_tokens
+        local = self.local
+        local.requests += 1
+        local.input_tokens += u.input_tokens
+        local.output_tokens += u.output_tokens
         attrs = span.attributes
         attrs["input_tokens"] = u.input_tokens
         attrs["output_tokens"] = u.output_tokens
@@ -594,13 +617,17 @@ class AgentLoop:
             state.limits.reserve_tool_call(usage.total)
         usage.total.tool_calls += 1
         usage.for_agent(self.path(agent)).tool_calls += 1
+        self.local.tool_calls += 1
         span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
-        ctx = self.context_for(agent, call.id)
+        ctx = self.context_for(agent, call.id, span)
         try:
             value = await tool.invoke(ctx, call.arguments)
         except ToolRetry as exc:
             state.trace.end(span, str(exc))
             return self.tool_result(agent, call, str(exc), is_error=True)
+        except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
+            state.trace.end(span, exc)
+            raise
         except Exception as exc:  # a crashing tool is reported to the model, not to the caller
             state.trace.end(span, exc)
             return self.tool_result(

@@ -255,6 +255,8 @@ class ContextTransform:
                 f"Context transform {self.name!r} has a syntax error{_where(exc, source)}: "
                 f"{exc.message}"
             ) from exc
+        except Exception as exc:  # e.g. RecursionError on absurdly nested text
+            raise ConfigError(f"Context transform {self.name!r} cannot be compiled: {exc!r}") from exc
 
     def render(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The child's variables for one call whose arguments are ``data``."""

@@ -14,7 +14,13 @@ from .models.interface import Model, ModelSettings
 from .tools import Tool
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .delegation import AgentTool
     from .guardrails import Guardrail
+    from .handoffs import InputFilter
+    from .meta_tools import DelegationConfig, MetaToolName
+    from .tools import RateLimit
 
 __all__ = ["Agent", "Instructions"]
 
@@ -51,6 +57,9 @@ class Agent(Generic[TContext]):
         mode: AgentMode = "chat",
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -62,6 +71,17 @@ class Agent(Generic[TContext]):
             raise UserError(f"Agent {name!r}: mode={mode!r}; use 'chat', 'task' or 'single_turn'.")
         if max_turns is not None and max_turns < 1:
             raise UserError(f"Agent {name!r}: max_turns must be at least 1, got {max_turns}.")
+        self._user_tools = tuple(tools)  # without the meta-tools, which clone() rebuilds
+        self.specialists: tuple[Agent[Any], ...] = tuple(specialists)
+        self.meta_tools: tuple[MetaToolName, ...] = tuple(meta_tools or ())
+        self.delegation = delegation
+        if specialists or meta_tools:
+            from .meta_tools import META_TOOLS, DelegationConfig, build_meta_tools
+
+            if meta_tools is None:
+                self.meta_tools = META_TOOLS
+            tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
+                                               delegation or DelegationConfig())]
         for t in tools:
             if not isinstance(t, Tool):
                 raise UserError(
@@ -147,7 +167,7 @@ class Agent(Generic[TContext]):
             "instructions": self.instructions,
             "description": self.description,
             "model": self.model,
-            "tools": self.tools,
+            "tools": self._user_tools,
             "transfer_policy": self.transfer_policy,
             "handoff_tools": self.handoff_tools,
             "max_turns": self.max_turns,
@@ -155,6 +175,9 @@ class Agent(Generic[TContext]):
             "mode": self.mode,
             "input_guardrails": self.input_guardrails,
             "output_guardrails": self.output_guardrails,
+            "specialists": self.specialists,
+            "meta_tools": self.meta_tools or None,
+            "delegation": self.delegation,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [
@@ -173,14 +196,46 @@ class Agent(Generic[TContext]):
         return Agent(changes.get("name", self.name), **{k: v for k, v in options.items()
                                                          if k != "name"})
 
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | type[BaseModel] | None = None,
+        context_transform: str | None = None,
+        rate_limit: RateLimit | None = None,
+        max_turns: int | None = None,
+        report: bool = True,
+        include_history: bool | InputFilter = False,
+        timeout: float | None = None,
+    ) -> AgentTool:
+        """This agent as a tool: each call runs it to completion in a fresh child session.
+
+        ``parameters`` (a JSON Schema dict or a pydantic model; default ``{"query": string}``)
+        are validated, and ``context_transform`` (a sandboxed Jinja2 template over ``data``,
+        the call's arguments) makes template variables for this agent's instructions. With
+        ``report=True`` the child ends with a structured ``<handoff>`` report, which is all
+        the caller's model receives. ``include_history`` passes a bounded part of the caller's
+        conversation (or what a filter keeps); by default the child sees only its task.
+        """
+        from .delegation import AgentTool
+
+        return AgentTool(
+            self, name=name, description=description, parameters=parameters,
+            context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,
+            report=report, include_history=include_history, timeout=timeout,
+        )
+
     def handoff_set(self) -> HandoffSet:
         """The transfers this agent may make (computed once; trees are fixed once built)."""
         if self._handoff_cache is None:
             self._handoff_cache = resolve_handoffs(self, {t.name for t in self.tools})
         return self._handoff_cache
 
-    async def render_instructions(self, ctx: RunContext[Any]) -> str:
-        """The system prompt for this turn."""
+    async def render_instructions(
+        self, ctx: RunContext[Any], extra: Mapping[str, Any] | None = None
+    ) -> str:
+        """The system prompt for this turn; ``extra`` adds template variables."""
         source = self.instructions
         if not isinstance(source, str):
             result = source(ctx)
@@ -191,4 +246,6 @@ class Agent(Generic[TContext]):
         variables: dict[str, Any] = dict(context) if isinstance(context, Mapping) else {}
         variables.setdefault("context", context)
         variables.setdefault("agent_name", self.name)
+        if extra:
+            variables.update(extra)
         return render_instructions(source, variables)

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from ._engine import RunState
+    from collections.abc import Sequence
+
+    from ._engine import AgentLoop
+    from .messages import Message
+    from .tracing import Span
     from .agent import Agent
     from .sessions import Session
     from .usage import RunUsage
@@ -32,5 +36,11 @@ class RunContext(Generic[TContext]):
     """The usage of the whole run so far, children included."""
     tool_call_id: str = ""
     """The id of the tool call being served ("" outside a tool call)."""
-    state: RunState
-    """The engine's shared state; used by agent tools to start child runs."""
+    messages: Sequence[Message] = ()
+    """The conversation so far, as the calling agent's model sees it."""
+    depth: int = 0
+    """How deeply delegated the agent is: 0 for the top-level run, 1 for its children."""
+    span: Span | None = None
+    """The trace span of the tool call being served; delegated children nest under it."""
+    loop: AgentLoop
+    """The engine loop serving the agent (internal: agent tools start child runs from it)."""

@@ -1,13 +1,10 @@
 """Guardrails: cheap synchronous checks of the text going into or out of an agent.
 
-A guardrail looks at one text and answers *allow*, *redact* (with a cleaned text) or *block*.
-Whether it guards input or output is the agent's configuration, not the guardrail's.
-``apply_guardrails`` runs a list in order, feeding each the previous one's text and stopping at
-the first block; ``block_message`` turns a block into the polite answer the user sees.
-
-Built in: ``PIIGuardrail`` (e-mail, phone, payment card, IBAN), ``MaxLengthGuardrail`` and
-``TopicDenyListGuardrail``; custom checks are plain functions decorated with ``@guardrail``.
-``guardrail_from_config`` builds the built-ins from plain (YAML) data.
+A guardrail answers *allow*, *redact* (with a cleaned text) or *block* about one text; whether
+it guards input or output is the agent's configuration. ``apply_guardrails`` runs a list in
+order, composing redactions and stopping at the first block; ``block_message`` words a block for
+the user. Built in: PII, maximum length and topic deny-list; custom ones are ``@guardrail``
+functions; ``guardrail_from_config`` builds the built-ins from plain (YAML) data.
 """
 
 from __future__ import annotations
@@ -17,29 +14,17 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, overload
 
 from .exceptions import ConfigError, UserError
 
 __all__ = [
-    "PII_KINDS",
-    "FunctionGuardrail",
-    "Guardrail",
-    "GuardrailFunction",
-    "GuardrailResult",
-    "MaxLengthGuardrail",
-    "PIIGuardrail",
-    "PIIMatch",
-    "TopicDenyListGuardrail",
-    "apply_guardrails",
-    "block_message",
-    "find_pii",
-    "guardrail",
-    "guardrail_from_config",
-    "iban_valid",
-    "luhn_valid",
+    "PII_KINDS", "FunctionGuardrail", "Guardrail", "GuardrailFunction", "GuardrailResult",
+    "MaxLengthGuardrail", "PIIGuardrail", "PIIMatch", "TopicDenyListGuardrail",
+    "apply_guardrails", "block_message", "find_pii", "guardrail", "guardrail_from_config",
+    "iban_valid", "luhn_valid",
 ]
 
 _ACTIONS = ("allow", "redact", "block")
@@ -75,7 +60,7 @@ class Guardrail(ABC):
         """Decide about ``text``; ``context`` is the run context (the built-ins ignore it)."""
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r})"
+        return f"{type(self).__name__}(name={getattr(self, 'name', None)!r})"
 
 
 def apply_guardrails(
@@ -126,12 +111,8 @@ def _check_name(name: object) -> str:
 PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban")
 """Every kind ``find_pii`` knows, in the order messages list them."""
 
-_PII_LABELS = {
-    "email": ("e-mail address", "e-mail addresses"),
-    "phone": ("phone number", "phone numbers"),
-    "card": ("card number", "card numbers"),
-    "iban": ("IBAN", "IBANs"),
-}
+_PII_LABELS = {"email": "e-mail address", "phone": "phone number", "card": "card number",
+               "iban": "IBAN"}
 
 # Start only where a run of local-part characters starts, so failing scans stay linear.
 _EMAIL_RE = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[^\W_][\w\-]*(?:\.[^\W_][\w\-]*)*\.[^\W\d_]{2,}")
@@ -139,17 +120,14 @@ _EMAIL_RE = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[^\W_][\w\-]*(?:\.[^\W_][\w\-]
 _IBAN_RE = re.compile(r"(?<!\w)[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}")
 _IBAN_FORMAT_RE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
 # Lengths from the SWIFT IBAN registry; a country missing here only gets the checksum test.
-_IBAN_LENGTHS = {
-    entry[:2]: int(entry[2:])
-    for entry in (
-        "AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BI27 BR29 BY28 CH21 CR22 CY28 CZ24 DE22 "
-        "DJ27 DK18 DO28 EE20 EG29 ES24 FI18 FK18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 "
-        "HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20 LV21 LY25 MC27 "
-        "MD24 ME22 MK19 MN20 MR27 MT31 MU30 NI28 NL18 NO15 OM23 PK24 PL28 PS29 PT25 QA29 RO24 "
-        "RS22 RU33 SA24 SC31 SD18 SE24 SI19 SK24 SM27 SO23 ST25 SV28 TL23 TN24 TR26 UA29 VA22 "
-        "VG24 XK20 YE30"
-    ).split()
-}
+_IBAN_REGISTRY = (
+    "AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BI27 BR29 BY28 CH21 CR22 CY28 CZ24 DE22 DJ27 "
+    "DK18 DO28 EE20 EG29 ES24 FI18 FK18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 "
+    "IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20 LV21 LY25 MC27 MD24 ME22 MK19 "
+    "MN20 MR27 MT31 MU30 NI28 NL18 NO15 OM23 PK24 PL28 PS29 PT25 QA29 RO24 RS22 RU33 SA24 SC31 "
+    "SD18 SE24 SI19 SK24 SM27 SO23 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20 YE30"
+)
+_IBAN_LENGTHS = {entry[:2]: int(entry[2:]) for entry in _IBAN_REGISTRY.split()}
 # Digit groups joined by single spaces or dashes; not glued to a word, sign or decimal point.
 _DIGIT_RUN_RE = re.compile(r"(?<![\w+.])[0-9]+(?:[ \-][0-9]+)*")
 _DIGITS_RE = re.compile(r"[0-9]+")
@@ -160,14 +138,11 @@ _PHONE_RE = re.compile(r"(?<![\w+\-./])\+?\(?[0-9]+(?:(?:\)[ .\-]?|[ .\-]\(?)[0-
 
 @dataclass(frozen=True, slots=True)
 class PIIMatch:
-    """One piece of personal data found in a text: ``text[start:end]`` is of ``kind``."""
+    """Personal data found in a text: ``text[start:end]`` is of ``kind`` (one of PII_KINDS)."""
 
     kind: str
-    """One of ``PII_KINDS``."""
     start: int
-    """Index of the first character."""
     end: int
-    """Index just past the last character."""
 
 
 def luhn_valid(digits: str) -> bool:
@@ -200,11 +175,6 @@ def _word_char_at(text: str, i: int) -> bool:
     return i < len(text) and (text[i].isalnum() or text[i] == "_")
 
 
-def _email_spans(text: str) -> Iterator[tuple[int, int]]:
-    for m in _EMAIL_RE.finditer(text):
-        yield m.span()
-
-
 def _iban_spans(text: str) -> Iterator[tuple[int, int]]:
     for m in _IBAN_RE.finditer(text):
         # The greedy pattern can run into following upper-case words ("... 32 IS MINE"): take
@@ -215,40 +185,45 @@ def _iban_spans(text: str) -> Iterator[tuple[int, int]]:
                 break
 
 
-def _card_shaped(groups: Sequence[str]) -> bool:
-    # Separated cards print in groups of 3-6 digits (4-4-4-4, 4-6-5); refusing 1-2 digit groups
-    # keeps lists of small numbers from passing Luhn by chance.
-    return 13 <= sum(map(len, groups)) <= 19 and (
-        len(groups) == 1 or all(3 <= len(g) <= 6 for g in groups)
-    )
+def _card_windows(groups: Sequence[str], i: int) -> Iterator[int]:
+    """Ends ``j`` (longest first) such that ``groups[i:j]`` is shaped like a card number."""
+    if 13 <= len(groups[i]) <= 19:
+        yield i + 1
+    # Separated cards print in groups of 3-6 digits (4-4-4-4, 4-6-5); refusing 1-2 digit
+    # groups keeps lists of small numbers from passing Luhn by chance.
+    ends, total, j = [], 0, i
+    while j < len(groups) and 3 <= len(groups[j]) <= 6 and total + len(groups[j]) <= 19:
+        total += len(groups[j])
+        j += 1
+        if total >= 13:
+            ends.append(j)
+    yield from reversed(ends)
 
 
 def _card_spans(text: str) -> Iterator[tuple[int, int]]:
     for run in _DIGIT_RUN_RE.finditer(text):
-        groups = list(_DIGITS_RE.finditer(text, run.start(), run.end()))
+        found = list(_DIGITS_RE.finditer(text, run.start(), run.end()))
         if _word_char_at(text, run.end()):
-            groups.pop()  # "...1111abc": the last group is part of a word, not of a number
+            found.pop()  # "...1111abc": the last group is part of a word, not of a number
+        groups = [g.group() for g in found]
         i = 0
         while i < len(groups):
-            # Longest Luhn-valid window of whole groups first; two numbers may share a run.
-            for j in range(min(len(groups), i + 19), i, -1):
-                window = [g.group() for g in groups[i:j]]
-                if _card_shaped(window) and luhn_valid("".join(window)):
-                    yield groups[i].start(), groups[j - 1].end()
-                    i = j
-                    break
-            else:
-                i += 1
+            # Two numbers may share a run ("4111 1111 1111 1111 123"): take the longest
+            # Luhn-valid window of whole groups, then continue after it.
+            j = next((j for j in _card_windows(groups, i) if luhn_valid("".join(groups[i:j]))), 0)
+            if j:
+                yield found[i].start(), found[j - 1].end()
+            i = max(j, i + 1)
 
 
 def _is_phone(candidate: str) -> bool:
     digits = "".join(_DIGITS_RE.findall(candidate))
     if not 7 <= len(digits) <= 15:
         return False
-    opened, closed = candidate.find("("), candidate.find(")")
-    if candidate.count("(") > 1 or candidate.count(")") > 1 or (opened < 0) != (closed < 0):
+    # At most one "(...)" pair, in that order.
+    if candidate.count("(") > 1 or candidate.count(")") > 1:
         return False
-    if opened > closed:
+    if (candidate.find("(") < 0) != (candidate.find(")") < 0) or "(" in candidate.split(")")[-1]:
         return False
     if candidate.startswith("+"):
         return True  # international: "+" and a plausible digit count is a strong signal
@@ -270,15 +245,24 @@ def _phone_spans(text: str) -> Iterator[tuple[int, int]]:
 # Order matters: an IBAN contains digit runs that could pass Luhn, and card numbers look
 # like long phone numbers, so the more specific detector claims the text first.
 _DETECTORS: tuple[tuple[str, Callable[[str], Iterator[tuple[int, int]]]], ...] = (
-    ("email", _email_spans),
+    ("email", lambda text: (m.span() for m in _EMAIL_RE.finditer(text))),
     ("iban", _iban_spans),
     ("card", _card_spans),
     ("phone", _phone_spans),
 )
 
 
+def _splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
+    """``text`` with each (start, end) span, sorted and disjoint, replaced by its string."""
+    pieces, last = [], 0
+    for start, end, new in edits:
+        pieces += [text[last:start], new]
+        last = end
+    return "".join(pieces) + text[last:]
+
+
 def _check_kinds(kinds: Collection[str]) -> tuple[str, ...]:
-    if isinstance(kinds, str):
+    if isinstance(kinds, str) or not isinstance(kinds, Collection):
         raise UserError(f"kinds must be a collection of kinds such as [{kinds!r}], not a string.")
     for kind in kinds:
         if kind not in PII_KINDS:
@@ -294,27 +278,13 @@ def find_pii(text: str, kinds: Collection[str] = PII_KINDS) -> list[PIIMatch]:
     as a phone number even when cards are not requested.
     """
     wanted = _check_kinds(kinds)
-    masked = text
-    found: list[PIIMatch] = []
+    masked, found = text, list[PIIMatch]()
     for kind, detect in _DETECTORS:
         spans = list(detect(masked))
-        if not spans:
-            continue
-        found.extend(PIIMatch(kind, start, end) for start, end in spans)
+        found += [PIIMatch(kind, start, end) for start, end in spans]
         # Blank out claimed text (NUL is no word, digit or separator) so later detectors skip it.
-        pieces, last = [], 0
-        for start, end in spans:
-            pieces += [masked[last:start], "\0" * (end - start)]
-            last = end
-        masked = "".join(pieces) + masked[last:]
+        masked = _splice(masked, ((start, end, "\0" * (end - start)) for start, end in spans))
     return sorted((m for m in found if m.kind in wanted), key=lambda m: m.start)
-
-
-def _describe(matches: Sequence[PIIMatch]) -> str:
-    counts = Counter(m.kind for m in matches)
-    return ", ".join(
-        f"{counts[k]} {_PII_LABELS[k][counts[k] != 1]}" for k in PII_KINDS if counts[k]
-    )
 
 
 class PIIGuardrail(Guardrail):
@@ -325,11 +295,8 @@ class PIIGuardrail(Guardrail):
     """
 
     def __init__(
-        self,
-        *,
-        action: Literal["redact", "block"] = "redact",
-        kinds: Collection[str] = PII_KINDS,
-        name: str = "pii",
+        self, *, action: Literal["redact", "block"] = "redact",
+        kinds: Collection[str] = PII_KINDS, name: str = "pii",
     ) -> None:
         if action not in ("redact", "block"):
             raise UserError(f"PIIGuardrail action must be 'redact' or 'block', not {action!r}.")
@@ -342,24 +309,21 @@ class PIIGuardrail(Guardrail):
         matches = find_pii(text, self.kinds)
         if not matches:
             return GuardrailResult(action="allow", text=text, guardrail=self.name)
-        pieces, last = [], 0
-        for m in matches:
-            pieces += [text[last:m.start], f"[{m.kind.upper()}]"]
-            last = m.end
-        redacted = "".join(pieces) + text[last:]
-        return GuardrailResult(
-            action=self.action, text=redacted, message=_describe(matches), guardrail=self.name
+        redacted = _splice(text, ((m.start, m.end, f"[{m.kind.upper()}]") for m in matches))
+        counts = Counter(m.kind for m in matches)
+        message = ", ".join(  # "2 e-mail addresses, 1 card number": counts, never content
+            f"{n} {_PII_LABELS[k]}{'' if n == 1 else 'es' if k == 'email' else 's'}"
+            for k in PII_KINDS if (n := counts[k])
         )
+        return GuardrailResult(action=self.action, text=redacted, message=message,
+                               guardrail=self.name)
 
 
 class MaxLengthGuardrail(Guardrail):
     """Blocks texts longer than ``max_chars``, or cuts them down (a ``redact`` result)."""
 
     def __init__(
-        self,
-        max_chars: int,
-        *,
-        action: Literal["truncate", "block"] = "block",
+        self, max_chars: int, *, action: Literal["truncate", "block"] = "block",
         name: str = "max_length",
     ) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
@@ -391,7 +355,7 @@ class TopicDenyListGuardrail(Guardrail):
     """
 
     def __init__(self, topics: Sequence[str], *, name: str = "topic_filter") -> None:
-        if isinstance(topics, str) or not topics:
+        if isinstance(topics, str) or not isinstance(topics, Sequence) or not topics:
             raise UserError(f"topics must be a non-empty list of topics, not {topics!r}.")
         if not all(isinstance(t, str) and t.strip() for t in topics):
             raise UserError(f"Every topic must be a non-empty string; got {list(topics)!r}.")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypeAlias
 
@@ -66,6 +67,7 @@ _STATUS_HINTS = {
     429: "rate limited: retry later, lower concurrency or raise max_retries",
     529: "Anthropic is overloaded: retry later",
 }
+_ERROR_TYPE_STATUS = {"rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
 
 
 class AnthropicModel(Model):
@@ -115,14 +117,8 @@ class AnthropicModel(Model):
         """Send one turn and return the assistant message and its usage."""
         client = self.client
         params, extra_body, timeout = self._params(request, client)
-        try:
+        with self._mapped_errors():
             reply = await client.messages.create(**params, timeout=timeout, extra_body=extra_body)
-        except anthropic.APIError as e:
-            raise self._provider_error(e) from e
-        except TypeError as e:
-            if not _is_missing_auth(e):
-                raise
-            raise self._missing_key() from e
         return _parse(reply, self.model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
@@ -130,7 +126,7 @@ class AnthropicModel(Model):
         client = self.client
         params, extra_body, timeout = self._params(request, client)
         state = _StreamState(self.model)
-        try:
+        with self._mapped_errors():
             events = await client.messages.create(
                 **params, stream=True, timeout=timeout, extra_body=extra_body
             )
@@ -138,12 +134,6 @@ class AnthropicModel(Model):
                 async for event in events:
                     if piece := state.feed(event):
                         yield piece
-        except anthropic.APIError as e:
-            raise self._provider_error(e) from e
-        except TypeError as e:
-            if not _is_missing_auth(e):
-                raise
-            raise self._missing_key() from e
         yield state.response()
 
     def _params(
@@ -154,7 +144,7 @@ class AnthropicModel(Model):
         float | anthropic.NotGiven,
     ]:
         settings = _merge_settings(self.settings, request.settings)
-        system, messages = to_anthropic_messages(
+        system, messages = _to_anthropic_messages(
             request.instructions, request.messages, tools=bool(request.tools)
         )
         params: message_create_params.MessageCreateParamsBase = {
@@ -195,12 +185,27 @@ class AnthropicModel(Model):
         timeout = settings.timeout if settings.timeout is not None else anthropic.NOT_GIVEN
         return params, extra_body, timeout
 
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Turn SDK failures into relayrace errors that say what to do."""
+        try:
+            yield
+        except anthropic.APIError as e:
+            raise self._provider_error(e) from e
+        except TypeError as e:
+            # The SDK reports missing credentials as a TypeError while building the request.
+            if "authentication method" not in str(e):
+                raise
+            raise UserError(
+                f"{self.name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=."
+            ) from e
+
     def _provider_error(self, e: anthropic.APIError) -> ModelProviderError:
         retries = self._client.max_retries if self._client is not None else self._max_retries
         where = self.name if self._client is None else f"{self.name} at {self._client.base_url}"
         if isinstance(e, anthropic.APITimeoutError):
             return ModelProviderError(
-                f"{self.name} timed out (after {retries} retries): raise the timeout "
+                f"{where} timed out (after {retries} retries): raise the timeout "
                 "(ModelSettings.timeout or timeout=) or retry later.",
                 provider="anthropic",
             )
@@ -210,9 +215,12 @@ class AnthropicModel(Model):
                 provider="anthropic",
             )
         status = e.status_code if isinstance(e, anthropic.APIStatusError) else None
-        detail = _error_detail(e)
-        if status is None:  # e.g. an error event in the middle of a stream
-            return ModelProviderError(f"{self.name} failed: {detail}", provider="anthropic")
+        detail, kind = _error_detail(e)
+        if status is not None and status < 400:
+            # An `error` event inside a 200 stream: take the status its type stands for.
+            status, where = _ERROR_TYPE_STATUS.get(kind), f"{where} (mid-stream)"
+        if status is None:
+            return ModelProviderError(f"{where} failed: {detail}", provider="anthropic")
         hint = _STATUS_HINTS.get(status) or (
             "a server error, usually transient: retry later"
             if status >= 500
@@ -221,13 +229,10 @@ class AnthropicModel(Model):
         if status in (408, 409, 429) or status >= 500:
             hint += f" (gave up after {retries} retries)"
         return ModelProviderError(
-            f"{self.name} returned HTTP {status}: {detail} - {hint}.",
+            f"{where} returned HTTP {status}: {detail} - {hint}.",
             status_code=status,
             provider="anthropic",
         )
-
-    def _missing_key(self) -> UserError:
-        return UserError(f"{self.name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=.")
 
 
 @dataclass(slots=True)
@@ -293,7 +298,7 @@ class _StreamState:
         return ModelResponse(message=message, usage=self.usage, model=self.model)
 
 
-def to_anthropic_messages(
+def _to_anthropic_messages(
     instructions: str, messages: Sequence[Message], *, tools: bool
 ) -> tuple[str, list[MessageParam]]:
     """Normalized messages -> (``system``, alternating Anthropic messages).
@@ -359,11 +364,6 @@ def to_anthropic_messages(
         else:
             out.append({"role": "assistant", "content": blocks})
     return system, out
-
-
-def _is_missing_auth(e: TypeError) -> bool:
-    # The SDK reports missing credentials as a TypeError while it builds the request.
-    return "authentication method" in str(e)
 
 
 def _renders_empty(m: Message) -> bool:
@@ -453,11 +453,10 @@ def _merge_settings(base: ModelSettings | None, override: ModelSettings | None) 
     return merged
 
 
-def _error_detail(e: anthropic.APIError) -> str:
-    """The API's own error message, without the SDK's 'Error code: ...' wrapping."""
+def _error_detail(e: anthropic.APIError) -> tuple[str, str]:
+    """The API's own error message and type, without the SDK's 'Error code: ...' wrapping."""
     body: Any = e.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
-    return e.message
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return str(inner["message"]), str(inner.get("type", ""))
+    return e.message, ""

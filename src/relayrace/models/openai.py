@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,6 +24,7 @@ try:
     from openai.types.chat import (
         ChatCompletion,
         ChatCompletionAssistantMessageParam,
+        ChatCompletionChunk,
         ChatCompletionMessageParam,
         ChatCompletionToolParam,
         completion_create_params,
@@ -105,27 +107,22 @@ class OpenAIChatModel(Model):
         """Send one turn and return the assistant message and its usage."""
         client = self.client
         params, settings = self._params(request)
-        try:
+        with self._mapped_errors():
             completion = await client.chat.completions.create(
                 **params,
                 timeout=_or_not_given(settings.timeout),
                 extra_body=settings.extra or None,
             )
-        except openai.APIError as e:
-            raise self._provider_error(e) from e
         return self._parse(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
         """Yield text deltas as they arrive, then the complete ``ModelResponse``."""
         client = self.client
         params, settings = self._params(request)
-        text: list[str] = []
-        calls: dict[int, _PartialCall] = {}
-        usage = Usage(requests=1)
-        model_name = self.model
+        state = _StreamState(self.model)
         # Without include_usage the stream carries no token counts at all.
         params["stream_options"] = {"include_usage": True}
-        try:
+        with self._mapped_errors():
             chunks = await client.chat.completions.create(
                 **params,
                 stream=True,
@@ -134,33 +131,9 @@ class OpenAIChatModel(Model):
             )
             async with chunks:
                 async for chunk in chunks:
-                    model_name = chunk.model or model_name
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    # The final usage chunk has no choices; n=1 means at most one otherwise.
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        piece = delta.content or delta.refusal
-                        if piece:
-                            text.append(piece)
-                            yield piece
-                        for position, tc in enumerate(delta.tool_calls or ()):
-                            # Some servers omit `index` when they send each call whole.
-                            index = getattr(tc, "index", None)
-                            key = index if isinstance(index, int) else len(calls) + position
-                            partial = calls.setdefault(key, _PartialCall())
-                            partial.id = partial.id or (tc.id or "")
-                            if tc.function is not None:
-                                partial.name = partial.name or (tc.function.name or "")
-                                partial.arguments += _arguments_text(tc.function.arguments)
-        except openai.APIError as e:
-            raise self._provider_error(e) from e
-        tool_calls = tuple(
-            ToolCall(calls[k].id or _new_call_id(), calls[k].name, calls[k].arguments)
-            for k in sorted(calls)
-        )
-        message = Message.assistant("".join(text), tool_calls)
-        yield ModelResponse(message=message, usage=usage, model=model_name)
+                    if piece := state.feed(chunk):
+                        yield piece
+        yield state.response()
 
     def _params(
         self, request: ModelRequest
@@ -222,6 +195,14 @@ class OpenAIChatModel(Model):
         message = Message.assistant(content, tuple(tool_calls))
         return ModelResponse(message=message, usage=usage, model=model_name)
 
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Turn SDK failures into relayrace errors that say what to do."""
+        try:
+            yield
+        except openai.APIError as e:
+            raise self._provider_error(e) from e
+
     def _provider_error(self, e: openai.APIError) -> ModelProviderError:
         where = self.name if self._client is None else f"{self.name} at {self._client.base_url}"
         retries = self._client.max_retries if self._client is not None else self._max_retries
@@ -261,6 +242,47 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+
+
+class _StreamState:
+    """Assembles a streamed reply: text, tool calls by ``index``, and usage."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.usage = Usage(requests=1)
+        self.text: list[str] = []
+        self.calls: dict[int, _PartialCall] = {}
+
+    def feed(self, chunk: ChatCompletionChunk) -> str:
+        """Take one chunk; return the text it adds (``""`` if none)."""
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = _usage(chunk.usage)
+        if not chunk.choices:  # the final usage chunk has none
+            return ""
+        delta = chunk.choices[0].delta
+        for position, tc in enumerate(delta.tool_calls or ()):
+            # Id and name come in a call's first delta, arguments in pieces after it. Some
+            # servers send each call whole and without `index`: fall back to its position.
+            index = getattr(tc, "index", None)
+            key = index if isinstance(index, int) else len(self.calls) + position
+            call = self.calls.setdefault(key, _PartialCall())
+            call.id = call.id or (tc.id or "")
+            if tc.function is not None:
+                call.name = call.name or (tc.function.name or "")
+                call.arguments += _arguments_text(tc.function.arguments)
+        piece = delta.content or delta.refusal or ""
+        self.text.append(piece)
+        return piece
+
+    def response(self) -> ModelResponse:
+        """The complete reply, once the stream has ended."""
+        calls = tuple(
+            ToolCall(c.id or _new_call_id(), c.name, c.arguments)
+            for _, c in sorted(self.calls.items())
+        )
+        message = Message.assistant("".join(self.text), calls)
+        return ModelResponse(message=message, usage=self.usage, model=self.model)
 
 
 def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:

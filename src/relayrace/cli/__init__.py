@@ -1,0 +1,338 @@
+"""The ``relayrace`` command line: run a team live, list and inspect stored sessions.
+
+``relayrace run team.py:triage "hello"`` streams the run (messages, tool calls, handoffs,
+delegations), then prints the trace tree and the usage per agent. Sessions live in SQLite
+(``.relayrace/sessions.db`` by default), so a conversation continues with ``--session ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from .. import __version__
+from ..agent import Agent
+from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
+from ..exceptions import RelayraceError
+from ..models import infer_model
+from ..runner import RunResult, Runner
+from ..sessions import DEFAULT_DB_PATH, SessionInfo, SQLiteSession, new_session_id
+from ..tracing import InMemoryTraceProcessor, add_trace_processor, get_trace_processors
+from ..tracing import set_trace_processors
+from ._render import (
+    EventPrinter,
+    format_time,
+    session_label,
+    session_tree,
+    sessions_table,
+    trace_tree,
+    truncate,
+    usage_table,
+)
+from ._target import resolve_target
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="relayrace",
+    help="Run relayrace agent teams and inspect their sessions.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+sessions_app = typer.Typer(help="List and inspect stored sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db", envvar="RELAYRACE_DB", help="The SQLite session database.", show_default=True
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")]
+
+
+def _stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    _stderr().print(Text(f"Error: {message}", style="bold red"), soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn relayrace errors into a red message and exit code 1, Ctrl-C into 130."""
+    try:
+        yield
+    except RelayraceError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        _stderr().print(Text("Interrupted.", style="bold yellow"))
+        raise typer.Exit(130) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"relayrace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Run relayrace agent teams and inspect their sessions."""
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+def _parse_context(items: list[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    context: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}.", param_hint="--context")
+        context[key.strip()] = value
+    return context
+
+
+def _handoff_tools(agent: Agent[Any]) -> set[str]:
+    """The tool names that are transfers anywhere in ``agent``'s team."""
+    names: set[str] = set()
+    for a in agent.root.walk():
+        try:
+            names.update(a.handoff_set().by_tool)
+        except RelayraceError:
+            pass  # the run reports a broken team itself
+    return names
+
+
+def _stream(
+    agent: Agent[Any], prompt: str, options: dict[str, Any], on_event: Callable[[AgentEvent], None]
+) -> RunResult:
+    async def go() -> RunResult:
+        stream = Runner.stream(agent, prompt, **options)
+        async for event in stream:
+            on_event(event)
+        assert stream.result is not None
+        return stream.result
+
+    return asyncio.run(go())
+
+
+def _print_pending(console: Console, pending: Any, session_id: str) -> None:
+    console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
+    items = pending if isinstance(pending, list | tuple) else [pending]
+    for item in items:
+        name = getattr(item, "tool_name", None)
+        if name is not None:
+            args = truncate(str(getattr(item, "arguments", "")))
+            call = getattr(item, "tool_call_id", "")
+            line = f"  {getattr(item, 'agent', '')} {name}({args}) [call {call}]"
+        else:
+            line = f"  {truncate(str(item))}"
+        console.print(Text(line, style="yellow"), soft_wrap=True)
+    console.print(Text(f"Session {session_id} holds the run; continue it with --session "
+                       f"{session_id}.", style="dim"))
+
+
+@app.command()
+def run(
+    target: Annotated[str, typer.Argument(help="The agent to run: path/to/team.py:variable.")],
+    prompt: Annotated[str, typer.Argument(help="The user message ('-' reads stdin).")],
+    session: Annotated[
+        str | None,
+        typer.Option("--session", "-s", help="Continue (or create) this session id."),
+    ] = None,
+    db: DbOption = DEFAULT_DB_PATH,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Use this provider:model for every agent."),
+    ] = None,
+    json_output: JsonOption = False,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", min=1, help="Model turns allowed.")
+    ] = None,
+    context: Annotated[
+        list[str] | None,
+        typer.Option("--context", "-c", help="A context variable KEY=VALUE (repeatable)."),
+    ] = None,
+) -> None:
+    """Run an agent team on PROMPT, streaming what happens, then show the trace and usage."""
+    out, err = _stdout(), _stderr()
+    info = err if json_output else out
+    variables = _parse_context(context)
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    session_id = session or new_session_id()
+    with _errors():
+        agent = resolve_target(target)
+        override = infer_model(model) if model else None
+        existed = session is not None and db.exists() and SQLiteSession.exists(session, db)
+        store = SQLiteSession(session_id, db)
+        if session is None:
+            info.print(Text.assemble(("session ", "dim"), (session_id, "bold"),
+                                     (f"  (continue it with --session {session_id})", "dim")))
+        elif existed:
+            info.print(Text.assemble(("continuing session ", "dim"), (session_id, "bold")))
+        printer = EventPrinter(out, handoff_tools=_handoff_tools(agent), live=True)
+        trace_ids: list[str] = []
+
+        def on_event(event: AgentEvent) -> None:
+            if isinstance(event, RunStartedEvent) and "/" not in event.path and not trace_ids:
+                trace_ids.append(event.trace_id)
+            if json_output:
+                sys.stdout.write(dump_events([event])[0] + "\n")
+                sys.stdout.flush()
+            else:
+                printer.print(event)
+
+        options: dict[str, Any] = {"session": store, "max_turns": max_turns}
+        if override is not None:
+            options["model"] = override
+        if variables is not None:
+            options["context"] = variables
+        processor = InMemoryTraceProcessor()
+        previous = get_trace_processors()
+        add_trace_processor(processor)
+        try:
+            result = _stream(agent, prompt, options, on_event)
+        except KeyboardInterrupt:
+            printer.close()
+            err.print(Text(f"Interrupted; continue with --session {session_id}.",
+                           style="bold yellow"))
+            raise typer.Exit(130) from None
+        except BaseException:
+            printer.close()
+            if not json_output and trace_ids:
+                out.print(trace_tree(processor.tree(trace_ids[0]), trace_ids[0]))
+            raise
+        finally:
+            set_trace_processors(previous)
+        pending = getattr(result, "pending", None)
+        if json_output:
+            if pending:
+                _print_pending(err, pending, session_id)
+            return
+        printer.close()
+        if pending:
+            _print_pending(out, pending, session_id)
+        out.print()
+        out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
+        out.print()
+        out.print(usage_table(result.usage))
+        out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
+                                (result.last_agent.name, "bold"),
+                                (f" · session {session_id}", "dim")))
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+
+def _children(db: Path, session_id: str) -> dict[str, list[SessionInfo]]:
+    """Every descendant of ``session_id``, as a map from a parent id to its children."""
+    found: dict[str, list[SessionInfo]] = {}
+    todo = [session_id]
+    while todo:
+        parent = todo.pop()
+        if parent in found:
+            continue
+        found[parent] = SQLiteSession.list_sessions(db, parent_id=parent)
+        todo.extend(c.session_id for c in found[parent])
+    return found
+
+
+def _unknown_session(session_id: str, db: Path) -> typer.Exit:
+    db_hint = "" if db == DEFAULT_DB_PATH else f" --db {db}"
+    return _fail(
+        f"No session {session_id!r} in {db}. List the session ids with "
+        f"`relayrace sessions list{db_hint}`."
+    )
+
+
+@sessions_app.command("list")
+def list_sessions(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False) -> None:
+    """List the top-level sessions with their sizes and child-session counts."""
+    if not db.exists():
+        if not json_output:
+            _stdout().print(f"No sessions yet (no database at {db}).")
+        return
+    with _errors():
+        rows = []
+        for info in SQLiteSession.list_sessions(db):
+            tree = _children(db, info.session_id)
+            rows.append((info, sum(len(v) for v in tree.values())))
+    if json_output:
+        for info, count in rows:
+            typer.echo(json.dumps({**dataclasses.asdict(info), "child_sessions": count}))
+        return
+    out = _stdout()
+    if not rows:
+        out.print(f"No sessions in {db}.")
+        return
+    out.print(sessions_table(rows, str(db)))
+
+
+@sessions_app.command("show")
+def show_session(
+    session_id: Annotated[str, typer.Argument(help="The session id (see `sessions list`).")],
+    db: DbOption = DEFAULT_DB_PATH,
+    json_output: JsonOption = False,
+) -> None:
+    """Show a session's conversation and the tree of its child sessions."""
+    with _errors():
+        if not db.exists() or not SQLiteSession.exists(session_id, db):
+            raise _unknown_session(session_id, db)
+        session = SQLiteSession(session_id, db)
+        if json_output:
+            sys.stdout.write(asyncio.run(session.export_jsonl()))
+            return
+        events = asyncio.run(session.get_events())
+        children = _children(db, session_id)
+    out = _stdout()
+    info = session.info
+    out.print(Text.assemble(("session ", "dim"), session_label(info),
+                            (f"  created {format_time(info.created_at)}", "dim"),
+                            (f", updated {format_time(info.updated_at)}", "dim")))
+    base = info.path.count("/") if info.path else 0
+    printer = EventPrinter(
+        out,
+        handoff_call_ids=[e.tool_call_id for e in events if isinstance(e, HandoffEvent)],
+        base_depth=base,
+    )
+    printer.print_all(events)
+    out.print()
+    if any(children.values()):
+        out.print(Text("Child sessions", style="bold"))
+        out.print(session_tree(info, children))
+    else:
+        out.print(Text("No child sessions.", style="dim"))
+
+
+def main() -> None:
+    """The ``relayrace`` console script."""
+    app()

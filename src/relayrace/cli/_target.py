@@ -1,0 +1,156 @@
+"""Resolving a CLI target (``path/to/team.py:agent``) to the `Agent` it names.
+
+Every command that runs a team goes through :func:`resolve_target`, so new kinds of target
+(a YAML team directory picked with ``--agent NAME``) only need a branch there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..agent import Agent
+from ..exceptions import UserError
+
+__all__ = ["agent_variables", "load_module", "resolve_target"]
+
+_FORM = "path/to/team.py:agent_variable"
+_counter = itertools.count(1)
+
+
+def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
+    """The agent ``target`` names.
+
+    ``target`` is ``path/to/team.py:variable``. ``agent`` (the future ``--agent`` option)
+    selects an agent by name instead, within the team the target defines.
+    """
+    file_part, variable = _split(target)
+    path = Path(file_part)
+    if path.is_dir():
+        raise UserError(
+            f"Target {target!r} is a directory; directory (YAML) teams are not supported yet. "
+            f"Use {_FORM}."
+        )
+    if not path.is_file():
+        raise UserError(f"Target file {file_part!r} does not exist (expected {_FORM}).")
+    if path.suffix != ".py":
+        raise UserError(f"Target file {file_part!r} is not a Python file (expected {_FORM}).")
+    module = load_module(path)
+    agents = agent_variables(module)
+    if variable is None and agent is None:
+        raise UserError(
+            f"Target {target!r} names no agent; use {file_part}:VARIABLE with one of: "
+            f"{_names(agents)}."
+        )
+    found: Agent[Any] | None = None
+    if variable is not None:
+        found = _variable(module, path, variable, agents)
+    if agent is not None:
+        found = _by_name(found, agents, agent, path)
+    assert found is not None
+    return found
+
+
+def _split(target: str) -> tuple[str, str | None]:
+    """``("team.py", "triage")`` from ``team.py:triage``; a drive letter is not a separator."""
+    head, sep, tail = target.rpartition(":")
+    if not sep or not head or "/" in tail or "\\" in tail:
+        return target, None
+    if not tail:
+        return head, None
+    return head, tail
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the file at ``path`` as a fresh module (its directory on ``sys.path`` meanwhile).
+
+    Each call gets a new module name, so module-level objects (scripted test models, counters)
+    are created anew and never shared between loads.
+    """
+    path = path.resolve()
+    name = f"_relayrace_target_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"Cannot load {str(path)!r} as a Python module.")
+    module = importlib.util.module_from_spec(spec)
+    directory = str(path.parent)
+    added = directory not in sys.path
+    if added:
+        sys.path.insert(0, directory)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except UserError:
+        sys.modules.pop(name, None)
+        raise
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise UserError(f"Error while loading {path.name}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        if added:
+            try:
+                sys.path.remove(directory)
+            except ValueError:
+                pass
+    return module
+
+
+def agent_variables(module: ModuleType) -> dict[str, Agent[Any]]:
+    """The module's top-level variables that hold an `Agent`, in definition order."""
+    return {
+        k: v for k, v in vars(module).items() if isinstance(v, Agent) and not k.startswith("_")
+    }
+
+
+def _names(agents: dict[str, Agent[Any]]) -> str:
+    return ", ".join(agents) if agents else "(none: the file defines no Agent variables)"
+
+
+def _variable(
+    module: ModuleType, path: Path, variable: str, agents: dict[str, Agent[Any]]
+) -> Agent[Any]:
+    if not hasattr(module, variable):
+        raise UserError(
+            f"{path.name} has no variable {variable!r}. Agent variables in {path.name}: "
+            f"{_names(agents)}."
+        )
+    value = getattr(module, variable)
+    if not isinstance(value, Agent):
+        raise UserError(
+            f"{path.name}:{variable} is {_describe(value)}, not an Agent. Agent variables in "
+            f"{path.name}: {_names(agents)}."
+        )
+    return value
+
+
+def _by_name(
+    found: Agent[Any] | None, agents: dict[str, Agent[Any]], name: str, path: Path
+) -> Agent[Any]:
+    candidates = [found] if found is not None else list(agents.values())
+    for candidate in candidates:
+        match = candidate.find_agent(name)
+        if match is not None:
+            return match
+    known = sorted({a.name for c in candidates for a in c.root.walk()})
+    raise UserError(
+        f"No agent named {name!r} in {path.name}; agents: {', '.join(known) or 'none'}."
+    )
+
+
+def _describe(value: object) -> str:
+    kind = type(value).__name__
+    if isinstance(value, ModuleType):
+        return f"a module ({value.__name__})"
+    if isinstance(value, type):
+        return f"a class ({value.__name__})"
+    if callable(value):
+        return f"a {kind} ({getattr(value, '__name__', '?')})"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:39] + "…"
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return f"{article} {kind} ({text})"

@@ -1,0 +1,277 @@
+"""Delegation: an agent called as a tool runs to completion in a child session and reports back.
+
+A handoff moves the conversation; delegation keeps it. The child runs in a fresh session linked
+to its parent's (same store), shares the run's context, trace, usage limits and cancellation,
+and returns one compact result: its structured :class:`HandoffReport`, never its transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+from pydantic import BaseModel, ValidationError
+
+from ._templates import ContextTransform, ContextTransformError
+from .events import DelegationEvent, MessageEvent, ToolResultEvent
+from .exceptions import UsageLimitExceeded, UserError
+from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
+from .messages import Message
+from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport, parse_report
+from .reports import report_instructions as _report_instructions
+from .tools import RateLimit, Tool, ToolRetry, describe_validation_error
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .context import RunContext
+    from .events import AgentEvent
+    from .sessions import Session
+
+__all__ = ["AgentTool", "ChildResult", "run_child"]
+
+DEFAULT_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "The task, fully specified."}},
+    "required": ["query"],
+}
+HISTORY_MESSAGES = 6
+"""How many recent parent messages ``include_history=True`` passes to a child."""
+HISTORY_CHARS = 4000
+"""The most characters of parent history a child receives."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ChildResult:
+    """How one delegated child run ended."""
+
+    agent: str
+    """The child agent's name."""
+    path: str
+    """Its delegation path, e.g. ``coordinator/researcher``."""
+    ok: bool
+    """Whether it finished with an answer."""
+    output: str = ""
+    """Its final answer (empty if it failed)."""
+    report: HandoffReport | None = None
+    """Its parsed report, when a report was asked for."""
+    error: str | None = None
+    """Why it failed."""
+    session_id: str = ""
+    """Its child session."""
+    usage: Usage
+    """What it used, its own children included."""
+
+    def render(self) -> str:
+        """The compact text its parent's model receives."""
+        if not self.ok:
+            return f"{self.agent} failed: {self.error}"
+        if self.report is not None:
+            return self.report.render()
+        return self.output or EMPTY_ANSWER
+
+
+def _sources(events: Sequence[AgentEvent]) -> list[str]:
+    """The tools a child actually used, with their arguments, for provenance."""
+    calls = {c.id: c for e in events if isinstance(e, MessageEvent) for c in e.message.tool_calls}
+    used: list[str] = []
+    for e in events:
+        if isinstance(e, ToolResultEvent) and not e.is_error:
+            call = calls.get(e.message.tool_call_id or "")
+            if call is None or call.name.startswith("transfer_to_"):
+                continue
+            args = call.arguments.strip()
+            if len(args) > 80:
+                args = args[:77] + "..."
+            used.append(f"{call.name}({args})" if args not in ("", "{}") else call.name)
+    return used
+
+
+def bounded_history(messages: Sequence[Message]) -> list[Message]:
+    """The recent conversation text a child may see: no tool traffic, few messages, capped."""
+    recent = keep_last(HISTORY_MESSAGES)(remove_tool_traffic(list(messages)))
+    out: list[Message] = []
+    budget = HISTORY_CHARS
+    for m in reversed(recent):
+        if m.role not in ("user", "assistant") or not m.content:
+            continue
+        if len(m.content) > budget:
+            break
+        budget -= len(m.content)
+        out.append(Message(m.role, m.content))
+    out.reverse()
+    while out and out[0].role != "user":  # a conversation starts with the user
+        out.pop(0)
+    return out
+
+
+async def run_child(
+    ctx: RunContext[Any],
+    agent: Agent[Any],
+    task: str,
+    *,
+    report: bool = True,
+    audience: str = "",
+    report_template: str = DEFAULT_REPORT_SUFFIX,
+    suffix: str = "",
+    max_turns: int | None = None,
+    timeout: float | None = None,
+    variables: dict[str, Any] | None = None,
+    history: Sequence[Message] = (),
+    session: Session | None = None,
+) -> ChildResult:
+    """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves.
+
+    Every failure comes back as a failed ``ChildResult`` that the parent's model is told
+    about: a refused start (``max_agent_calls`` or ``max_depth`` reached) and whatever ends the
+    child (an error, a timeout, its turn or usage limit).
+    """
+    from ._engine import AgentLoop
+
+    loop = ctx.loop
+    state = loop.state
+    limits = state.limits
+    prefix = ctx.path + "/"
+    path = prefix + agent.name
+    refused: UsageLimitExceeded | None = None
+    if limits is not None:
+        if limits.max_depth is not None and ctx.depth + 1 > limits.max_depth:
+            refused = UsageLimitExceeded("max_depth", ctx.depth + 1, limits.max_depth)
+        elif (limits.max_agent_calls is not None
+              and state.agent_calls + 1 > limits.max_agent_calls):
+            refused = UsageLimitExceeded("max_agent_calls", state.agent_calls + 1,
+                                         limits.max_agent_calls)
+    if refused is not None:
+        return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
+                           error=f"not started: {refused}")
+    state.agent_calls += 1
+    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id)
+    instructions_suffix = _report_instructions(audience, report_template) if report else ""
+    if suffix:
+        instructions_suffix = f"{instructions_suffix}\n\n{suffix}".strip()
+    child = AgentLoop(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
+                      max_turns=max_turns, depth=ctx.depth + 1,
+                      instructions_suffix=instructions_suffix, variables=variables)
+    result = ChildResult(agent=agent.name, path=path, ok=False,
+                         session_id=child_session.session_id, usage=child.local)
+    try:
+        async with asyncio.timeout(timeout):
+            outcome = await child.run([*history, Message.user(task)])
+    except TimeoutError:
+        result.error = f"timed out after {timeout:g} s"
+    except Exception as exc:  # the parent's model is told; the child's log has the details
+        result.error = f"{type(exc).__name__}: {exc}"
+    else:
+        result.ok = True
+        result.output = outcome.final_output
+        if report:
+            result.report = parse_report(outcome.final_output)
+            result.report.merge_sources(_sources(outcome.new_events))
+    loop.local.add(child.local)
+    loop.add(DelegationEvent(
+        agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
+        child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
+        report=result.report.to_dict() if result.report else None, error=result.error,
+        usage=Usage(child.local.requests, child.local.input_tokens, child.local.output_tokens,
+                    child.local.tool_calls),
+    ))
+    return result
+
+
+class AgentTool(Tool):
+    """An agent offered as a tool (see ``Agent.as_tool``)."""
+
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | type[BaseModel] | None = None,
+        context_transform: str | None = None,
+        rate_limit: RateLimit | None = None,
+        max_turns: int | None = None,
+        report: bool = True,
+        include_history: bool | InputFilter = False,
+        timeout: float | None = None,
+        report_template: str = DEFAULT_REPORT_SUFFIX,
+    ) -> None:
+        self.agent = agent
+        self.name = sanitize_tool_name(name or agent.name)
+        self.description = description or agent.description or f"Delegate a task to {agent.name}."
+        self._model: type[BaseModel] | None = None
+        if parameters is None:
+            self.parameters = DEFAULT_PARAMETERS
+        elif isinstance(parameters, dict):
+            try:
+                jsonschema.Draft202012Validator.check_schema(parameters)
+            except jsonschema.SchemaError as exc:
+                raise UserError(f"Agent tool {self.name!r}: invalid parameters schema: "
+                                f"{exc.message}") from exc
+            self.parameters = parameters
+        elif isinstance(parameters, type) and issubclass(parameters, BaseModel):
+            self._model = parameters
+            self.parameters = parameters.model_json_schema()
+        else:
+            raise UserError(f"Agent tool {self.name!r}: parameters must be a JSON Schema dict "
+                            f"or a pydantic model class, not {type(parameters).__name__}.")
+        self._validator = jsonschema.Draft202012Validator(self.parameters)
+        self.transform = (ContextTransform(context_transform, name=f"{self.name}.context_transform")
+                          if context_transform else None)
+        self.rate_limit = rate_limit
+        self.max_turns = max_turns
+        self.report = report
+        self.include_history = include_history
+        self.timeout = timeout
+        self.report_template = report_template
+
+    def _arguments(self, arguments: str) -> dict[str, Any]:
+        if self._model is not None:
+            try:
+                return self._model.model_validate_json(arguments or "{}").model_dump(mode="json")
+            except ValidationError as exc:
+                raise ToolRetry(f"Invalid arguments for {self.name}: "
+                                f"{describe_validation_error(exc)}.") from None
+        try:
+            data = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolRetry(f"Invalid arguments for {self.name}: not valid JSON ({exc.msg}). "
+                            f"Expected: {json.dumps(self.parameters)}") from None
+        errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))
+        if errors:
+            where = "; ".join(
+                f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
+            )
+            raise ToolRetry(f"Invalid arguments for {self.name}: {where}. "
+                            f"Expected: {json.dumps(self.parameters)}")
+        if not isinstance(data, dict):
+            raise ToolRetry(f"Invalid arguments for {self.name}: expected a JSON object.")
+        return data
+
+    async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
+        data = self._arguments(arguments)
+        variables = None
+        if self.transform is not None:
+            try:
+                variables = self.transform.render(data)
+            except ContextTransformError as exc:
+                raise ToolRetry(str(exc)) from None
+        task = data.get("query")
+        if not isinstance(task, str):
+            task = json.dumps(data, ensure_ascii=False)
+        history: Sequence[Message] = ()
+        if self.include_history is True:
+            history = bounded_history(ctx.messages)
+        elif callable(self.include_history):
+            history = self.include_history(list(ctx.messages))
+        result = await run_child(
+            ctx, self.agent, task, report=self.report, report_template=self.report_template,
+            max_turns=self.max_turns, timeout=self.timeout, variables=variables, history=history,
+        )
+        if not result.ok:
+            raise ToolRetry(result.render())
+        return result.render()

@@ -1,0 +1,386 @@
+"""The OpenAI chat-completions adapter against recorded wire payloads (no network).
+
+Every test plugs a mock transport into the SDK client, so requests are captured and recorded
+responses from ``tests/payloads/openai/`` are replayed; both directions are checked: the JSON
+the adapter sent and the normalized ``ModelResponse`` it parsed back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from relayrace.exceptions import ModelProviderError, UserError
+from relayrace.messages import Message, ToolCall
+from relayrace.models import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
+from relayrace.models.openai import OpenAIChatModel
+
+PAYLOADS = Path(__file__).parent / "payloads" / "openai"
+BASE_URL = "https://api.test/v1"
+
+WEATHER = ToolDefinition(
+    name="get_weather",
+    description="Current weather for a location.",
+    parameters={
+        "type": "object",
+        "properties": {"location": {"type": "string"}},
+        "required": ["location"],
+    },
+)
+
+
+class FakeServer:
+    """Replays queued responses (or raises queued transport errors) and records requests."""
+
+    def __init__(self, *replies: httpx2.Response | type[Exception]) -> None:
+        self.replies = list(replies)
+        self.requests: list[httpx2.Request] = []
+
+    def handle(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append(request)
+        reply = self.replies.pop(0)
+        if isinstance(reply, type):
+            raise reply("simulated transport failure", request=request)
+        return reply
+
+    def body(self, index: int = -1) -> dict[str, Any]:
+        return json.loads(self.requests[index].content)
+
+
+def recorded(
+    name: str, status: int = 200, headers: dict[str, str] | None = None
+) -> httpx2.Response:
+    """A recorded JSON payload as the server's response."""
+    return httpx2.Response(
+        status,
+        content=(PAYLOADS / name).read_bytes(),
+        headers={"content-type": "application/json", **(headers or {})},
+    )
+
+
+def recorded_stream(name: str) -> httpx2.Response:
+    """A recorded SSE stream as the server's response."""
+    return httpx2.Response(
+        200, content=(PAYLOADS / name).read_bytes(), headers={"content-type": "text/event-stream"}
+    )
+
+
+def make_model(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> OpenAIChatModel:
+    client = openai.AsyncOpenAI(
+        api_key="test-key",
+        base_url=BASE_URL,
+        max_retries=max_retries,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server.handle)),
+    )
+    return OpenAIChatModel("gpt-4o-mini", client=client, **kwargs)
+
+
+def ask(text: str = "What is the capital of France?", **kwargs: Any) -> ModelRequest:
+    return ModelRequest(instructions="You are terse.", messages=[Message.user(text)], **kwargs)
+
+
+async def collect(model: OpenAIChatModel, request: ModelRequest) -> tuple[list[str], ModelResponse]:
+    items = [item async for item in model.stream(request)]
+    *deltas, final = items
+    assert all(isinstance(d, str) for d in deltas)
+    assert isinstance(final, ModelResponse)
+    return [d for d in deltas if isinstance(d, str)], final
+
+
+async def test_text_answer_sends_system_then_user_and_parses_text_and_usage() -> None:
+    server = FakeServer(recorded("text.json"))
+    response = await make_model(server).request(ask())
+
+    request = server.requests[0]
+    assert request.url == f"{BASE_URL}/chat/completions"
+    assert request.headers["authorization"] == "Bearer test-key"
+    assert server.body() == {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+    }
+    assert response.message == Message.assistant("The capital of France is Paris.")
+    assert (response.usage.requests, response.usage.input_tokens) == (1, 24)
+    assert response.usage.output_tokens == 8
+    assert response.model == "gpt-4o-mini-2024-07-18"
+
+
+async def test_empty_instructions_send_no_system_message() -> None:
+    server = FakeServer(recorded("text.json"))
+    request = ModelRequest(instructions="  ", messages=[Message.user("hi")])
+    await make_model(server).request(request)
+    assert server.body()["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_history_tools_and_settings_map_to_chat_completions_shapes() -> None:
+    server = FakeServer(recorded("tool_call.json"))
+    history = [
+        Message.user("Weather in Paris and Rome?"),
+        Message.assistant(
+            "",
+            (
+                ToolCall("call_a", "get_weather", '{"location": "Paris"}'),
+                ToolCall("call_b", "get_weather", '{"location": "Rome"'),  # malformed, kept
+            ),
+            name="triage",
+        ),
+        Message.tool("call_a", "18C, sunny", name="get_weather"),
+        Message.tool("call_b", "Error: arguments were not valid JSON", name="get_weather"),
+        Message.system("Handoff: you are now the weather agent."),
+        Message.assistant("Paris is sunny.", (ToolCall("call_c", "get_weather", "{}"),)),
+        Message.tool("call_c", ""),
+    ]
+    model = make_model(server, settings=ModelSettings(temperature=0.1, max_tokens=50))
+    settings = ModelSettings(
+        temperature=0.7, top_p=0.9, parallel_tool_calls=False, extra={"seed": 7}
+    )
+    response = await model.request(
+        ModelRequest(
+            instructions="Be helpful.", messages=history, tools=[WEATHER], settings=settings
+        )
+    )
+
+    body = server.body()
+    assert body["messages"] == [
+        {"role": "system", "content": "Be helpful."},
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                },
+                {
+                    "id": "call_b",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"location": "Rome"'},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_a", "content": "18C, sunny"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_b",
+            "content": "Error: arguments were not valid JSON",
+        },
+        {"role": "system", "content": "Handoff: you are now the weather agent."},
+        {
+            "role": "assistant",
+            "content": "Paris is sunny.",
+            "tool_calls": [
+                {
+                    "id": "call_c",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_c", "content": ""},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": WEATHER.description,
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    # Request settings win field by field; unset ones fall back to the constructor's.
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.7, 0.9, 50)
+    assert body["parallel_tool_calls"] is False
+    assert body["seed"] == 7  # `extra` reaches the top level of the body
+
+    assert response.message.content == ""
+    assert response.message.tool_calls == (
+        ToolCall("call_12345xyz", "get_weather", '{"location":"Paris, France"}'),
+    )
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (82, 17)
+
+
+async def test_parallel_tool_calls_without_tools_offered_is_not_sent() -> None:
+    server = FakeServer(recorded("text.json"))
+    model = make_model(server, settings=ModelSettings(parallel_tool_calls=True))
+    await model.request(ask())
+    assert "parallel_tool_calls" not in server.body()
+    assert "tools" not in server.body()
+
+
+async def test_parallel_tool_calls_keep_order_ids_and_raw_arguments() -> None:
+    server = FakeServer(recorded("parallel_tool_calls.json"))
+    response = await make_model(server).request(ask(tools=[WEATHER]))
+    assert response.message.tool_calls == (
+        ToolCall("call_FthC9qRpsL5kBpwwyw6c7j4k", "get_weather", '{"location": "Paris, France"}'),
+        ToolCall(
+            "call_RpEDoB8O0FTL9JoKTuCVFOyR", "get_weather", '{"location": "Bogotá, Colombia"}'
+        ),
+        # Truncated JSON is passed through untouched; the engine reports it to the model.
+        ToolCall(
+            "call_q8RZvN2nM6xW4bY0pL1tK9sJ", "send_email", '{"to": "bob@example.com", "body": "Hi'
+        ),
+    )
+    assert response.usage.total_tokens == 214
+
+
+async def test_missing_tool_call_ids_are_synthesized_and_object_arguments_serialized() -> None:
+    server = FakeServer(recorded("ollama_tool_call_no_id.json"))
+    response = await make_model(server).request(ask(tools=[WEATHER]))
+    first, second = response.message.tool_calls
+    assert first.id and second.id and first.id != second.id
+    assert json.loads(first.arguments) == {"q": "relay"}
+    assert second.arguments == '{"q": "race"}'
+    assert response.model == "qwen2.5:7b"
+
+
+async def test_stream_yields_text_deltas_then_the_complete_response() -> None:
+    server = FakeServer(recorded_stream("stream_text.sse"))
+    deltas, final = await collect(make_model(server), ask())
+
+    body = server.body()
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert deltas == ["Relay", " races", " pass the baton."]
+    assert final.message == Message.assistant("Relay races pass the baton.")
+    # Usage arrives in the last chunk, whose `choices` is empty.
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (19, 6)
+
+
+async def test_stream_assembles_parallel_tool_calls_by_index() -> None:
+    server = FakeServer(recorded_stream("stream_tool_calls.sse"))
+    deltas, final = await collect(make_model(server), ask(tools=[WEATHER]))
+    assert deltas == ["Checking both."]
+    assert final.message.content == "Checking both."
+    assert final.message.tool_calls == (
+        ToolCall("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather", '{"location": "Paris"}'),
+        ToolCall("call_ABPjm4wiX1Dlw1oMqoJR1yHd", "get_time", '{"tz": "Europe/Paris"}'),
+    )
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (120, 52)
+    assert final.model == "gpt-4o-2024-08-06"
+
+
+async def test_error_event_inside_a_stream_becomes_a_provider_error() -> None:
+    sse = b'data: {"error": {"message": "The model is overloaded.", "type": "server_error"}}\n\n'
+    server = FakeServer(
+        httpx2.Response(200, content=sse, headers={"content-type": "text/event-stream"})
+    )
+    with pytest.raises(ModelProviderError, match="The model is overloaded"):
+        await collect(make_model(server), ask())
+
+
+async def test_rate_limit_is_reported_with_status_and_advice() -> None:
+    server = FakeServer(recorded("error_429.json", status=429))
+    with pytest.raises(ModelProviderError) as info:
+        await make_model(server, max_retries=0).request(ask())
+    error = info.value
+    assert (error.status_code, error.provider) == (429, "openai")
+    assert "Rate limit reached" in str(error)  # the provider's own detail
+    assert "retry later" in str(error) and "concurrency" in str(error)
+    assert isinstance(error.__cause__, openai.RateLimitError)
+    assert len(server.requests) == 1
+
+
+async def test_server_error_is_retried_by_the_sdk_then_reported() -> None:
+    fast_retry = {"retry-after-ms": "1"}
+    server = FakeServer(
+        recorded("error_500.json", status=500, headers=fast_retry),
+        recorded("error_500.json", status=500, headers=fast_retry),
+    )
+    with pytest.raises(ModelProviderError) as info:
+        await make_model(server, max_retries=1).request(ask())
+    assert info.value.status_code == 500
+    assert "after 1 retries" in str(info.value)
+    assert len(server.requests) == 2  # the first try and one retry
+
+
+async def test_retry_succeeds_after_a_transient_429() -> None:
+    server = FakeServer(
+        recorded("error_429.json", status=429, headers={"retry-after-ms": "1"}),
+        recorded("text.json"),
+    )
+    response = await make_model(server, max_retries=2).request(ask())
+    assert response.message.content == "The capital of France is Paris."
+    assert len(server.requests) == 2
+
+
+async def test_bad_key_points_at_openai_api_key() -> None:
+    server = FakeServer(recorded("error_401.json", status=401))
+    with pytest.raises(ModelProviderError, match="OPENAI_API_KEY") as info:
+        await make_model(server).request(ask())
+    assert info.value.status_code == 401
+
+
+async def test_timeout_becomes_a_provider_error() -> None:
+    server = FakeServer(httpx2.ReadTimeout)
+    with pytest.raises(ModelProviderError, match="timed out") as info:
+        await make_model(server, max_retries=0).request(ask())
+    assert info.value.status_code is None
+    assert isinstance(info.value.__cause__, openai.APITimeoutError)
+
+
+async def test_connection_failure_names_the_server() -> None:
+    server = FakeServer(httpx2.ConnectError)
+    with pytest.raises(ModelProviderError, match="Could not connect") as info:
+        await make_model(server, max_retries=0).request(ask())
+    assert "api.test" in str(info.value)
+
+
+async def test_per_request_timeout_is_passed_to_the_sdk() -> None:
+    seen: list[object] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.extensions.get("timeout"))
+        return recorded("text.json")
+
+    client = openai.AsyncOpenAI(
+        api_key="test-key",
+        base_url=BASE_URL,
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
+    )
+    model = OpenAIChatModel("gpt-4o-mini", client=client)
+    await model.request(ask(settings=ModelSettings(timeout=3.5)))
+    assert isinstance(seen[0], dict) and seen[0]["read"] == 3.5
+
+
+async def test_no_key_fails_at_request_time_not_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    model = OpenAIChatModel("gpt-4o-mini")  # constructing never needs a key
+    assert model.name == "openai:gpt-4o-mini"
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        await model.request(ask())
+
+
+def test_local_server_without_key_gets_a_placeholder_and_constructor_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = OpenAIChatModel(
+        "llama3.2", base_url="http://localhost:11434/v1", max_retries=5, timeout=12.0
+    )
+    client = model.client
+    assert client.api_key  # the SDK requires one even though Ollama ignores it
+    assert str(client.base_url).startswith("http://localhost:11434/v1")
+    assert (client.max_retries, client.timeout) == (5, 12.0)
+
+
+def test_infer_model_builds_the_adapter_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from relayrace.models import infer_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = infer_model("openai:gpt-test-infer-offline")
+    assert isinstance(model, OpenAIChatModel)
+    assert model.name == "openai:gpt-test-infer-offline"
