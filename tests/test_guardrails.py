@@ -192,7 +192,9 @@ def test_pii_block_keeps_sensitive_content_out_of_the_result() -> None:
 def test_pii_allows_clean_text() -> None:
     result = PIIGuardrail().check("Nothing to see on 2024-01-15.", None)
     assert (result.action, result.text, result.message) == (
-        "allow", "Nothing to see on 2024-01-15.", ""
+        "allow",
+        "Nothing to see on 2024-01-15.",
+        "",
     )
 
 
@@ -261,7 +263,7 @@ def test_apply_guardrails_stops_at_first_block() -> None:
     assert [r.action for r in results] == ["redact", "block"]
     assert final == "refund to [EMAIL]"
     assert block_message(results[-1]) == (
-        'I can\'t help with that: the request was blocked by the topic_filter guardrail '
+        "I can't help with that: the request was blocked by the topic_filter guardrail "
         '(denied topic "refund").'
     )
 

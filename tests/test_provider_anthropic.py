@@ -22,6 +22,8 @@ from relayrace.models.anthropic import AnthropicModel
 
 PAYLOADS = Path(__file__).parent / "payloads" / "anthropic"
 BASE_URL = "https://anthropic.test"
+# A made-up id: the SDK warns about real ones once they are deprecated, and warnings fail tests.
+MODEL = "claude-test"
 CONTINUES = {"type": "text", "text": "(conversation continues)"}
 
 WEATHER = ToolDefinition(
@@ -72,7 +74,7 @@ def make_client(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> A
 
 def make_model(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> AnthropicModel:
     client = make_client(server, max_retries=max_retries)
-    return AnthropicModel("claude-sonnet-4-5", client=client, **kwargs)
+    return AnthropicModel(MODEL, client=client, **kwargs)
 
 
 def ask(*messages: Message, instructions: str = "You are terse.", **kwargs: Any) -> ModelRequest:
@@ -109,7 +111,7 @@ async def test_text_answer_sends_system_parameter_and_parses_text_and_usage() ->
 
     assert server.requests[0].url == f"{BASE_URL}/v1/messages"
     assert server.body() == {
-        "model": "claude-sonnet-4-5",
+        "model": MODEL,
         "max_tokens": 4096,
         "system": "You are terse.",
         "messages": [user(text("What is the capital of France?"))],
@@ -117,7 +119,7 @@ async def test_text_answer_sends_system_parameter_and_parses_text_and_usage() ->
     assert response.message == Message.assistant("The capital of France is Paris.")
     assert (response.usage.requests, response.usage.input_tokens) == (1, 21)
     assert response.usage.output_tokens == 10
-    assert response.model == "claude-sonnet-4-5-20250929"
+    assert response.model == "claude-sonnet-4-6"
 
 
 async def test_tool_use_answer_keeps_text_and_counts_cached_input() -> None:
@@ -179,11 +181,19 @@ async def test_history_with_tools_merges_roles_and_orders_tool_results_first() -
         assistant(text("Handing you to the weather desk.")),
         user(text("Paris and Rome, please.")),
         assistant(
-            {"type": "tool_use", "id": "call_a", "name": "get_weather",
-             "input": {"location": "Paris"}},
+            {
+                "type": "tool_use",
+                "id": "call_a",
+                "name": "get_weather",
+                "input": {"location": "Paris"},
+            },
             # Malformed arguments still travel as an object, so the history stays valid.
-            {"type": "tool_use", "id": "call_b", "name": "get_weather",
-             "input": {"_raw_arguments": '{"location": "Rome"'}},
+            {
+                "type": "tool_use",
+                "id": "call_b",
+                "name": "get_weather",
+                "input": {"_raw_arguments": '{"location": "Rome"'},
+            },
         ),
         user(
             {"type": "tool_result", "tool_use_id": "call_a", "content": "18C, sunny"},
@@ -227,23 +237,45 @@ async def test_unanswered_calls_and_orphan_results_fall_back_to_text() -> None:
     server = FakeServer(recorded("text.json"))
     history = [
         Message.user("Go."),
-        # Answered only after another assistant turn: not a valid tool_use/tool_result pair.
         Message.assistant("", (ToolCall("call_x", "search", '{"q": "a"}'),)),
-        Message.assistant("Still thinking."),
-        Message.user("Well?"),
-        Message.tool("call_x", "found a", name="search"),
-        Message.tool("call_gone", "orphan", name="lookup"),
+        Message.user("Never mind."),  # the call is not answered in the next user turn...
+        Message.assistant("OK, stopping."),
+        Message.tool("call_x", "found a", name="search"),  # ...but two turns later
+        Message.tool("call_gone", "orphan", name="lookup"),  # answers no call at all
     ]
     await make_model(server).request(ask(*history, tools=[WEATHER]))
 
     body = server.body()
     assert {b["type"] for b in all_blocks(body)} == {"text"}
     assert body["messages"][1:] == [
-        assistant(text('[called tool search with {"q": "a"}]'), text("Still thinking.")),
+        assistant(text('[called tool search with {"q": "a"}]')),
+        user(text("Never mind.")),
+        assistant(text("OK, stopping.")),
+        user(text("[result of search: found a]"), text("[result of lookup: orphan]")),
+    ]
+
+
+async def test_consecutive_assistant_messages_merge_and_keep_one_tool_pair() -> None:
+    server = FakeServer(recorded("text.json"))
+    history = [
+        Message.user("Go."),
+        Message.assistant("", (ToolCall("call_x", "search", '{"q": "a"}'),), name="triage"),
+        Message.assistant("Still thinking.", name="researcher"),
+        Message.user("Well?"),
+        Message.tool("call_x", "found a"),
+        Message.tool("call_x", "found a again"),  # a duplicate result can only be text
+    ]
+    await make_model(server).request(ask(*history, tools=[WEATHER]))
+
+    assert server.body()["messages"][1:] == [
+        assistant(
+            {"type": "tool_use", "id": "call_x", "name": "search", "input": {"q": "a"}},
+            text("Still thinking."),
+        ),
         user(
+            {"type": "tool_result", "tool_use_id": "call_x", "content": "found a"},
             text("Well?"),
-            text("[result of search: found a]"),
-            text("[result of lookup: orphan]"),
+            text("[result of search: found a again]"),
         ),
     ]
 
@@ -289,7 +321,7 @@ async def test_sampling_settings_are_withheld_from_the_current_api_version() -> 
 async def test_sampling_settings_are_sent_to_a_client_pinned_to_the_old_api_version() -> None:
     server = FakeServer(recorded("text.json"))
     client = make_client(server, default_headers={"anthropic-version": "2023-06-01"})
-    model = AnthropicModel("claude-sonnet-4-5", client=client)
+    model = AnthropicModel(MODEL, client=client)
     await model.request(ask(settings=ModelSettings(temperature=0.2)))
     assert server.requests[0].headers["anthropic-version"] == "2023-06-01"
     assert server.body()["temperature"] == 0.2
@@ -311,7 +343,7 @@ async def test_stream_yields_text_then_assembles_tool_input_from_json_deltas() -
         ToolCall("toolu_01Kx8Qm3rT2bN6vJ9wZ4pL7c", "get_time", "{}"),  # no deltas at all
     )
     assert (final.usage.input_tokens, final.usage.output_tokens) == (472, 89)
-    assert final.model == "claude-sonnet-4-5-20250929"
+    assert final.model == "claude-sonnet-4-6"
 
 
 async def test_overloaded_error_event_mid_stream_is_a_529_provider_error() -> None:
@@ -370,7 +402,7 @@ async def test_missing_key_is_a_user_error_and_nothing_is_sent(
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no stored credentials either
     server = FakeServer()
-    model = AnthropicModel("claude-sonnet-4-5", client=make_client(server, api_key=None))
+    model = AnthropicModel(MODEL, client=make_client(server, api_key=None))
     with pytest.raises(UserError, match="ANTHROPIC_API_KEY"):
         await model.request(ask())
     assert server.requests == []

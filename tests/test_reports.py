@@ -39,8 +39,8 @@ GAPS:
 def test_suffix_asks_for_every_section_in_a_handoff_block() -> None:
     text = report_instructions()
     assert "<handoff>" in text and "</handoff>" in text
-    for section in ("SUMMARY:", "KEY_FINDINGS:", "SOURCES:", "CONFIDENCE: high|medium|low", "GAPS:"):
-        assert section in text
+    sections = ("SUMMARY:", "KEY_FINDINGS:", "SOURCES:", "CONFIDENCE: high|medium|low", "GAPS:")
+    assert all(section in text for section in sections)
     assert "read by" not in text
     assert "{" not in text  # fully rendered
 
@@ -74,14 +74,14 @@ def test_canonical_block() -> None:
 @pytest.mark.parametrize(
     "block",
     [
-        "<HANDOFF>\nSummary: S\nKey Findings:\n- F\nSources:\n- W\nConfidence: Low - R\nGaps:\n- G\n"
-        "</HANDOFF>",
-        "< handoff >\n## SUMMARY\nS\n## Key-Findings\n* F\n## SOURCES\n• W\n## CONFIDENCE\nlow: R\n"
-        "## GAPS\n1. G\n< / handoff >",
-        "<handoff>\n**SUMMARY:** S\n**KEY_FINDINGS:**\n1) F\n**Sources**: W\n**Confidence:** LOW (R)"
-        "\n**Gaps:** G\n</handoff>",
-        "<handoff>\n  summary :  S  \nkeyfindings\n   -   F\nreferences: W\nconfidence level: low — R"
-        "\ngaps: G",
+        "<HANDOFF>\nSummary: S\nKey Findings:\n- F\nSources:\n- W\nConfidence: Low - R\n"
+        "Gaps:\n- G\n</HANDOFF>",
+        "< handoff >\n## SUMMARY\nS\n## Key-Findings\n* F\n## SOURCES\n• W\n## CONFIDENCE\n"
+        "low: R\n## GAPS\n1. G\n< / handoff >",
+        "<handoff>\n**SUMMARY:** S\n**KEY_FINDINGS:**\n1) F\n**Sources**: W\n"
+        "**Confidence:** LOW (R)\n**Gaps:** G\n</handoff>",
+        "<handoff>\n  summary :  S  \nkeyfindings\n   -   F\nreferences: W\n"
+        "confidence level: low — R\ngaps: G",
         "Text before.\n<handoff>\n```\nSUMMARY — S\nFINDINGS: F\nSOURCES: W\nCONFIDENCE: low, R\n"
         "GAPS: G\n```\n</handoff>\nText after.",
     ],
@@ -108,14 +108,16 @@ def test_inline_lists() -> None:
     )
     assert report.key_findings == ["up 5%, mostly EU", "margins flat"]  # commas stay in findings
     assert report.sources == ["web_search (query: acme, 2024), docs/a.md", "wiki"]
-    assert parse_report("<handoff>SOURCES: a, b (x, y), c</handoff>").sources == ["a", "b (x, y)", "c"]
+    inline = parse_report("<handoff>SOURCES: a, b (x, y), c</handoff>")
+    assert inline.sources == ["a", "b (x, y)", "c"]
     assert report.gaps == ["only one"]
     assert parse_report("<handoff>\nGAPS: a • b\n</handoff>").gaps == ["a", "b"]
 
 
 @pytest.mark.parametrize("nothing", ["none", "None.", "N/A", "(none)", "nothing", "-"])
 def test_none_items_are_dropped(nothing: str) -> None:
-    report = parse_report(f"<handoff>\nSUMMARY: s\nGAPS:\n- {nothing}\nSOURCES: {nothing}\n</handoff>")
+    text = f"<handoff>\nSUMMARY: s\nGAPS:\n- {nothing}\nSOURCES: {nothing}\n</handoff>"
+    report = parse_report(text)
     assert report.gaps == [] and report.sources == []
 
 
@@ -273,7 +275,7 @@ def test_merge_sources_fills_an_uncited_report() -> None:
 # --------------------------------------------------------------------------- properties
 
 FRAGMENTS = st.sampled_from([
-    "<handoff>", "</handoff>", "<HANDOFF>", "< / handoff >", "SUMMARY:", "## Summary", "**SUMMARY:**",
+    "<handoff>", "</handoff>", "<HANDOFF>", "< / handoff >", "SUMMARY:", "## Summary", "**Gaps:**",
     "KEY_FINDINGS:", "Key-Findings", "SOURCES:", "CONFIDENCE:", "high", "Medium-High", "low —",
     "(", ")", "GAPS:", "- ", "* ", "• ", "1. ", "2) ", "none", "\n", "\r\n", " ", ":", ";", ",",
     "```", "**", "__", "—", "\t",

@@ -6,14 +6,14 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-
-from relayrace import Agent, RunContext, Runner, ToolResultEvent, tool
-from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+from pydantic import BaseModel, Field
 
 from conftest import assert_valid_protocol, of_type, session_messages
+from relayrace import Agent, RunContext, Runner, ToolResultEvent, tool
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 
 def _run_with(tools: list[Any], turns: list[Any], **kw: Any) -> tuple[Agent, ScriptedModel]:
@@ -101,6 +101,58 @@ async def test_offered_tool_definition_matches_schema() -> None:
     assert definition.name == "add"
     assert definition.parameters["properties"]["a"]["description"] == "First addend."
     assert definition.description.startswith("Add two numbers.")
+
+
+class Address(BaseModel):
+    street: str
+    zip_code: str = Field(pattern=r"^[0-9]{5}$")
+
+
+class Receipt(BaseModel):
+    total: int
+    currency: str
+
+
+@tool
+def ship(address: Address, speed: Literal["slow", "fast"] = "slow", note: str | None = None
+         ) -> Receipt:
+    """Ship a parcel.
+
+    Args:
+        address (Address): Where to.
+        speed (str): How fast.
+        note: Optional note.
+    """
+    return Receipt(total=5 if speed == "slow" else 9, currency="EUR")
+
+
+def test_schema_for_models_literals_and_typed_docstrings() -> None:
+    schema = ship.parameters
+    props = schema["properties"]
+    assert schema["required"] == ["address"]
+    assert props["speed"]["enum"] == ["slow", "fast"]
+    assert props["address"]["description"] == "Where to."
+    assert props["speed"]["description"] == "How fast."
+    assert props["note"]["description"] == "Optional note."
+    text_schema = json.dumps(schema)
+    assert "zip_code" in text_schema and "street" in text_schema
+
+
+async def test_nested_model_arguments_are_validated_and_models_returned_as_json() -> None:
+    agent, model = _run_with([ship], [
+        tool_call("ship", {"address": {"street": "Main 1", "zip_code": "abc"}}),
+        tool_call("ship", {"address": {"street": "Main 1", "zip_code": "12345"},
+                           "speed": "warp"}),
+        tool_call("ship", {"address": {"street": "Main 1", "zip_code": "12345"},
+                           "speed": "fast"}),
+        text("shipped"),
+    ])
+    result = await Runner.run(agent, "go")
+    bad_zip, bad_speed, ok = _results(result)
+    assert bad_zip.is_error and "zip_code" in bad_zip.message.content
+    assert bad_speed.is_error and "speed" in bad_speed.message.content
+    assert not ok.is_error
+    assert json.loads(ok.message.content) == {"total": 9, "currency": "EUR"}
 
 
 # --- calls ----------------------------------------------------------------------------------

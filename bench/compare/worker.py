@@ -119,6 +119,9 @@ async def measure(fw: Any, scenario: str, params: dict[str, Any], workdir: str) 
         metrics["us_turn_10"] = median(lo)
         metrics["us_turn_last"] = median(hi)
     metrics["rss_delta_mb"] = (rss1 - rss0) / 1024
+    extra = getattr(fw, "extra_counts", None)
+    if extra is not None:
+        counts.update(extra())  # e.g. relayrace: spans its in-memory trace processor kept
     return {"metrics": metrics, "counts": counts}
 
 
@@ -132,6 +135,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     fw.setup()
     out["import_s"] = time.perf_counter() - t0
     out["versions"] = _versions(fw)
+    out["notes"] = getattr(fw, "NOTES", {})
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
         try:
             await measure(fw, args.scenario, WARMUP[args.scenario], workdir)

@@ -1,22 +1,24 @@
-"""The run loop: model turns, tool execution, same-session handoffs, all logged as events.
+"""The run loop: model turns, same-session handoffs, guardrails and modes, logged as events.
 
 One `AgentLoop` drives one session. A delegated child gets its own loop and session but shares
-the `RunState` (context, usage, limits, trace, stream) of the run that started it.
+the `RunState` (context, usage, limits, trace, stream, approvals) of the run that started it.
+Tool execution lives in `_toolexec`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ._toolexec import FINISH_TASK, Interrupted, Route, finish_task_definition, run_tools
 from .agent import Agent
 from .context import RunContext
 from .events import (
     AgentEvent,
+    ApprovalRequestedEvent,
+    GuardrailTriggeredEvent,
     HandoffEvent,
     MessageEvent,
     RunFinishedEvent,
@@ -25,23 +27,28 @@ from .events import (
     ToolResultEvent,
 )
 from .exceptions import (
-    HandoffLoopError,
-    MaxHandoffsExceeded,
+    HandoffError,
     MaxTurnsExceeded,
     ModelBehaviorError,
-    UsageLimitExceeded,
+    RunTimeout,
     UserError,
 )
-from .handoffs import SINGLE_TOOL_NAME, HandoffTool
+from .guardrails import Guardrail, apply_guardrails, block_message
+from .handoffs import HandoffSet, InputFilter
 from .messages import Message, ToolCall
 from .models import infer_model
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 from .sessions.base import Session
-from .tools import Tool, ToolRetry, render_tool_output
+from .tools import Tool
 from .tracing import Span, Trace
 from .usage import RunUsage, Usage, UsageLimits
 
+if TYPE_CHECKING:
+    from .workflows import Composite
+
 DEFAULT_MAX_TURNS = 25
+NOTE = "relayrace"
+"""The ``name`` of user-role notes the framework adds (routing, returns)."""
 
 Emit = Callable[[AgentEvent], None]
 
@@ -49,25 +56,20 @@ Emit = Callable[[AgentEvent], None]
 class RunState:
     """What a run shares with every child it delegates to."""
 
-    __slots__ = ("agent_calls", "context", "emit", "limits", "model_override", "trace", "usage")
+    __slots__ = ("agent_calls", "approvals", "context", "emit", "limits", "model_override",
+                 "trace", "usage")
 
-    def __init__(
-        self,
-        *,
-        context: Any,
-        trace: Trace,
-        limits: UsageLimits | None = None,
-        emit: Emit | None = None,
-        model_override: Model | None = None,
-    ) -> None:
+    def __init__(self, *, context: Any, trace: Trace, limits: UsageLimits | None = None,
+                 emit: Emit | None = None, model_override: Model | None = None,
+                 approvals: dict[str, bool] | None = None) -> None:
         self.context = context
         self.trace = trace
         self.usage = RunUsage()
         self.limits = limits
         self.emit = emit
         self.model_override = model_override
+        self.approvals = approvals or {}
         self.agent_calls = 0
-        """Delegated child runs started so far (for ``UsageLimits.max_agent_calls``)."""
 
 
 @dataclass(slots=True)
@@ -77,6 +79,7 @@ class LoopOutcome:
     final_output: str
     last_agent: Agent[Any]
     new_events: list[AgentEvent]
+    reason: str = ""
 
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:
@@ -94,6 +97,18 @@ def active_agent_name(events: Sequence[AgentEvent]) -> str | None:
     return None
 
 
+def return_stack(events: Sequence[AgentEvent]) -> list[str]:
+    """The callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+    stack: list[str] = []
+    for e in events:
+        if isinstance(e, HandoffEvent):
+            if e.is_return and stack:
+                stack.pop()
+            elif e.returns_to:
+                stack.append(e.returns_to)
+    return stack
+
+
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """Tool calls of the last assistant message that have no result yet."""
     answered: set[str] = set()
@@ -107,55 +122,62 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     return []
 
 
-class _Toolset:
-    """The tools one agent is offered, by name."""
+class Toolset:
+    """The tools one agent is offered, by name (the per-turn flags are set by the loop)."""
 
-    __slots__ = ("definitions", "handoffs", "tools")
+    __slots__ = ("definitions", "finish_task", "handoffs", "refuse_handoffs", "refused", "tools")
 
     def __init__(self, agent: Agent[Any]) -> None:
-        self.tools: dict[str, Tool] = {t.name: t for t in agent.tools}
-        hs = agent.handoff_set()
-        self.handoffs = hs
-        self.definitions: list[ToolDefinition] = [t.definition for t in agent.tools]
-        self.definitions.extend(hs.definitions)
+        supervisor = agent.pattern == "supervisor"
+        offered = [t for t in agent.tools if t.delegates or not supervisor]
+        self.tools: dict[str, Tool] = {t.name: t for t in offered}
+        self.refused = {t.name for t in agent.tools} - set(self.tools)
+        self.handoffs = HandoffSet() if supervisor else agent.handoff_set()
+        self.definitions: list[ToolDefinition] = [t.definition for t in offered]
+        self.definitions.extend(self.handoffs.definitions)
+        self.finish_task = False
+        self.refuse_handoffs = False
 
 
 class AgentLoop:
-    """Drives one session until an agent answers without calling tools."""
+    """Drives one session until an agent gives its final answer."""
 
     def __init__(
-        self,
-        state: RunState,
-        entry: Agent[Any],
-        session: Session,
-        *,
-        path_prefix: str = "",
-        parent_span: Span | None = None,
-        max_turns: int | None = None,
-        max_handoffs: int | None = None,
-        depth: int = 0,
-        instructions_suffix: str = "",
+        self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
+        parent_span: Span | None = None, max_turns: int | None = None,
+        max_handoffs: int | None = None, depth: int = 0, instructions_suffix: str = "",
         variables: dict[str, Any] | None = None,
     ) -> None:
         self.state = state
-        self.depth = depth
-        self.suffix = instructions_suffix
-        self.variables = variables
         self.entry = entry
         self.session = session
         self.prefix = path_prefix
         self.parent_span = parent_span
         self.max_turns = max_turns or entry.max_turns or DEFAULT_MAX_TURNS
-        self.max_handoffs = max_handoffs
+        self.swarm_limit = entry.pattern == "swarm"
+        self.max_handoffs = entry.max_handoffs if self.swarm_limit else max_handoffs
+        self.depth = depth
+        self.suffix = instructions_suffix
+        self.variables = variables
         self.transcript: list[Message] = []
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
         self._batch: list[AgentEvent] = []
-        self._toolsets: dict[str, _Toolset] = {}
+        self._toolsets: dict[str, Toolset] = {}
         self._paths: dict[str, str] = {}
+        self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
+        self._redact: dict[int, Message] = {}
+        self._returns: list[str] = []
+        self.hops: list[str] = []  # agents passed through by handoffs since the last real work
+        self.handoff_error: Exception | None = None
         self.handoff_count = 0
+        self.turns = 0
+        self.called: set[str] = set()  # tools called in the current speaker's turn
+        self.blocked: str | None = None  # a guardrail's answer that ends the run
+        self.handoff_note: Message | None = None  # the result of the last transfer call
+        self.team_input: tuple[Guardrail, ...] = ()
+        self.team_output: tuple[Guardrail, ...] = ()
         self.local = Usage()  # what this loop used, its delegated children included
-        self._hops: list[str] = []  # agents passed through by handoffs since the last real work
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -174,10 +196,16 @@ class AgentLoop:
             self.state.emit(event)
 
     def push(self, message: Message) -> None:
-        """Append a message to the conversation (and to the active filtered view)."""
+        """Append a message to the conversation (and to the active agent's own view)."""
         self.transcript.append(message)
         if self.view is not self.transcript:
             self.view.append(message)
+
+    def note(self, agent: Agent[Any], text: str) -> None:
+        """Add a framework note to the conversation, as a user-role message named NOTE."""
+        message = Message("user", text, name=NOTE)
+        self.push(message)
+        self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
@@ -189,44 +217,27 @@ class AgentLoop:
         self, agent: Agent[Any], call_id: str = "", span: Span | None = None
     ) -> RunContext[Any]:
         """A run context for ``agent``."""
-        return RunContext(
-            context=self.state.context,
-            agent=agent,
-            path=self.path(agent),
-            session=self.session,
-            usage=self.state.usage,
-            tool_call_id=call_id,
-            messages=self.view,
-            depth=self.depth,
-            span=span,
-            loop=self,
-        )
+        return RunContext(context=self.state.context, agent=agent, path=self.path(agent),
+                          session=self.session, usage=self.state.usage, tool_call_id=call_id,
+                          messages=self.view, depth=self.depth, span=span, loop=self)
 
-    def toolset(self, agent: Agent[Any]) -> _Toolset:
+    def toolset(self, agent: Agent[Any]) -> Toolset:
         """The (cached) tools of ``agent``."""
         ts = self._toolsets.get(agent.name)
         if ts is None:
-            ts = self._toolsets[agent.name] = _Toolset(agent)
+            ts = self._toolsets[agent.name] = Toolset(agent)
         return ts
 
-    def tool_result(
-        self,
-        agent: Agent[Any],
-        call: ToolCall,
-        content: str,
-        *,
-        is_error: bool = False,
-        tb: str | None = None,
-    ) -> ToolResultEvent:
+    def caller(self) -> Agent[Any] | None:
+        """The agent a ``task``/``single_turn`` agent returns to."""
+        return self.entry.find_agent(self._returns[-1]) if self._returns else None
+
+    def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
+                    is_error: bool = False, tb: str | None = None) -> ToolResultEvent:
         """The result event for ``call``."""
-        return ToolResultEvent(
-            agent=agent.name,
-            path=self.path(agent),
-            message=Message.tool(call.id, content, name=call.name),
-            tool_name=call.name,
-            is_error=is_error,
-            traceback=tb,
-        )
+        return ToolResultEvent(agent=agent.name, path=self.path(agent),
+                               message=Message.tool(call.id, content, name=call.name),
+                               tool_name=call.name, is_error=is_error, traceback=tb)
 
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, so the session stays valid for every API."""
@@ -235,7 +246,65 @@ class AgentLoop:
             self.push(ev.message)
             self.add(ev)
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- guardrails --------------------------------------------------------------------------
+
+    def input_block(self, agent: Agent[Any]) -> str | None:
+        """Run ``agent``'s input guardrails on the user messages it has not yet checked.
+
+        Returns the answer to give if one blocks; redactions are applied when it takes over.
+        """
+        guards = self.team_input + agent.input_guardrails
+        if not guards:
+            return None
+        start = self._checked.get(agent.name, 0)
+        self._checked[agent.name] = len(self.transcript)
+        for m in self.transcript[start:]:
+            if m.role != "user" or m.name == NOTE:
+                continue
+            text, results = apply_guardrails(guards, self._redact.get(id(m), m).content,
+                                             self.state.context)
+            for r in results:
+                self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
+                                                 guardrail=r.guardrail, stage="input",
+                                                 action=r.action, message=r.message))
+            if results and results[-1].action == "block":
+                return block_message(results[-1], stage="input")
+            if text != m.content:
+                self._redact[id(m)] = Message("user", text, name=m.name)
+        return None
+
+    def _output_guard(self, agent: Agent[Any], message: Message) -> None:
+        guards = self.team_output + agent.output_guardrails
+        if not guards:
+            return
+        text, results = apply_guardrails(guards, message.content, self.state.context)
+        for r in results:
+            self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
+                                             guardrail=r.guardrail, stage="output",
+                                             action=r.action, message=r.message))
+        if results and results[-1].action == "block":
+            self.blocked = message.content = block_message(results[-1], stage="output")
+        else:
+            message.content = text
+
+    def set_view(self, input_filter: InputFilter | None = None) -> None:
+        """What the agent taking over sees: all, or what a filter keeps, with redactions."""
+        view = self.transcript if input_filter is None else input_filter(list(self.transcript))
+        if input_filter is not None and self.handoff_note is not None and (
+                not view or view[-1] is not self.handoff_note):
+            view.append(Message.system(self.handoff_note.content))  # keep the reason visible
+        if self._redact:
+            view = [self._redact.get(id(m), m) for m in view]
+        self.view = view
+
+    def blocked_answer(self, agent: Agent[Any], text: str) -> str:
+        """End the turn with a guardrail's answer, as the agent's message."""
+        message = Message.assistant(text, name=agent.name)
+        self.push(message)
+        self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
+        return text
+
+    # -- the run -----------------------------------------------------------------------------
 
     async def run(
         self, input: str | Sequence[Message] | None, *, start_agent: Agent[Any] | None = None
@@ -244,6 +313,7 @@ class AgentLoop:
         state = self.state
         events = await self.session.get_events()
         self.transcript.extend(history(events))
+        self._returns = return_stack(events)
         agent = start_agent or self._active(events)
         span = state.trace.start("run" if self.parent_span is None else "delegation",
                                  self.path(agent), self.parent_span,
@@ -260,7 +330,24 @@ class AgentLoop:
                 self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
         try:
             await self.flush()
-            final, agent = await self._loop(agent, span, pending)
+            try:
+                async with asyncio.timeout(self.entry.timeout):
+                    final, agent, reason = await self.drive(agent, span, pending)
+            except TimeoutError:
+                raise RunTimeout(self.entry.name, self.entry.timeout or 0.0) from None
+        except Interrupted as stop:
+            if self.parent_span is None:  # the outer run lists its children's requests too
+                for p in stop.approvals:
+                    if p.session_id != self.session.session_id:
+                        self.add(ApprovalRequestedEvent(
+                            agent=p.agent, path=p.path, tool_call_id=p.call_id,
+                            tool_name=p.tool_name, arguments=p.arguments,
+                            session_id=p.session_id))
+            self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
+                                      status="interrupted", reason="awaiting approval"))
+            await self.flush()
+            state.trace.end(span)
+            raise
         except BaseException as exc:
             self.answer_dangling(agent, f"the run stopped ({type(exc).__name__}).")
             self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
@@ -268,43 +355,110 @@ class AgentLoop:
             await asyncio.shield(self.flush())
             state.trace.end(span, exc)
             raise
-        self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), output=final))
+        self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), output=final,
+                                  reason=reason))
         await self.flush()
         state.trace.end(span)
-        return LoopOutcome(final, agent, self.new_events)
+        return LoopOutcome(final, agent, self.new_events, reason)
 
     def _active(self, events: Sequence[AgentEvent]) -> Agent[Any]:
+        entry = self.entry
+        if getattr(entry, "is_composite", False):
+            return entry
         name = active_agent_name(events)
-        if name is not None and name != self.entry.name:
-            found = self.entry.find_agent(name)
+        if name is not None and name != entry.name:
+            found = entry.find_agent(name)
             if found is not None:
                 return found
-        return self.entry
+        if entry.pattern == "swarm":
+            return entry.sub_agents[0]
+        return entry
 
-    async def _loop(
-        self, agent: Agent[Any], run_span: Span, pending: list[ToolCall]
-    ) -> tuple[str, Agent[Any]]:
+    async def drive(
+        self, agent: Agent[Any], parent: Span, pending: list[ToolCall]
+    ) -> tuple[str, Agent[Any], str]:
+        """Run ``agent`` (or a workflow) until a final answer: (text, last agent, reason)."""
+        if getattr(agent, "is_composite", False):
+            composite: Composite = agent  # type: ignore[assignment]
+            return await composite.run_composite(self, parent, pending)
+        final, last, route = await self.turns_of(agent, parent, pending)
+        if route is not None and route.kind == "finish":
+            return final, last, route.reason
+        return final, last, "guardrail" if self.blocked else ""
+
+    async def turns_of(
+        self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
+    ) -> tuple[str, Agent[Any], Route | None]:
+        """Model turns and tool calls, following handoffs, until a final answer.
+
+        In a team, a typed ``Handoff`` ends the turn instead, for the team to route.
+        """
         state = self.state
-        turns = 0
+        self.called = set()
+        blocked = self.input_block(agent)
+        if blocked is not None:
+            return self.blocked_answer(agent, blocked), agent, None
+        self.set_view(None)
         agent_span = state.trace.start("agent", agent.name, run_span)
+        last_text = ""
         try:
             while True:
                 if pending:
                     calls, pending = pending, []
                 else:
-                    if turns >= self.max_turns:
+                    if self.turns >= self.max_turns:
                         raise MaxTurnsExceeded(self.max_turns)
-                    turns += 1
+                    self.turns += 1
                     message = await self._model_turn(agent, agent_span)
+                    if message.content:
+                        last_text = message.content
                     if not message.tool_calls:
-                        return message.content, agent
+                        caller = self.caller()
+                        if agent.mode == "single_turn" and caller is not None and not self.blocked:
+                            self._return(agent, caller, "answered")
+                            self.note(caller, f"[{agent.name} answered and returned control to "
+                                              f"{caller.name}]")
+                            agent = self._switch(agent, caller, agent_span, run_span)
+                            agent_span = self._span
+                            continue
+                        return message.content, agent, None
                     calls = list(message.tool_calls)
-                target = await self._run_tools(agent, calls, agent_span)
+                self.called.update(c.name for c in calls)
+                route = await run_tools(self, agent, calls, agent_span)
                 await self.flush()
-                if target is not None:
-                    state.trace.end(agent_span)
-                    agent = target
-                    agent_span = state.trace.start("agent", agent.name, run_span)
+                if self.blocked is not None:
+                    return self.blocked_answer(agent, self.blocked), agent, None
+                if route is None:
+                    continue
+                if route.kind == "finish":
+                    return route.summary or last_text, agent, route
+                if route.kind == "handoff":
+                    if team:
+                        return last_text, agent, route
+                    found = agent.find_agent(route.name)
+                    if found is None:
+                        raise HandoffError(f"A tool of {agent.name!r} returned Handoff to "
+                                           f"{route.name!r}, which is not in the team.")
+                    route.target = found
+                target = route.target
+                assert target is not None
+                if route.kind == "return":
+                    self._return(agent, target, route.summary)
+                else:
+                    returns_to = agent.name if target.mode in ("task", "single_turn") else None
+                    if returns_to:
+                        self._returns.append(returns_to)
+                    self.add(HandoffEvent(agent=agent.name, path=self.path(agent),
+                                          to_agent=target.name,
+                                          reason=route.reason or f"requested by {agent.name}",
+                                          tool_call_id=route.call.id, returns_to=returns_to))
+                    if route.kind == "handoff":
+                        blocked = self.input_block(target)
+                        if blocked is not None:
+                            return self.blocked_answer(agent, blocked), agent, None
+                self._view_filter = route.handoff.input_filter if route.handoff else None
+                agent = self._switch(agent, target, agent_span, run_span)
+                agent_span = self._span
         except BaseException as exc:
             state.trace.end(agent_span, exc)
             raise
@@ -312,39 +466,63 @@ class AgentLoop:
             if not agent_span.end_ns:
                 state.trace.end(agent_span)
 
+    _view_filter: InputFilter | None = None
+    _span: Span
+
+    def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
+        if self._returns:
+            self._returns.pop()
+        self.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
+                              reason=f"returned: {result}"[:500], is_return=True))
+
+    def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span,
+                run_span: Span) -> Agent[Any]:
+        """Make ``target`` the active agent: its view, guardrail redactions, and span."""
+        self.state.trace.end(agent_span)
+        self.input_block(target)  # redactions only: a blocking input was refused before
+        self.set_view(self._view_filter)
+        self._span = self.state.trace.start("agent", target.name, run_span)
+        return target
+
     def _model(self, agent: Agent[Any]) -> Model:
         if self.state.model_override is not None:
             return self.state.model_override
         if agent.model is None:
-            raise UserError(
-                f"Agent {agent.name!r} has no model; give it model=... (a Model or a "
-                "'provider:model' string) or pass model=... to Runner.run."
-            )
+            raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
+                            "a 'provider:model' string) or pass model=... to Runner.run.")
         model = infer_model(agent.model)
         if model is not agent.model:
             agent.model = model  # resolve a "provider:model" string once
         return model
+
+    def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
+        ts.finish_task = agent.mode == "task" and bool(self._returns)
+        ts.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
+                              and self.handoff_count >= self.max_handoffs)
+        no_handoffs = ts.refuse_handoffs or (agent.mode == "single_turn" and bool(self._returns))
+        if not (ts.handoffs.dynamic or ts.finish_task or no_handoffs):
+            return ts.definitions
+        defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
+        if not no_handoffs:
+            defs.extend(ts.handoffs.offered(self.context_for(agent), set(ts.tools)))
+        if ts.finish_task:
+            defs.append(ToolDefinition(
+                name=FINISH_TASK, parameters=finish_task_definition(),
+                description="Return control, and your result, to the agent that gave you "
+                            "this task. Call it when the task is done."))
+        return defs
 
     async def _model_turn(self, agent: Agent[Any], parent: Span) -> Message:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
         ctx = self.context_for(agent)
-        ts = self.toolset(agent)
-        definitions = ts.definitions
-        if ts.handoffs.dynamic:
-            definitions = [t.definition for t in agent.tools]
-            definitions.extend(ts.handoffs.offered(ctx, set(ts.tools)))
+        definitions = self._definitions(agent, self.toolset(agent))
         instructions = await agent.render_instructions(ctx, self.variables)
         if self.suffix:
             instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
-        request = ModelRequest(
-            instructions=instructions,
-            messages=self.view,
-            tools=definitions,
-            settings=agent.model_settings,
-            agent=agent.name,
-        )
+        request = ModelRequest(instructions=instructions, messages=self.view, tools=definitions,
+                               settings=agent.model_settings, agent=agent.name)
         usage = state.usage
         if state.limits is not None:
             state.limits.reserve_request(usage.total)
@@ -376,8 +554,9 @@ class AgentLoop:
         if not message.content and not message.tool_calls:
             raise ModelBehaviorError(
                 f"The model of agent {agent.name!r} returned an empty turn (no text and no "
-                "tool call); check the model's output limits or its stop sequences."
-            )
+                "tool call); check the model's output limits or its stop sequences.")
+        if not message.tool_calls:
+            self._output_guard(agent, message)
         self.push(message)
         self.add(MessageEvent(agent=agent.name, path=path, message=message, usage=u,
                               model=response.model or model.name))
@@ -390,251 +569,19 @@ class AgentLoop:
         self, model: Model, request: ModelRequest, agent: Agent[Any], path: str
     ) -> ModelResponse:
         emit = self.state.emit
-        if emit is None:
+        # Text an output guardrail may still redact is never streamed.
+        if emit is None or agent.output_guardrails or self.team_output:
             return await model.request(request)
         response: ModelResponse | None = None
+        streamed = False
         async for item in model.stream(request):
             if isinstance(item, str):
+                streamed = True
                 emit(TextDeltaEvent(agent=agent.name, path=path, delta=item))
             else:
                 response = item
         if response is None:
             raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
+        if not streamed and response.message.content:  # a model that cannot stream text
+            emit(TextDeltaEvent(agent=agent.name, path=path, delta=response.message.content))
         return response
-
-    # -- tools and handoffs ------------------------------------------------------------------
-
-    async def _run_tools(
-        self, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span
-    ) -> Agent[Any] | None:
-        """Answer every call in emission order; return the handoff target, if any."""
-        ts = self.toolset(agent)
-        results: list[ToolResultEvent | None] = [None] * len(calls)
-        ordinary: list[tuple[int, Tool, ToolCall]] = []
-        chosen: tuple[int, ToolCall, HandoffTool, str] | None = None
-        for i, call in enumerate(calls):
-            tool = ts.tools.get(call.name)
-            if tool is not None:
-                ordinary.append((i, tool, call))
-                continue
-            if call.name not in ts.handoffs.by_tool:
-                results[i] = self.tool_result(
-                    agent, call, self._unknown_tool(agent, call.name, ts), is_error=True
-                )
-                continue
-            h, reason, error = self._parse_handoff(agent, call, ts)
-            if error is not None or h is None:
-                results[i] = self.tool_result(agent, call, error or "", is_error=True)
-            elif chosen is not None:
-                first = chosen[2].agent.name
-                results[i] = self.tool_result(
-                    agent, call,
-                    f"Not performed: only one transfer can happen per turn, and the first one "
-                    f"requested in this turn (to {first}) was carried out.",
-                    is_error=True,
-                )
-            else:
-                chosen = (i, call, h, reason)
-        if ordinary:
-            self._hops.clear()  # real work happened: this is not a ping-pong
-            await self._execute(agent, ordinary, results, parent)
-        if chosen is None:
-            self._push_results(results)
-            return None
-        i, call, h, reason = chosen
-        refusal = self._check_handoff(agent, h.agent)
-        if refusal is not None:
-            results[i] = self.tool_result(agent, call, f"Not performed: {refusal}", is_error=True)
-            self._push_results(results)
-            await self.flush()
-            raise self._handoff_error  # the session is complete and valid at this point
-        target = await self._handoff(agent, call, h, reason, parent)
-        results[i] = self.tool_result(agent, call, self._handoff_note(agent, target, reason))
-        self._push_results(results)
-        self.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=target.name,
-                              reason=reason, tool_call_id=call.id))
-        if h.input_filter is None:
-            self.view = self.transcript
-        else:
-            self.view = h.input_filter(list(self.transcript))
-            note = results[i]
-            if not self.view or self.view[-1] is not (note.message if note else None):
-                # The filter dropped the transfer's result: keep the reason visible.
-                self.view.append(Message.system(self._handoff_note(agent, target, reason)))
-        return target
-
-    def _push_results(self, results: list[ToolResultEvent | None]) -> None:
-        for ev in results:
-            assert ev is not None
-            self.push(ev.message)
-            self.add(ev)
-
-    @staticmethod
-    def _handoff_note(agent: Agent[Any], target: Agent[Any], reason: str) -> str:
-        text = f"Transferred from {agent.name} to {target.name}."
-        return f"{text} Reason: {reason}" if reason else text
-
-    def _check_handoff(self, agent: Agent[Any], target: Agent[Any]) -> str | None:
-        """Why a handoff must not happen (limit or ping-pong), or ``None``."""
-        if self.max_handoffs is not None and self.handoff_count >= self.max_handoffs:
-            self._handoff_error: Exception = MaxHandoffsExceeded(self.max_handoffs)
-            return f"this run already made {self.max_handoffs} handoffs."
-        hops = self._hops or [agent.name]
-        hops.append(target.name)
-        self._hops = hops
-        if len(hops) >= 4 and hops[-1] == hops[-3] and hops[-2] == hops[-4]:
-            self._handoff_error = HandoffLoopError(hops[-4:])
-            return "handoff loop detected (control went back and forth with no work done)."
-        return None
-
-    def _unknown_tool(self, agent: Agent[Any], name: str, ts: _Toolset) -> str:
-        offered = sorted([*ts.tools, *ts.handoffs.by_tool])
-        if name.startswith("transfer_to_"):
-            wanted = name.removeprefix("transfer_to_")
-            if agent.find_agent(wanted) is not None:
-                return self._forbidden(agent, wanted, ts)
-        return (
-            f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
-        )
-
-    def _forbidden(self, agent: Agent[Any], target: str, ts: _Toolset) -> str:
-        allowed = ", ".join(ts.handoffs.by_agent) or "none"
-        return (
-            f"Transfer to {target!r} is not allowed from {agent.name!r}: an agent may transfer "
-            "to its sub-agents, and to its parent or peers only if its transfer policy allows. "
-            f"Allowed targets: {allowed}."
-        )
-
-    def _parse_handoff(
-        self, agent: Agent[Any], call: ToolCall, ts: _Toolset
-    ) -> tuple[HandoffTool | None, str, str | None]:
-        try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return None, "", (
-                f"Invalid arguments for {call.name}: not valid JSON ({exc.msg}). "
-                'Send a JSON object such as {"reason": "..."}.'
-            )
-        if not isinstance(args, dict):
-            return None, "", f"Invalid arguments for {call.name}: expected a JSON object."
-        reason = args.get("reason")
-        reason = reason.strip() if isinstance(reason, str) else ""
-        handoffs = ts.handoffs
-        if call.name == SINGLE_TOOL_NAME and handoffs.mode == "single":
-            name = args.get("agent_name")
-            if not isinstance(name, str) or not name:
-                return None, "", (
-                    f"{SINGLE_TOOL_NAME} needs agent_name, one of: "
-                    f"{', '.join(handoffs.by_agent)}."
-                )
-            h = handoffs.by_agent.get(name)
-            if h is None:
-                if agent.find_agent(name) is not None:
-                    return None, "", self._forbidden(agent, name, ts)
-                return None, "", (
-                    f"Unknown agent {name!r}. You can transfer to: "
-                    f"{', '.join(handoffs.by_agent)}."
-                )
-        else:
-            h = handoffs.by_tool[call.name]
-        assert h is not None
-        if handoffs.dynamic and not handoffs.is_offered(h, self.context_for(agent, call.id)):
-            return None, "", (
-                f"The transfer to {h.agent.name} is not available right now; "
-                "continue without it."
-            )
-        return h, reason, None
-
-    async def _handoff(
-        self, agent: Agent[Any], call: ToolCall, h: HandoffTool, reason: str, parent: Span
-    ) -> Agent[Any]:
-        target = h.agent
-        span = self.state.trace.start("handoff", f"{agent.name} -> {target.name}", parent,
-                                      from_agent=agent.name, to_agent=target.name, reason=reason)
-        try:
-            if h.on_handoff is not None:
-                result = h.on_handoff(self.context_for(agent, call.id), reason)
-                if asyncio.iscoroutine(result):
-                    await result
-        except BaseException as exc:
-            self.state.trace.end(span, exc)
-            raise
-        self.handoff_count += 1
-        self.state.trace.end(span)
-        return target
-
-    async def _execute(
-        self,
-        agent: Agent[Any],
-        calls: list[tuple[int, Tool, ToolCall]],
-        results: list[ToolResultEvent | None],
-        parent: Span,
-    ) -> None:
-        """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order."""
-        group: list[tuple[int, Tool, ToolCall]] = []
-        for item in calls:
-            if item[1].sequential:
-                if group:
-                    await self._gather(agent, group, results, parent)
-                    group = []
-                results[item[0]] = await self._call_tool(agent, item[1], item[2], parent)
-            else:
-                group.append(item)
-        if group:
-            await self._gather(agent, group, results, parent)
-
-    async def _gather(
-        self,
-        agent: Agent[Any],
-        group: list[tuple[int, Tool, ToolCall]],
-        results: list[ToolResultEvent | None],
-        parent: Span,
-    ) -> None:
-        if len(group) == 1:
-            i, tool, call = group[0]
-            results[i] = await self._call_tool(agent, tool, call, parent)
-            return
-        done = await asyncio.gather(*(self._call_tool(agent, t, c, parent) for _, t, c in group))
-        for (i, _, _), ev in zip(group, done, strict=True):
-            results[i] = ev
-
-    async def _call_tool(
-        self, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
-    ) -> ToolResultEvent:
-        state = self.state
-        wait = tool.acquire_rate()
-        if wait:
-            limit = tool.rate_limit
-            assert limit is not None
-            return self.tool_result(
-                agent, call,
-                f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
-                f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.",
-                is_error=True,
-            )
-        usage = state.usage
-        if state.limits is not None:
-            state.limits.reserve_tool_call(usage.total)
-        usage.total.tool_calls += 1
-        usage.for_agent(self.path(agent)).tool_calls += 1
-        self.local.tool_calls += 1
-        span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
-        ctx = self.context_for(agent, call.id, span)
-        try:
-            value = await tool.invoke(ctx, call.arguments)
-        except ToolRetry as exc:
-            state.trace.end(span, str(exc))
-            return self.tool_result(agent, call, str(exc), is_error=True)
-        except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
-            state.trace.end(span, exc)
-            raise
-        except Exception as exc:  # a crashing tool is reported to the model, not to the caller
-            state.trace.end(span, exc)
-            return self.tool_result(
-                agent, call,
-                f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
-                is_error=True,
-                tb=traceback.format_exc(),
-            )
-        state.trace.end(span)
-        return self.tool_result(agent, call, render_tool_output(value))

@@ -136,7 +136,8 @@ def render_instructions(source: str, variables: Mapping[str, Any]) -> str:
     try:
         return _instructions_template(source).render(dict(variables))
     except TemplateSyntaxError as exc:
-        raise ConfigError(f"{label} has a syntax error{_where(exc, source)}: {exc.message}") from exc
+        where = _where(exc, source)
+        raise ConfigError(f"{label} has a syntax error{where}: {exc.message}") from exc
     except SecurityError as exc:
         raise UserError(f"{label} was refused by the sandbox{_where(exc, source)}: {exc}") from exc
     except UndefinedError as exc:
@@ -153,7 +154,7 @@ def render_instructions(source: str, variables: Mapping[str, Any]) -> str:
             f"{exc.message}; {fix}"
         ) from exc
     except Exception as exc:
-        raise UserError(f"{label} failed{_where(exc, source)}: {type(exc).__name__}: {exc}") from exc
+        raise UserError(f"{label} failed{_where(exc, source)}: {exc!r}") from exc
 
 
 def _mark_json_outputs(node: nodes.Node, in_string: bool = False) -> bool:
@@ -188,7 +189,7 @@ def _expression(source: str) -> Callable[..., Any]:
     parser = Parser(_ENV, source, state="variable")
     expr = parser.parse_expression()
     if not parser.stream.eos:
-        raise TemplateSyntaxError("unexpected text after the expression", parser.stream.current.lineno)
+        parser.fail("unexpected text after the expression")
     dicts = [expr] if isinstance(expr, nodes.Dict) else []
     for pair in (pair for found in (*dicts, *expr.find_all(nodes.Dict)) for pair in found.items):
         if isinstance(pair.key, nodes.Name):
@@ -256,7 +257,7 @@ class ContextTransform:
                 f"{exc.message}"
             ) from exc
         except Exception as exc:  # e.g. RecursionError on absurdly nested text
-            raise ConfigError(f"Context transform {self.name!r} cannot be compiled: {exc!r}") from exc
+            raise ConfigError(f"Context transform {self.name!r} cannot compile: {exc!r}") from exc
 
     def render(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The child's variables for one call whose arguments are ``data``."""
@@ -295,6 +296,4 @@ class ContextTransform:
                 "template: | default(...)."
             ) from exc
         except Exception as exc:
-            raise ContextTransformError(
-                f"{label} failed{_where(exc, source)}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ContextTransformError(f"{label} failed{_where(exc, source)}: {exc!r}") from exc

@@ -28,6 +28,7 @@ Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
 """A Jinja2 template rendered with the run's context variables, or a function returning text."""
 
 AgentMode = Literal["chat", "task", "single_turn"]
+Pattern = Literal["react", "supervisor", "swarm"]
 
 _DEFAULT_POLICY = TransferPolicy()
 
@@ -60,6 +61,9 @@ class Agent(Generic[TContext]):
         specialists: Sequence[Agent[Any]] = (),
         meta_tools: Sequence[MetaToolName] | None = None,
         delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -69,6 +73,9 @@ class Agent(Generic[TContext]):
             )
         if mode not in ("chat", "task", "single_turn"):
             raise UserError(f"Agent {name!r}: mode={mode!r}; use 'chat', 'task' or 'single_turn'.")
+        if pattern not in ("react", "supervisor", "swarm"):
+            raise UserError(f"Agent {name!r}: pattern={pattern!r}; use 'react', 'supervisor' "
+                            "or 'swarm'.")
         if max_turns is not None and max_turns < 1:
             raise UserError(f"Agent {name!r}: max_turns must be at least 1, got {max_turns}.")
         self._user_tools = tuple(tools)  # without the meta-tools, which clone() rebuilds
@@ -101,6 +108,9 @@ class Agent(Generic[TContext]):
         self.max_turns = max_turns
         self.model_settings = model_settings
         self.mode: AgentMode = mode
+        self.pattern: Pattern = pattern
+        self.max_handoffs = max_handoffs
+        self.timeout = timeout
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
@@ -131,6 +141,12 @@ class Agent(Generic[TContext]):
         for h in self.handoffs:
             h.agent.parent = self
             h.agent._handoff_cache = None  # its parent and peers just changed
+        if pattern == "supervisor" and not any(t.delegates for t in self.tools):
+            raise UserError(f"Agent {name!r} uses the supervisor pattern but has no workers; "
+                            "give it agent tools (worker.as_tool()) or specialists.")
+        if pattern == "swarm" and not self.handoffs:
+            raise UserError(f"Agent {name!r} uses the swarm pattern but has no members; build "
+                            "swarms with relayrace.patterns.swarm(name, agents).")
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -178,6 +194,9 @@ class Agent(Generic[TContext]):
             "specialists": self.specialists,
             "meta_tools": self.meta_tools or None,
             "delegation": self.delegation,
+            "pattern": self.pattern,
+            "max_handoffs": self.max_handoffs,
+            "timeout": self.timeout,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [

@@ -17,6 +17,7 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from ._templates import ContextTransform, ContextTransformError
+from ._toolexec import Interrupted
 from .events import DelegationEvent, MessageEvent, ToolResultEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
@@ -148,7 +149,13 @@ async def run_child(
     if refused is not None:
         return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
                            error=f"not started: {refused}")
-    state.agent_calls += 1
+    child_input: list[Message] | None = [*history, Message.user(task)]
+    if session is None and state.approvals:
+        session = await _waiting_child(loop.session, ctx.tool_call_id, path)
+        if session is not None:
+            child_input = None  # resume the child where it stopped for approval
+    if child_input is not None:
+        state.agent_calls += 1
     child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id)
     instructions_suffix = _report_instructions(audience, report_template) if report else ""
     if suffix:
@@ -160,7 +167,10 @@ async def run_child(
                          session_id=child_session.session_id, usage=child.local)
     try:
         async with asyncio.timeout(timeout):
-            outcome = await child.run([*history, Message.user(task)])
+            outcome = await child.run(child_input)
+    except Interrupted:
+        loop.local.add(child.local)
+        raise  # the approval request surfaces on the outer run
     except TimeoutError:
         result.error = f"timed out after {timeout:g} s"
     except Exception as exc:  # the parent's model is told; the child's log has the details
@@ -182,8 +192,22 @@ async def run_child(
     return result
 
 
+async def _waiting_child(parent: Session, tool_call_id: str, path: str) -> Session | None:
+    """The child session of ``tool_call_id`` that stopped for approval, if any."""
+    from ._engine import history, unanswered_calls
+
+    for info in reversed(await parent.children()):
+        if info.parent_tool_call_id == tool_call_id and info.path == path:
+            child = parent.open_child(info)
+            if unanswered_calls(history(await child.get_events())):
+                return child
+    return None
+
+
 class AgentTool(Tool):
     """An agent offered as a tool (see ``Agent.as_tool``)."""
+
+    delegates = True
 
     def __init__(
         self,

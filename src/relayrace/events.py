@@ -94,6 +94,10 @@ class HandoffEvent(AgentEvent):
     """Why, as the model gave it (or a short default)."""
     tool_call_id: str = ""
     """The transfer call that caused it ("" for a transfer made by routing rules)."""
+    returns_to: str | None = None
+    """For a target in ``task`` or ``single_turn`` mode: the agent control returns to."""
+    is_return: bool = False
+    """Whether this is such a target handing control back to the agent that called it."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -143,6 +147,8 @@ class ApprovalRequestedEvent(AgentEvent):
     """The tool or handoff that was called."""
     arguments: str = ""
     """The call's raw arguments."""
+    session_id: str = ""
+    """The session holding the call, when it is a delegated child's ("" for this one)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -154,6 +160,8 @@ class RunFinishedEvent(AgentEvent):
     """How it ended."""
     output: str = ""
     """The final answer, or the error message."""
+    reason: str = ""
+    """Why the run ended, when a rule or tool ended it (e.g. a terminate target's reason)."""
 
 
 @dataclass(slots=True, kw_only=True)

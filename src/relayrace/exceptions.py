@@ -9,6 +9,7 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     ├── ModelBehaviorError            the model produced something the run cannot continue from
     ├── ModelProviderError            the provider failed (HTTP error, timeout) after its retries
     ├── MaxTurnsExceeded              the run used more model turns than allowed
+    ├── RunTimeout                    an agent's run took longer than its ``timeout``
     ├── UsageLimitExceeded            a UsageLimits budget was used up
     ├── HandoffError                  control cannot move between agents as asked
     │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
@@ -33,6 +34,7 @@ __all__ = [
     "ModelBehaviorError",
     "ModelProviderError",
     "RelayraceError",
+    "RunTimeout",
     "UsageLimitExceeded",
     "UserError",
 ]
@@ -80,6 +82,16 @@ class MaxTurnsExceeded(RelayraceError):
             f"The run used its {max_turns} model turns without a final answer; "
             "raise max_turns or give the agents a clearer stopping point."
         )
+
+
+class RunTimeout(RelayraceError):
+    """A run took longer than its entry agent's ``timeout``; the session holds what was done."""
+
+    def __init__(self, agent: str, timeout: float) -> None:
+        self.agent = agent
+        self.timeout = timeout
+        super().__init__(f"Agent {agent!r} did not finish within its timeout of {timeout:g} s; "
+                         "raise the timeout or narrow the task.")
 
 
 class UsageLimitExceeded(RelayraceError):

@@ -21,10 +21,22 @@ from typing import Any, Literal, overload
 from .exceptions import ConfigError, UserError
 
 __all__ = [
-    "PII_KINDS", "FunctionGuardrail", "Guardrail", "GuardrailFunction", "GuardrailResult",
-    "MaxLengthGuardrail", "PIIGuardrail", "PIIMatch", "TopicDenyListGuardrail",
-    "apply_guardrails", "block_message", "find_pii", "guardrail", "guardrail_from_config",
-    "iban_valid", "luhn_valid",
+    "PII_KINDS",
+    "FunctionGuardrail",
+    "Guardrail",
+    "GuardrailFunction",
+    "GuardrailResult",
+    "MaxLengthGuardrail",
+    "PIIGuardrail",
+    "PIIMatch",
+    "TopicDenyListGuardrail",
+    "apply_guardrails",
+    "block_message",
+    "find_pii",
+    "guardrail",
+    "guardrail_from_config",
+    "iban_valid",
+    "luhn_valid",
 ]
 
 _ACTIONS = ("allow", "redact", "block")
@@ -45,8 +57,9 @@ class GuardrailResult:
 
     def __post_init__(self) -> None:
         if self.action not in _ACTIONS:
-            raise UserError(f"GuardrailResult.action must be allow, redact or block, not "
-                            f"{self.action!r}.")
+            raise UserError(
+                f"GuardrailResult.action must be allow, redact or block, not {self.action!r}."
+            )
 
 
 class Guardrail(ABC):
@@ -111,8 +124,12 @@ def _check_name(name: object) -> str:
 PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban")
 """Every kind ``find_pii`` knows, in the order messages list them."""
 
-_PII_LABELS = {"email": "e-mail address", "phone": "phone number", "card": "card number",
-               "iban": "IBAN"}
+_PII_LABELS = {
+    "email": "e-mail address",
+    "phone": "phone number",
+    "card": "card number",
+    "iban": "IBAN",
+}
 
 # Start only where a run of local-part characters starts, so failing scans stay linear.
 _EMAIL_RE = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@[^\W_][\w\-]*(?:\.[^\W_][\w\-]*)*\.[^\W\d_]{2,}")
@@ -180,7 +197,7 @@ def _iban_spans(text: str) -> Iterator[tuple[int, int]]:
         # The greedy pattern can run into following upper-case words ("... 32 IS MINE"): take
         # the longest prefix that ends at a word boundary and validates.
         for end in range(m.end(), m.start() + 14, -1):
-            if not _word_char_at(text, end) and iban_valid(text[m.start():end]):
+            if not _word_char_at(text, end) and iban_valid(text[m.start() : end]):
                 yield m.start(), end
                 break
 
@@ -266,8 +283,10 @@ def _check_kinds(kinds: Collection[str]) -> tuple[str, ...]:
         raise UserError(f"kinds must be a collection of kinds such as [{kinds!r}], not a string.")
     for kind in kinds:
         if kind not in PII_KINDS:
-            raise UserError(f"Unknown PII kind {kind!r}.{_suggestion(kind, PII_KINDS)} "
-                            f"Valid kinds: {', '.join(PII_KINDS)}.")
+            raise UserError(
+                f"Unknown PII kind {kind!r}.{_suggestion(kind, PII_KINDS)} "
+                f"Valid kinds: {', '.join(PII_KINDS)}."
+            )
     return tuple(k for k in PII_KINDS if k in kinds)
 
 
@@ -295,8 +314,11 @@ class PIIGuardrail(Guardrail):
     """
 
     def __init__(
-        self, *, action: Literal["redact", "block"] = "redact",
-        kinds: Collection[str] = PII_KINDS, name: str = "pii",
+        self,
+        *,
+        action: Literal["redact", "block"] = "redact",
+        kinds: Collection[str] = PII_KINDS,
+        name: str = "pii",
     ) -> None:
         if action not in ("redact", "block"):
             raise UserError(f"PIIGuardrail action must be 'redact' or 'block', not {action!r}.")
@@ -313,24 +335,31 @@ class PIIGuardrail(Guardrail):
         counts = Counter(m.kind for m in matches)
         message = ", ".join(  # "2 e-mail addresses, 1 card number": counts, never content
             f"{n} {_PII_LABELS[k]}{'' if n == 1 else 'es' if k == 'email' else 's'}"
-            for k in PII_KINDS if (n := counts[k])
+            for k in PII_KINDS
+            if (n := counts[k])
         )
-        return GuardrailResult(action=self.action, text=redacted, message=message,
-                               guardrail=self.name)
+        return GuardrailResult(
+            action=self.action, text=redacted, message=message, guardrail=self.name
+        )
 
 
 class MaxLengthGuardrail(Guardrail):
     """Blocks texts longer than ``max_chars``, or cuts them down (a ``redact`` result)."""
 
     def __init__(
-        self, max_chars: int, *, action: Literal["truncate", "block"] = "block",
+        self,
+        max_chars: int,
+        *,
+        action: Literal["truncate", "block"] = "block",
         name: str = "max_length",
     ) -> None:
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
             raise UserError(f"max_chars must be a positive integer, not {max_chars!r}.")
         if action not in ("truncate", "block"):
-            raise UserError(f"MaxLengthGuardrail action must be 'truncate' or 'block', not "
-                            f"{action!r}.{_suggestion(action, ('truncate', 'block'))}")
+            raise UserError(
+                f"MaxLengthGuardrail action must be 'truncate' or 'block', not "
+                f"{action!r}.{_suggestion(action, ('truncate', 'block'))}"
+            )
         self.max_chars = max_chars
         self.action: Literal["truncate", "block"] = action
         self.name = _check_name(name)
@@ -341,8 +370,9 @@ class MaxLengthGuardrail(Guardrail):
             return GuardrailResult(action="allow", text=text, guardrail=self.name)
         if self.action == "truncate":
             message = f"truncated from {len(text):,} to {self.max_chars:,} characters"
-            return GuardrailResult(action="redact", text=text[: self.max_chars],
-                                   message=message, guardrail=self.name)
+            return GuardrailResult(
+                action="redact", text=text[: self.max_chars], message=message, guardrail=self.name
+            )
         message = f"{len(text):,} characters, over the {self.max_chars:,}-character limit"
         return GuardrailResult(action="block", text=text, message=message, guardrail=self.name)
 
@@ -395,8 +425,9 @@ class FunctionGuardrail(Guardrail):
         if not callable(fn):
             raise UserError(f"A function guardrail needs a callable, not {fn!r}.")
         if inspect.iscoroutinefunction(fn):
-            raise UserError(f"Guardrail {fn.__name__!r} is async; guardrails must be "
-                            "synchronous and cheap.")
+            raise UserError(
+                f"Guardrail {fn.__name__!r} is async; guardrails must be synchronous and cheap."
+            )
         self.fn = fn
         self.name = _check_name(name if name is not None else getattr(fn, "__name__", "custom"))
 
@@ -410,12 +441,15 @@ class FunctionGuardrail(Guardrail):
         if out is False:
             return GuardrailResult(action="block", text=text, guardrail=self.name)
         if isinstance(out, str):
-            return GuardrailResult(action="redact", text=out, message="text rewritten",
-                                   guardrail=self.name)
+            return GuardrailResult(
+                action="redact", text=out, message="text rewritten", guardrail=self.name
+            )
         if inspect.iscoroutine(out):
             out.close()  # avoid a "never awaited" warning on top of the error
-        raise UserError(f"Guardrail {self.name!r} returned {type(out).__name__}; return a "
-                        "GuardrailResult, a bool, a replacement str or None.")
+        raise UserError(
+            f"Guardrail {self.name!r} returned {type(out).__name__}; return a "
+            "GuardrailResult, a bool, a replacement str or None."
+        )
 
 
 @overload
@@ -455,13 +489,17 @@ def guardrail_from_config(spec: Mapping[str, Any]) -> Guardrail:
     if kind is None:
         raise ConfigError(f"A guardrail needs a 'type'; valid types: {types}.")
     if not isinstance(kind, str) or kind not in _CONFIG_KEYS:
-        raise ConfigError(f"Unknown guardrail type {kind!r}.{_suggestion(kind, _CONFIG_KEYS)} "
-                          f"Valid types: {types}.")
+        raise ConfigError(
+            f"Unknown guardrail type {kind!r}.{_suggestion(kind, _CONFIG_KEYS)} "
+            f"Valid types: {types}."
+        )
     keys = _CONFIG_KEYS[kind]
     for key in spec:
         if key not in keys:
-            raise ConfigError(f"Unknown key {key!r} in a {kind} guardrail."
-                              f"{_suggestion(key, keys)} Valid keys: {', '.join(keys)}.")
+            raise ConfigError(
+                f"Unknown key {key!r} in a {kind} guardrail."
+                f"{_suggestion(key, keys)} Valid keys: {', '.join(keys)}."
+            )
     required = _REQUIRED_KEYS.get(kind)
     if required is not None and required not in spec:
         raise ConfigError(f"A {kind} guardrail needs {required!r}.")

@@ -198,7 +198,8 @@ def resolve_handoffs(agent: Agent[Any], taken: set[str]) -> HandoffSet:
             targets.extend(h for h in parent.handoffs if h.agent is not agent)
     by_agent: dict[str, HandoffTool] = {}
     for h in targets:
-        by_agent.setdefault(h.agent.name, h)
+        if h.is_enabled is not False:
+            by_agent.setdefault(h.agent.name, h)
     handoffs = list(by_agent.values())
     definitions, by_tool = _definitions(handoffs, agent.handoff_tools, taken)
     return HandoffSet(

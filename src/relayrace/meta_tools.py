@@ -17,7 +17,7 @@ import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .delegation import ChildResult, run_child
 from .exceptions import UserError
@@ -59,6 +59,8 @@ class DelegationConfig:
 
 
 class _MetaTool(Tool):
+
+    delegates = True
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         self.owner = owner
         self.specialists = {a.name: a for a in specialists}
@@ -349,8 +351,9 @@ def build_meta_tools(owner: str, specialists: Sequence[Agent[Any]],
         raise UserError(f"Agent {owner!r}: meta_tools need at least one specialist.")
     tools: list[Tool] = []
     for name in names:
-        if name not in _BUILDERS:
+        builder = _BUILDERS.get(cast(MetaToolName, name))
+        if builder is None:
             raise UserError(f"Agent {owner!r}: unknown meta tool {name!r}; "
                             f"choose from {', '.join(META_TOOLS)}.")
-        tools.append(_BUILDERS[name](owner, specialists, config))  # type: ignore[index]
+        tools.append(builder(owner, specialists, config))
     return tools

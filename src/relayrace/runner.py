@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._engine import AgentLoop, RunState
+from ._toolexec import Interrupted
 from .agent import Agent
+from .approvals import PendingRun
 from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .exceptions import UserError
 from .messages import Message
 from .models import infer_model
 from .models.interface import Model
+from .reports import HandoffReport
 from .sessions import MemorySession, Session
 from .tracing import Trace
 from .usage import RunUsage, UsageLimits
@@ -37,6 +40,10 @@ class RunResult:
     """The run's trace."""
     session: Session
     """The session the run used (a new ``MemorySession`` unless one was given)."""
+    pending: PendingRun | None = None
+    """Set when the run stopped for approvals: resume it with ``Runner.resume``."""
+    reason: str = ""
+    """Why the run ended, when a rule, tool or guardrail ended it."""
 
     @property
     def handoffs(self) -> list[HandoffEvent]:
@@ -52,6 +59,11 @@ class RunResult:
     def delegations(self) -> list[DelegationEvent]:
         """The delegated child runs this run's agents started."""
         return [e for e in self.new_events if isinstance(e, DelegationEvent)]
+
+    @property
+    def reports(self) -> list[HandoffReport]:
+        """The structured reports of this run's delegations, in order."""
+        return [HandoffReport.from_dict(e.report) for e in self.delegations if e.report]
 
 
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str | None) -> Agent[Any] | None:
@@ -108,6 +120,7 @@ class Runner:
         model: Model | str | None,
         usage_limits: UsageLimits | None,
         emit: Any,
+        approvals: dict[str, bool] | None = None,
     ) -> RunResult:
         if not isinstance(agent, Agent):
             raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
@@ -120,9 +133,17 @@ class Runner:
             limits=usage_limits,
             emit=emit,
             model_override=infer_model(model) if model is not None else None,
+            approvals=approvals,
         )
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
-        outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
+        try:
+            outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
+        except Interrupted as stop:
+            pending = PendingRun(session_id=session.session_id, agent=agent.name,
+                                 approvals=stop.approvals, entry=agent, session=session)
+            return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
+                             usage=state.usage, trace_id=state.trace.trace_id, session=session,
+                             pending=pending, reason="awaiting approval")
         return RunResult(
             final_output=outcome.final_output,
             last_agent=outcome.last_agent,
@@ -130,6 +151,37 @@ class Runner:
             usage=state.usage,
             trace_id=state.trace.trace_id,
             session=session,
+            reason=outcome.reason,
+        )
+
+    @classmethod
+    async def resume(
+        cls,
+        pending: PendingRun,
+        *,
+        approvals: dict[str, bool],
+        context: Any = None,
+        max_turns: int | None = None,
+        max_handoffs: int | None = None,
+        model: Model | str | None = None,
+        usage_limits: UsageLimits | None = None,
+    ) -> RunResult:
+        """Continue a run that stopped for approvals.
+
+        ``approvals`` maps call ids to True (run the call) or False (tell the model it was
+        rejected). Calls left out stay pending, and the run stops for them again.
+        """
+        if pending.entry is None or pending.session is None:
+            raise UserError("This pending run is not bound to an agent and a session; load it "
+                            "with PendingRun.from_json(text, entry=..., session=...).")
+        unknown = set(approvals) - {a.call_id for a in pending.approvals}
+        if unknown:
+            raise UserError(f"No pending call has the id(s) {sorted(unknown)}; pending: "
+                            f"{[a.call_id for a in pending.approvals]}.")
+        return await cls._run(
+            pending.entry, None, session=pending.session, context=context, max_turns=max_turns,
+            max_handoffs=max_handoffs, start_agent=None, model=model,
+            usage_limits=usage_limits, emit=None, approvals=approvals,
         )
 
     @classmethod
@@ -174,7 +226,7 @@ class RunStream:
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         options = {
             "session": None, "context": None, "max_turns": None, "max_handoffs": None,
-            "start_agent": None, "model": None, "usage_limits": None,
+            "start_agent": None, "model": None, "usage_limits": None, "approvals": None,
         }
         unknown = set(self._options) - set(options)
         if unknown:

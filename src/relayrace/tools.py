@@ -85,6 +85,8 @@ class Tool(ABC):
     """Pause the run for a human decision before each call."""
     rate_limit: RateLimit | None = None
     """Calls allowed per time window, across every run in this process."""
+    delegates: bool = False
+    """Whether calling the tool runs other agents (agent tools, meta-tools)."""
 
     _window: _RateWindow | None = None
     _definition: ToolDefinition | None = None
@@ -208,7 +210,7 @@ class FunctionTool(Tool):
                 annotation,
                 Field(default, description=doc_params.get(param.name)),
             )
-        self._args_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        self._args_model: type[BaseModel] = create_model(
             f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
         self._fields = tuple(fields)

@@ -20,7 +20,7 @@ class Usage:
     output_tokens: int = 0
     """Tokens the model produced."""
     tool_calls: int = 0
-    """Tool calls executed (handoffs and refused calls included)."""
+    """Tool calls executed (refused calls and handoffs are not counted)."""
 
     @property
     def total_tokens(self) -> int:

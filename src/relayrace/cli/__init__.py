@@ -23,12 +23,17 @@ from rich.text import Text
 from .. import __version__
 from ..agent import Agent
 from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
-from ..exceptions import RelayraceError
+from ..approvals import PendingRun
+from ..exceptions import RelayraceError, UserError
 from ..models import infer_model
-from ..runner import RunResult, Runner
+from ..runner import Runner, RunResult
 from ..sessions import DEFAULT_DB_PATH, SessionInfo, SQLiteSession, new_session_id
-from ..tracing import InMemoryTraceProcessor, add_trace_processor, get_trace_processors
-from ..tracing import set_trace_processors
+from ..tracing import (
+    InMemoryTraceProcessor,
+    add_trace_processor,
+    get_trace_processors,
+    set_trace_processors,
+)
 from ._render import (
     EventPrinter,
     format_time,
@@ -132,7 +137,8 @@ def _handoff_tools(agent: Agent[Any]) -> set[str]:
 
 
 def _stream(
-    agent: Agent[Any], prompt: str, options: dict[str, Any], on_event: Callable[[AgentEvent], None]
+    agent: Agent[Any], prompt: str | None, options: dict[str, Any],
+    on_event: Callable[[AgentEvent], None],
 ) -> RunResult:
     async def go() -> RunResult:
         stream = Runner.stream(agent, prompt, **options)
@@ -144,20 +150,15 @@ def _stream(
     return asyncio.run(go())
 
 
-def _print_pending(console: Console, pending: Any, session_id: str) -> None:
+def _print_pending(console: Console, pending: PendingRun, session_id: str) -> None:
     console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
-    items = pending if isinstance(pending, list | tuple) else [pending]
-    for item in items:
-        name = getattr(item, "tool_name", None)
-        if name is not None:
-            args = truncate(str(getattr(item, "arguments", "")))
-            call = getattr(item, "tool_call_id", "")
-            line = f"  {getattr(item, 'agent', '')} {name}({args}) [call {call}]"
-        else:
-            line = f"  {truncate(str(item))}"
+    for item in pending.approvals:
+        line = (f"  {item.path} {item.tool_name}({truncate(item.arguments)}) "
+                f"[call {item.call_id}]")
         console.print(Text(line, style="yellow"), soft_wrap=True)
-    console.print(Text(f"Session {session_id} holds the run; continue it with --session "
-                       f"{session_id}.", style="dim"))
+    ids = " ".join(f"--approve {a.call_id}" for a in pending.approvals)
+    console.print(Text(f"Decide with: relayrace resume TARGET --session {session_id} {ids} "
+                       "(or --reject ID).", style="dim"), soft_wrap=True)
 
 
 @app.command()
@@ -183,11 +184,57 @@ def run(
     ] = None,
 ) -> None:
     """Run an agent team on PROMPT, streaming what happens, then show the trace and usage."""
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    _run_team(target, prompt, session=session, db=db, model=model, json_output=json_output,
+              max_turns=max_turns, context=context, approvals=None)
+
+
+@app.command()
+def resume(
+    target: Annotated[str, typer.Argument(help="The agent to run: path/to/team.py:variable.")],
+    session: Annotated[str, typer.Option("--session", "-s", help="The session to resume.")],
+    approve: Annotated[
+        list[str] | None, typer.Option("--approve", help="A call id to approve (repeatable).")
+    ] = None,
+    reject: Annotated[
+        list[str] | None, typer.Option("--reject", help="A call id to reject (repeatable).")
+    ] = None,
+    db: DbOption = DEFAULT_DB_PATH,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Use this provider:model for every agent."),
+    ] = None,
+    json_output: JsonOption = False,
+    context: Annotated[
+        list[str] | None,
+        typer.Option("--context", "-c", help="A context variable KEY=VALUE (repeatable)."),
+    ] = None,
+) -> None:
+    """Continue a run that stopped for approval, approving or rejecting the pending calls."""
+    if not db.exists() or not SQLiteSession.exists(session, db):
+        raise _unknown_session(session, db)
+    decisions = {c: True for c in approve or []} | {c: False for c in reject or []}
+    with _errors():
+        agent = resolve_target(target)
+        pending = asyncio.run(PendingRun.from_session(SQLiteSession(session, db), entry=agent))
+        if pending is None:
+            raise UserError(f"Session {session!r} is not waiting for approval.")
+        waiting = {a.call_id for a in pending.approvals}
+        unknown = sorted(set(decisions) - waiting)
+        if unknown or not decisions:
+            raise UserError(f"Give --approve or --reject for the pending call ids "
+                            f"{sorted(waiting)}" + (f"; unknown: {unknown}." if unknown else "."))
+    _run_team(target, None, session=session, db=db, model=model, json_output=json_output,
+              max_turns=None, context=context, approvals=decisions)
+
+
+def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
+              model: str | None, json_output: bool, max_turns: int | None,
+              context: list[str] | None, approvals: dict[str, bool] | None) -> None:
     out, err = _stdout(), _stderr()
     info = err if json_output else out
     variables = _parse_context(context)
-    if prompt == "-":
-        prompt = sys.stdin.read()
     session_id = session or new_session_id()
     with _errors():
         agent = resolve_target(target)
@@ -212,6 +259,8 @@ def run(
                 printer.print(event)
 
         options: dict[str, Any] = {"session": store, "max_turns": max_turns}
+        if approvals is not None:
+            options["approvals"] = approvals
         if override is not None:
             options["model"] = override
         if variables is not None:
@@ -229,11 +278,12 @@ def run(
         except BaseException:
             printer.close()
             if not json_output and trace_ids:
+                out.print()
                 out.print(trace_tree(processor.tree(trace_ids[0]), trace_ids[0]))
             raise
         finally:
             set_trace_processors(previous)
-        pending = getattr(result, "pending", None)
+        pending = result.pending
         if json_output:
             if pending:
                 _print_pending(err, pending, session_id)
@@ -245,6 +295,8 @@ def run(
         out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
         out.print()
         out.print(usage_table(result.usage))
+        if pending:
+            return
         out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
                                 (result.last_agent.name, "bold"),
                                 (f" · session {session_id}", "dim")))

@@ -30,6 +30,7 @@ from ..usage import RunUsage, Usage
 __all__ = [
     "EventPrinter",
     "format_time",
+    "session_label",
     "session_tree",
     "sessions_table",
     "trace_tree",
@@ -47,10 +48,10 @@ def truncate(text: str, limit: int = TRUNCATE) -> str:
 
 
 def format_time(ts: float) -> str:
-    """A local timestamp, to the second."""
+    """A local timestamp, to the minute."""
     if not ts:
         return "-"
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 class EventPrinter:
@@ -162,6 +163,9 @@ class EventPrinter:
             if streamed:
                 if self._streaming == event.path:
                     self._end_line()
+                if msg.content.strip() != streamed.strip():
+                    # What was kept differs from what streamed (e.g. redacted): show it.
+                    self._line(event, (f"{event.agent} (as kept): ", "bold blue"), msg.content)
             elif msg.content:
                 self._line(event, (f"{event.agent}: ", "bold blue"), msg.content)
             for call in msg.tool_calls:
@@ -223,7 +227,7 @@ _KIND_STYLE = {
 }
 
 
-def _span_label(span: Span) -> Text:
+def _span_label(span: Span, error_shown_below: bool) -> Text:
     text = Text.assemble((f"{span.kind} ", _KIND_STYLE.get(span.kind, "")), (span.name, "bold"))
     text.append(f"  {span.duration_ms:.1f} ms", style="dim")
     attrs = span.attributes
@@ -235,7 +239,9 @@ def _span_label(span: Span) -> Text:
     if span.kind == "handoff" and attrs.get("reason"):
         text.append(f"  {truncate(str(attrs['reason']), 80)}", style="dim")
     if span.error:
-        text.append(f"  ✗ {truncate(span.error)}", style="bold red")
+        # An error that a child span already shows is only marked, not repeated.
+        shown = "✗" if error_shown_below else f"✗ {truncate(span.error)}"
+        text.append(f"  {shown}", style="bold red")
     return text
 
 
@@ -245,11 +251,12 @@ def trace_tree(spans: Sequence[tuple[int, Span]], trace_id: str = "") -> Tree:
     if trace_id:
         title.append(f" {trace_id}", style="dim")
     root = Tree(title)
+    child_errors = {(s.parent_id, s.error) for _, s in spans if s.error}
     stack: list[Tree] = [root]
     for depth, span in spans:
         del stack[depth + 1 :]
-        parent = stack[-1]
-        node = parent.add(_span_label(span), style="red" if span.error else "")
+        below = (span.span_id, span.error) in child_errors
+        node = stack[-1].add(_span_label(span, below), style="red" if span.error else "")
         stack.append(node)
     return root
 
@@ -260,7 +267,7 @@ def trace_tree(spans: Sequence[tuple[int, Span]], trace_id: str = "") -> Tree:
 def usage_table(usage: RunUsage) -> Table:
     """Requests, tokens and tool calls per agent path, with the total."""
     table = Table(title="Usage", title_justify="left")
-    table.add_column("agent")
+    table.add_column("agent", overflow="fold")
     for name in ("requests", "input tokens", "output tokens", "tool calls"):
         table.add_column(name, justify="right")
 
@@ -280,11 +287,11 @@ def usage_table(usage: RunUsage) -> Table:
 def sessions_table(rows: Sequence[tuple[SessionInfo, int]], db: str) -> Table:
     """Top-level sessions with their child-session counts."""
     table = Table(title=f"Sessions in {db}", title_justify="left")
-    table.add_column("id", style="bold")
-    table.add_column("created")
-    table.add_column("updated")
-    table.add_column("events", justify="right")
-    table.add_column("child sessions", justify="right")
+    table.add_column("id", style="bold", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("events", justify="right", no_wrap=True)
+    table.add_column("children", justify="right", no_wrap=True)
     for info, children in rows:
         table.add_row(
             info.session_id,

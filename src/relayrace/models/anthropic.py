@@ -13,7 +13,7 @@ import re
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import Any, Literal, TypeAlias
 
 from ..exceptions import ModelProviderError, UserError
@@ -235,25 +235,14 @@ class AnthropicModel(Model):
         )
 
 
-@dataclass(slots=True)
-class _StreamBlock:
-    """A content block being assembled from stream events."""
-
-    kind: Literal["text", "tool_use"]
-    text: list[str] = field(default_factory=list)
-    id: str = ""
-    name: str = ""
-    input: dict[str, object] = field(default_factory=dict)
-    json: list[str] = field(default_factory=list)
-
-
 class _StreamState:
-    """Assembles a streamed reply: text and tool-use blocks by index, and usage."""
+    """Assembles a streamed reply: text, tool-use blocks by index, and usage."""
 
     def __init__(self, model: str) -> None:
         self.model = model
         self.usage = Usage(requests=1)
-        self.blocks: dict[int, _StreamBlock] = {}
+        self.text: list[str] = []
+        self.tools: dict[int, tuple[ToolUseBlock, list[str]]] = {}  # start block, JSON pieces
 
     def feed(self, event: RawMessageStreamEvent) -> str:
         """Take one event; return the text it adds (``""`` if none)."""
@@ -262,20 +251,17 @@ class _StreamState:
             self.usage = _usage(event.message.usage)
         elif isinstance(event, RawContentBlockStartEvent):
             start = event.content_block
-            if isinstance(start, TextBlock):
-                self.blocks[event.index] = _StreamBlock("text", text=[start.text])
-                return start.text
             if isinstance(start, ToolUseBlock):
-                self.blocks[event.index] = _StreamBlock(
-                    "tool_use", id=start.id, name=start.name, input=start.input
-                )
+                self.tools[event.index] = (start, [])
+            elif isinstance(start, TextBlock):
+                self.text.append(start.text)
+                return start.text
         elif isinstance(event, RawContentBlockDeltaEvent):
-            block = self.blocks.get(event.index)  # None for unmapped kinds, e.g. thinking
-            if block is not None and isinstance(event.delta, TextDelta):
-                block.text.append(event.delta.text)
+            if isinstance(event.delta, TextDelta):
+                self.text.append(event.delta.text)
                 return event.delta.text
-            if block is not None and isinstance(event.delta, InputJSONDelta):
-                block.json.append(event.delta.partial_json)
+            if isinstance(event.delta, InputJSONDelta) and event.index in self.tools:
+                self.tools[event.index][1].append(event.delta.partial_json)
         elif isinstance(event, RawMessageDeltaEvent):
             # Counts here are cumulative; input tokens appear only on some API versions.
             final = _usage(event.usage)
@@ -286,15 +272,12 @@ class _StreamState:
 
     def response(self) -> ModelResponse:
         """The complete reply, once the stream has ended."""
-        ordered = [self.blocks[i] for i in sorted(self.blocks)]
-        text = "".join(piece for b in ordered if b.kind == "text" for piece in b.text)
         calls = tuple(
             # The streamed JSON is kept verbatim; with no deltas the start block holds it all.
-            ToolCall(b.id, b.name, "".join(b.json) or json.dumps(b.input))
-            for b in ordered
-            if b.kind == "tool_use"
+            ToolCall(start.id, start.name, "".join(pieces) or json.dumps(start.input))
+            for start, pieces in (self.tools[i] for i in sorted(self.tools))
         )
-        message = Message.assistant(text, calls)
+        message = Message.assistant("".join(self.text), calls)
         return ModelResponse(message=message, usage=self.usage, model=self.model)
 
 
@@ -314,13 +297,15 @@ def _to_anthropic_messages(
     convo = [m for m in messages if m.role != "system" and not _renders_empty(m)]
     paired = _paired_ids(convo) if tools else set()
     names = {tc.id: tc.name for m in convo for tc in m.tool_calls}
+    answered: set[str] = set()  # a second result for one call would be rejected
     turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
     for m in convo:
         role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
         blocks: list[_Block] = []
         if m.role == "tool":
             call_id = m.tool_call_id or ""
-            if call_id in paired:
+            if call_id in paired and call_id not in answered:
+                answered.add(call_id)
                 result: ToolResultBlockParam = {
                     "type": "tool_result",
                     "tool_use_id": _safe_id(call_id),

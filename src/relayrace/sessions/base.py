@@ -65,6 +65,10 @@ class Session(ABC):
     async def children(self) -> list[SessionInfo]:
         """The child sessions started from this one."""
 
+    @abstractmethod
+    def open_child(self, info: SessionInfo) -> Session:
+        """The child session ``info`` describes (one of ``children()``)."""
+
     async def export_jsonl(self) -> str:
         """The whole log as JSON lines."""
         return "".join(line + "\n" for line in dump_events(await self.get_events()))

@@ -44,3 +44,9 @@ class MemorySession(Session):
 
     async def children(self) -> list[SessionInfo]:
         return [c.info for c in self.child_sessions]
+
+    def open_child(self, info: SessionInfo) -> MemorySession:
+        for child in self.child_sessions:
+            if child.session_id == info.session_id:
+                return child
+        raise KeyError(info.session_id)

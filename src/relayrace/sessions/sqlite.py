@@ -154,6 +154,9 @@ class SQLiteSession(Session):
     async def children(self) -> list[SessionInfo]:
         return self.list_sessions(self.path, parent_id=self.session_id)
 
+    def open_child(self, info: SessionInfo) -> SQLiteSession:
+        return SQLiteSession(info.session_id, self.path)
+
     @staticmethod
     def list_sessions(
         path: str | os.PathLike[str] = DEFAULT_DB_PATH, *, parent_id: str | None = None

@@ -1,0 +1,162 @@
+"""A customer-support team: triage routes to billing, technical and account specialists.
+
+technical has its own sub-agents (network, database); every specialist may transfer back to
+its parent. The tools return realistic made-up data.
+
+    relayrace run examples/support/team.py:triage "I was charged twice" --model openai:gpt-4o-mini
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date
+
+from relayrace import Agent, Model, RunContext, TransferPolicy, tool
+
+BACK_TO_PARENT = TransferPolicy(to_parent=True)
+
+_INVOICES = {
+    "INV-2041": {"customer": "ACME GmbH", "amount_eur": 149.00, "status": "paid",
+                 "charges": ["2026-11-02 149.00 EUR card ****4242",
+                             "2026-11-02 149.00 EUR card ****4242"]},
+    "INV-1987": {"customer": "ACME GmbH", "amount_eur": 149.00, "status": "paid",
+                 "charges": ["2026-10-02 149.00 EUR card ****4242"]},
+}
+_REFUNDS: list[dict[str, object]] = []
+
+
+@tool
+async def lookup_invoice(invoice_id: str) -> dict[str, object]:
+    """Look up an invoice and the card charges made for it.
+
+    Args:
+        invoice_id: The invoice number, e.g. INV-2041.
+    """
+    invoice = _INVOICES.get(invoice_id.upper())
+    if invoice is None:
+        return {"error": f"no invoice {invoice_id}", "known": sorted(_INVOICES)}
+    return {"invoice_id": invoice_id.upper(), **invoice}
+
+
+@tool(sequential=True)
+async def issue_refund(invoice_id: str, amount_eur: float, reason: str) -> dict[str, object]:
+    """Refund part or all of an invoice to the card it was paid with.
+
+    Args:
+        invoice_id: The invoice to refund.
+        amount_eur: How much to refund, in euros.
+        reason: Why, for the ledger.
+    """
+    refund = {"refund_id": f"RF-{7300 + len(_REFUNDS)}", "invoice_id": invoice_id,
+              "amount_eur": amount_eur, "reason": reason, "eta": "3-5 business days"}
+    _REFUNDS.append(refund)
+    return refund
+
+
+@tool
+async def check_service_status(service: str) -> dict[str, object]:
+    """Current status of one of our services (dashboard, api, exports).
+
+    Args:
+        service: The service name.
+    """
+    statuses = {
+        "dashboard": {"status": "degraded", "since": "08:41 UTC",
+                      "suspected_cause": "database read replicas lagging in eu-west"},
+        "api": {"status": "operational"},
+        "exports": {"status": "operational"},
+    }
+    return {"service": service, **statuses.get(service.lower(), {"status": "unknown service"})}
+
+
+@tool
+async def trace_route(region: str) -> dict[str, object]:
+    """Latency and packet loss from the edge to a region.
+
+    Args:
+        region: A region such as eu-west or us-east.
+    """
+    return {"region": region, "p50_ms": 38, "p99_ms": 91, "packet_loss_pct": 0.0}
+
+
+@tool
+async def replication_lag(region: str) -> dict[str, object]:
+    """Replication lag of the database read replicas in a region.
+
+    Args:
+        region: A region such as eu-west or us-east.
+    """
+    lag = {"eu-west": 47.5, "us-east": 0.4}.get(region, 0.0)
+    return {"region": region, "lag_seconds": lag, "threshold_seconds": 5.0,
+            "action": "replica rebuild scheduled" if lag > 5 else "none"}
+
+
+@tool
+async def get_account(ctx: RunContext[dict[str, str]]) -> dict[str, object]:
+    """The signed-in customer's account: plan, contact e-mail and seats."""
+    customer = ctx.context.get("customer", "ACME GmbH")
+    return {"customer": customer, "plan": "Team", "seats": 12,
+            "contact_email": "ops@acme.example", "renewal": str(date(2027, 3, 1))}
+
+
+def build_team(model: Model | str) -> Agent[dict[str, str]]:
+    """The support team, every agent on ``model``."""
+    network = Agent(
+        "network", model=model, tools=[trace_route], transfer_policy=BACK_TO_PARENT,
+        description="Connectivity, latency and DNS problems.",
+        instructions="You diagnose network problems for {{ customer }}. Use trace_route.",
+    )
+    database = Agent(
+        "database", model=model, tools=[replication_lag], transfer_policy=BACK_TO_PARENT,
+        description="Slow queries, replication lag, data consistency.",
+        instructions="You diagnose database problems for {{ customer }}. Use replication_lag, "
+                     "then explain the cause and what is being done.",
+    )
+    technical = Agent(
+        "technical", model=model, tools=[check_service_status], sub_agents=[network, database],
+        transfer_policy=BACK_TO_PARENT,
+        description="Outages, errors, slowness of the dashboard or the API.",
+        instructions="You are technical support. Check the service status first, then hand "
+                     "network problems to network and database problems to database. Transfer "
+                     "back to triage for anything that is not technical.",
+    )
+    billing = Agent(
+        "billing", model=model, tools=[lookup_invoice, issue_refund],
+        transfer_policy=BACK_TO_PARENT,
+        description="Invoices, charges, refunds.",
+        instructions="You are billing support for {{ customer }}. Look invoices up before "
+                     "acting; refund duplicate charges. When billing is settled, transfer back "
+                     "to triage if the customer raised other topics.",
+    )
+    account = Agent(
+        "account", model=model, tools=[get_account], transfer_policy=BACK_TO_PARENT,
+        description="Account details, seats, contact e-mail, plan.",
+        instructions="You answer questions about the customer's account.",
+    )
+    return Agent(
+        "triage", model=model, sub_agents=[billing, technical, account],
+        description="Routes each customer request to the right specialist.",
+        instructions="You are the first line of support for {{ customer }}. Do not solve "
+                     "problems yourself: transfer to the specialist who owns the request. "
+                     "If a message raises several topics, start with the first one.",
+    )
+
+
+def configured_model() -> str | None:
+    """A real model if the environment names one: RELAYRACE_MODEL, or an API key."""
+    if os.environ.get("RELAYRACE_MODEL"):
+        return os.environ["RELAYRACE_MODEL"]
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+        return "openai:" + os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    return None
+
+
+def _default_model() -> Model | str:
+    from script import scripted_model  # offline: the scripted demo conversation
+
+    return configured_model() or scripted_model()
+
+
+triage = build_team(_default_model())

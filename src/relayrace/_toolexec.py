@@ -1,0 +1,389 @@
+"""Tool execution for the run loop: one result per call, routing decisions, approvals.
+
+Every tool call of a model turn gets exactly one result, in emission order: ordinary tools run
+concurrently (``sequential`` ones alone, in order); handoffs and typed ``Handoff``/``Finish``
+returns compete, and the first emitted wins; calls awaiting approval stop the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .approvals import PendingApproval
+from .events import ApprovalRequestedEvent, ToolResultEvent
+from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded
+from .handoffs import SINGLE_TOOL_NAME, HandoffTool
+from .messages import ToolCall
+from .routing import Finish, Handoff
+from .tools import Tool, ToolRetry, render_tool_output
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop, Toolset
+    from .agent import Agent
+    from .tracing import Span
+
+FINISH_TASK = "finish_task"
+
+
+class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by the runner
+    """The run stopped for human decisions on ``approvals``."""
+
+    def __init__(self, approvals: list[PendingApproval]) -> None:
+        super().__init__(f"{len(approvals)} call(s) await approval")
+        self.approvals = approvals
+
+
+@dataclass(slots=True)
+class Route:
+    """Where control goes after a turn's tool calls."""
+
+    kind: Literal["transfer", "return", "handoff", "finish"]
+    """A transfer tool, a task's return, a typed ``Handoff``, or a typed ``Finish``."""
+    call: ToolCall
+    """The call that asked for it."""
+    target: Agent[Any] | None = None
+    """The agent that takes over (transfer and return)."""
+    name: str = ""
+    """For a typed ``Handoff``: the target's name."""
+    reason: str = ""
+    """Why."""
+    summary: str = ""
+    """For ``Finish`` and a task's return: the result."""
+    handoff: HandoffTool | None = None
+    """For a transfer: the handoff used."""
+
+
+@dataclass(slots=True)
+class _Outcome:
+    event: ToolResultEvent | None
+    signal: Handoff | Finish | None = None
+    pending: list[PendingApproval] | None = None
+
+
+async def run_tools(
+    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span
+) -> Route | None:
+    """Answer every call; return the winning route, if any. Raise ``Interrupted``."""
+    ts = loop.toolset(agent)
+    approvals = loop.state.approvals
+    results: list[ToolResultEvent | None] = [None] * len(calls)
+    waiting: list[int] = []
+    child_waiting: list[PendingApproval] = []
+    ordinary: list[tuple[int, Tool, ToolCall]] = []
+    routes: list[tuple[int, Route]] = []
+    for i, call in enumerate(calls):
+        tool = ts.tools.get(call.name)
+        needs_approval = False
+        if tool is not None:
+            needs_approval = tool.requires_approval
+        elif call.name == FINISH_TASK and ts.finish_task:
+            summary = _argument(call, "result")
+            routes.append((i, Route("return", call, loop.caller(), summary=summary)))
+            continue
+        elif call.name in ts.handoffs.by_tool and not ts.refuse_handoffs:
+            h, reason, error = _parse_handoff(loop, agent, call, ts)
+            if error is not None or h is None:
+                results[i] = loop.tool_result(agent, call, error or "", is_error=True)
+                continue
+            needs_approval = h.requires_approval
+            route = Route("transfer", call, h.agent, reason=reason, handoff=h)
+        else:
+            results[i] = loop.tool_result(agent, call, _refusal(loop, agent, call.name, ts),
+                                          is_error=True)
+            continue
+        if needs_approval:
+            decision = approvals.get(call.id)
+            if decision is None:
+                waiting.append(i)
+                continue
+            if not decision:
+                results[i] = loop.tool_result(
+                    agent, call, "Rejected: a human reviewer declined this call, so it was "
+                    "not executed. Continue without it or ask the user.", is_error=True)
+                continue
+        if tool is not None:
+            ordinary.append((i, tool, call))
+        else:
+            routes.append((i, route))
+    if ordinary:
+        loop.hops.clear()  # real work happened: this is not a ping-pong
+        outcomes = await _execute(loop, agent, ordinary, parent)
+        for (i, _, call), out in zip(ordinary, outcomes, strict=True):
+            results[i] = out.event
+            if out.pending is not None:
+                child_waiting.extend(out.pending)
+            elif out.signal is not None:
+                routes.append((i, _signal_route(call, out.signal)))
+    if waiting or child_waiting:
+        # Routes wait too: they are decided again when the run resumes.
+        for i, _ in routes:
+            if results[i] is None:
+                waiting.append(i)
+        push_results(loop, results)
+        pending = [_pending(loop, agent, calls[i]) for i in sorted(waiting)]
+        for p in pending:
+            loop.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
+                                            tool_call_id=p.call_id, tool_name=p.tool_name,
+                                            arguments=p.arguments))
+        raise Interrupted(pending + child_waiting)
+    routes.sort(key=lambda r: r[0])
+    chosen = routes[0][1] if routes else None
+    for i, other in routes[1:]:
+        first = _describe(chosen) if chosen else ""
+        note = (f"Not performed: only the first routing request of a turn is considered, "
+                f"and this turn's first was: {first}.")
+        if results[i] is not None:  # a tool that returned a typed route already ran
+            note = "The tool ran, but its routing was not applied. " + note
+        results[i] = loop.tool_result(agent, other.call, note, is_error=True)
+    if chosen is None:
+        push_results(loop, results)
+        return None
+    return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
+
+async def _take_route(
+    loop: AgentLoop, agent: Agent[Any], route: Route,
+    results: list[ToolResultEvent | None], index: int, parent: Span,
+) -> Route | None:
+    call = route.call
+    if route.kind == "transfer":
+        assert route.target is not None and route.handoff is not None
+        refusal = _check_handoff(loop, agent, route.target)
+        if refusal is not None:
+            results[index] = loop.tool_result(agent, call, f"Not performed: {refusal}",
+                                              is_error=True)
+            push_results(loop, results)
+            if loop.handoff_error is not None:
+                await loop.flush()
+                raise loop.handoff_error  # the session is complete and valid here
+            return None
+        blocked = loop.input_block(route.target)
+        if blocked is not None:
+            results[index] = loop.tool_result(
+                agent, call, f"Not performed: {route.target.name}'s input guardrail "
+                "blocked the request.", is_error=True)
+            push_results(loop, results)
+            loop.blocked = blocked
+            return None
+        await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
+        text = f"Transferred from {agent.name} to {route.target.name}."
+    elif route.kind == "return":
+        assert route.target is not None
+        text = f"Returned to {route.target.name} with the result."
+    elif route.kind == "handoff":
+        text = f"Routing to {route.name} after this turn."
+        if route.reason:
+            text += f" Reason: {route.reason}"
+    else:
+        text = f"Finishing the run: {route.reason}"
+    if results[index] is None or route.kind in ("transfer", "return"):
+        if route.kind == "transfer" and route.reason:
+            text += f" Reason: {route.reason}"
+        results[index] = loop.tool_result(agent, call, text)
+    if route.kind == "transfer":
+        loop.handoff_note = results[index].message  # type: ignore[union-attr]
+    push_results(loop, results)
+    return route
+
+def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
+    for ev in results:
+        if ev is not None:
+            loop.push(ev.message)
+            loop.add(ev)
+
+def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> PendingApproval:
+    return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
+                           agent=agent.name, path=loop.path(agent),
+                           session_id=loop.session.session_id)
+
+def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
+    offered = sorted(d.name for d in ts.definitions)
+    if name in ts.refused:
+        return (f"Tool {name!r} is not available to {agent.name}: as a supervisor it may "
+                f"only call its workers: {', '.join(offered) or 'none'}.")
+    if name == SINGLE_TOOL_NAME and not ts.handoffs.by_agent:
+        return (f"Not performed: {agent.name} may not transfer the conversation to any agent; "
+                "answer the user yourself.")
+    if ts.refuse_handoffs and name in ts.handoffs.by_tool:
+        return (f"Not performed: {name} is not available any more; this run has used its "
+                "handoffs. Answer the user yourself.")
+    if name.startswith("transfer_to_"):
+        wanted = name.removeprefix("transfer_to_")
+        if agent.find_agent(wanted) is not None:
+            return _forbidden(loop, agent, wanted, ts)
+    return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
+
+def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
+    allowed = ", ".join(ts.handoffs.by_agent) or "none"
+    return (f"Transfer to {target!r} is not allowed from {agent.name!r}: an agent may "
+            "transfer to its sub-agents, and to its parent or peers only if its transfer "
+            f"policy allows. Allowed targets: {allowed}.")
+
+def _parse_handoff(
+    loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
+) -> tuple[HandoffTool | None, str, str | None]:
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as exc:
+        return None, "", (f"Invalid arguments for {call.name}: not valid JSON ({exc.msg}). "
+                          'Send a JSON object such as {"reason": "..."}.')
+    if not isinstance(args, dict):
+        return None, "", f"Invalid arguments for {call.name}: expected a JSON object."
+    reason = args.get("reason")
+    reason = reason.strip() if isinstance(reason, str) else ""
+    handoffs = ts.handoffs
+    if call.name == SINGLE_TOOL_NAME and handoffs.mode == "single":
+        name = args.get("agent_name")
+        valid = ", ".join(handoffs.by_agent)
+        if not isinstance(name, str) or not name:
+            return None, "", f"{SINGLE_TOOL_NAME} needs agent_name, one of: {valid}."
+        h = handoffs.by_agent.get(name)
+        if h is None:
+            if agent.find_agent(name) is not None:
+                return None, "", _forbidden(loop, agent, name, ts)
+            return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}."
+    else:
+        h = handoffs.by_tool[call.name]
+    assert h is not None
+    if handoffs.dynamic and not handoffs.is_offered(h, loop.context_for(agent, call.id)):
+        return None, "", (f"The transfer to {h.agent.name} is not available right now; "
+                          "continue without it.")
+    return h, reason, None
+
+def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> str | None:
+    """Why a transfer must not happen (a limit or a ping-pong), or ``None``."""
+    loop.handoff_error = None
+    if loop.max_handoffs is not None and loop.handoff_count >= loop.max_handoffs:
+        if loop.swarm_limit:  # a swarm's hop limit: refuse, and let the agent answer
+            return (f"this swarm allows {loop.max_handoffs} handoffs per run; answer the "
+                    "user yourself.")
+        loop.handoff_error = MaxHandoffsExceeded(loop.max_handoffs)
+        return f"this run already made {loop.max_handoffs} handoffs."
+    hops = loop.hops or [agent.name]
+    hops.append(target.name)
+    loop.hops = hops
+    if len(hops) >= 4 and hops[-1] == hops[-3] and hops[-2] == hops[-4]:
+        loop.handoff_error = HandoffLoopError(hops[-4:])
+        return "handoff loop detected (control went back and forth with no work done)."
+    return None
+
+async def _on_handoff(
+    loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: HandoffTool, reason: str,
+    parent: Span,
+) -> tuple[str, str] | None:
+    """Run the handoff's hook; a hook that raises stops the transfer like a crashing tool."""
+    span = loop.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
+                                  from_agent=agent.name, to_agent=h.agent.name, reason=reason)
+    try:
+        if h.on_handoff is not None:
+            result = h.on_handoff(loop.context_for(agent, call.id), reason)
+            if asyncio.iscoroutine(result):
+                await result
+    except Exception as exc:
+        loop.state.trace.end(span, exc)
+        return f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    except BaseException as exc:
+        loop.state.trace.end(span, exc)
+        raise
+    loop.handoff_count += 1
+    loop.state.trace.end(span)
+    return None
+
+async def _execute(
+    loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
+    parent: Span,
+) -> list[_Outcome]:
+    """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order."""
+    outcomes: list[_Outcome] = []
+    group: list[tuple[int, Tool, ToolCall]] = []
+
+    async def flush_group() -> None:
+        if len(group) == 1:
+            outcomes.append(await _call_tool(loop, agent, group[0][1], group[0][2], parent))
+        elif group:
+            outcomes.extend(await asyncio.gather(
+                *(_call_tool(loop, agent, t, c, parent) for _, t, c in group)))
+        group.clear()
+
+    for item in calls:
+        if item[1].sequential:
+            await flush_group()
+            outcomes.append(await _call_tool(loop, agent, item[1], item[2], parent))
+        else:
+            group.append(item)
+    await flush_group()
+    return outcomes
+
+async def _call_tool(
+    loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
+) -> _Outcome:
+    state = loop.state
+    wait = tool.acquire_rate()
+    if wait:
+        limit = tool.rate_limit
+        assert limit is not None
+        return _Outcome(loop.tool_result(
+            agent, call, f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
+            f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True))
+    usage = state.usage
+    if state.limits is not None:
+        state.limits.reserve_tool_call(usage.total)
+    usage.total.tool_calls += 1
+    usage.for_agent(loop.path(agent)).tool_calls += 1
+    loop.local.tool_calls += 1
+    span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
+    try:
+        value = await tool.invoke(loop.context_for(agent, call.id, span), call.arguments)
+    except ToolRetry as exc:
+        state.trace.end(span, f"ToolRetry: {exc}")
+        return _Outcome(loop.tool_result(agent, call, str(exc), is_error=True))
+    except Interrupted as exc:  # a delegated child stopped for approval
+        state.trace.end(span)
+        return _Outcome(None, pending=exc.approvals)
+    except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
+        state.trace.end(span, exc)
+        raise
+    except Exception as exc:  # a crashing tool is reported to the model, not to the caller
+        state.trace.end(span, exc)
+        return _Outcome(loop.tool_result(
+            agent, call, f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
+            is_error=True, tb=traceback.format_exc()))
+    state.trace.end(span)
+    if isinstance(value, Handoff | Finish):
+        return _Outcome(None, signal=value)
+    return _Outcome(loop.tool_result(agent, call, render_tool_output(value)))
+
+
+def _signal_route(call: ToolCall, signal: Handoff | Finish) -> Route:
+    if isinstance(signal, Handoff):
+        return Route("handoff", call, name=signal.target, reason=signal.reason)
+    return Route("finish", call, reason=signal.reason, summary=signal.summary)
+
+
+def _describe(route: Route) -> str:
+    if route.kind == "finish":
+        return "finish the run"
+    target = route.target.name if route.target is not None else route.name
+    return f"{'return' if route.kind == 'return' else 'transfer'} to {target}"
+
+
+def _argument(call: ToolCall, key: str) -> str:
+    try:
+        value = json.loads(call.arguments or "{}").get(key, "")
+    except (json.JSONDecodeError, AttributeError):
+        return call.arguments
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def finish_task_definition() -> dict[str, Any]:
+    """The ``finish_task`` tool offered to an agent working in ``task`` mode."""
+    return {"type": "object", "required": ["result"], "properties": {
+        "result": {"type": "string", "description": "What you did and found, for the caller."}}}
+
+
+__all__ = ["FINISH_TASK", "Interrupted", "Route", "finish_task_definition", "push_results",
+           "run_tools"]

@@ -1,0 +1,31 @@
+"""Teams defined in YAML: Kubernetes-style documents (``relayrace/v1``, or Astromesh's
+``astromesh/v1``) loaded into agents, swarms, teams and workflows.
+
+.. code-block:: python
+
+    from relayrace.config import load_team, to_mermaid
+
+    team = load_team("team/")          # a directory of *.yaml files, or one file
+    for warning in team.warnings:      # Astromesh keys relayrace reads but ignores
+        print(warning)
+    result = await Runner.run(team["supervisor"], "...")
+"""
+
+from ._validate import ConfigWarning
+from .graph import GraphEdge, GraphNode, TeamGraph, to_dot, to_mermaid, write_svg
+from .loader import DocumentInfo, LoadedTeam, load_team
+from .schema import json_schema
+
+__all__ = [
+    "ConfigWarning",
+    "DocumentInfo",
+    "GraphEdge",
+    "GraphNode",
+    "LoadedTeam",
+    "TeamGraph",
+    "json_schema",
+    "load_team",
+    "to_dot",
+    "to_mermaid",
+    "write_svg",
+]

@@ -1,0 +1,307 @@
+"""Instantiating checked documents: agents, swarms, teams and workflows, children first."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..agent import Agent
+from ..exceptions import ConfigError, UserError
+from ..guardrails import Guardrail, guardrail_from_config
+from ..handoffs import TransferPolicy
+from ..models import _LOCAL_BASE_URLS, KNOWN_PROVIDERS, Model, ModelSettings
+from ..patterns import swarm
+from ..routing import TerminateTarget
+from ..team import Team
+from ..tools import RateLimit, Tool, tool
+from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
+from ._validate import ConfigWarning, ParsedDocument
+from ._yaml import Loc, format_path
+from .models import (
+    MODEL_PROVIDERS,
+    UNSUPPORTED_PATTERNS,
+    AgentDocument,
+    AgentToolSpec,
+    PrimaryModelSpec,
+    PythonToolSpec,
+    RateLimitSpec,
+    TeamDocument,
+    WorkflowDocument,
+)
+
+__all__ = ["Builder", "swarm_root_name"]
+
+_PROVIDER_ALIASES = {"openai_compat": "openai", "openai-compatible": "openai"}
+
+
+def swarm_root_name(name: str) -> str:
+    """The name of the swarm built for the agent ``name`` (which is its first member)."""
+    return f"{name}-swarm"
+
+
+@contextmanager
+def located(doc: ParsedDocument, loc: Loc) -> Iterator[None]:
+    """Turn a ``UserError`` raised while building ``loc`` into a located ``ConfigError``."""
+    try:
+        yield
+    except ConfigError as exc:
+        if str(exc).startswith(doc.source.file + ":"):
+            raise
+        raise ConfigError(f"{doc.where(loc)}: {format_path(loc) or doc.name}: {exc}") from exc
+    except UserError as exc:
+        raise ConfigError(f"{doc.where(loc)}: {format_path(loc) or doc.name}: {exc}") from exc
+
+
+def _rate(spec: RateLimitSpec | None) -> RateLimit | None:
+    return RateLimit(spec.max_calls, spec.window_seconds) if spec is not None else None
+
+
+def _import(doc: ParsedDocument, target: str) -> Any:
+    """``package.module:attribute``; a module not importable as is is found next to the file."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module_name.startswith(exc.name):
+            raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+        folder = str(Path(doc.source.path).resolve().parent)
+        sys.path.insert(0, folder)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as again:
+            raise ConfigError(f"cannot import {module_name!r} (looked on sys.path and in "
+                              f"{folder}): {again}") from again
+        finally:
+            sys.path.remove(folder)
+    except Exception as exc:  # the module itself failed
+        raise ConfigError(f"importing {module_name!r} failed: {type(exc).__name__}: "
+                          f"{exc}") from exc
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    return value
+
+
+def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
+    value = _import(doc, spec.function)
+    if isinstance(value, Tool):
+        found = copy.copy(value)  # keep the shared object as its module defined it
+        for key in ("name", "description", "sequential", "requires_approval"):
+            if getattr(spec, key) is not None:
+                setattr(found, key, getattr(spec, key))
+        if spec.rate_limit is not None:
+            found.rate_limit = _rate(spec.rate_limit)
+            found._window = None
+        found._definition = None
+        return found
+    if not callable(value):
+        raise ConfigError(f"{spec.function!r} is a {type(value).__name__}, not a relayrace "
+                          "Tool or a function")
+    return tool(name=spec.name, description=spec.description,
+                sequential=bool(spec.sequential), requires_approval=bool(spec.requires_approval),
+                rate_limit=_rate(spec.rate_limit))(value)
+
+
+def _guardrails(rules: list[dict[str, Any]]) -> list[Guardrail]:
+    return [guardrail_from_config(rule) for rule in rules]
+
+
+class Builder:
+    """Builds each document's object once; ``fresh`` builds copies for a second parent."""
+
+    def __init__(self, documents: dict[str, ParsedDocument], model: Model | str | None,
+                 warnings: list[ConfigWarning], owned: set[str]) -> None:
+        self.documents = documents
+        self.override = model
+        self.warnings = warnings
+        self.owned = owned  # listed in some agent's sub_agents: never placed elsewhere
+        self.built: dict[str, Agent[Any]] = {}
+        self.placed: set[str] = set()
+        self._models: dict[str, Model | str | None] = {}
+
+    def build(self, name: str) -> Agent[Any]:
+        """The primary object of ``name`` (its dependencies must be built already)."""
+        if name not in self.built:
+            self.built[name] = self._make(self.documents[name])
+        return self.built[name]
+
+    def fresh(self, name: str) -> Agent[Any]:
+        """A new object for ``name``, with new children, for a place where it has a parent."""
+        return self._make(self.documents[name])
+
+    def _member(self, name: str) -> Agent[Any]:
+        """``name`` placed under a team or workflow: the primary object if still free."""
+        if name in self.owned or name in self.placed:
+            return self.fresh(name)
+        self.placed.add(name)
+        return self.build(name)
+
+    def _make(self, doc: ParsedDocument) -> Agent[Any]:
+        model = doc.model
+        with located(doc, ("metadata", "name")):
+            if isinstance(model, AgentDocument):
+                return self._agent(doc, model)
+            if isinstance(model, TeamDocument):
+                return self._team(doc, model)
+            assert isinstance(model, WorkflowDocument)
+            return self._workflow(doc, model)
+
+    # -- agents -----------------------------------------------------------------------------
+
+    def _model(self, doc: ParsedDocument, primary: PrimaryModelSpec) -> Model | str:
+        loc = ("spec", "model", "primary", "provider")
+        provider = _PROVIDER_ALIASES.get(primary.provider, primary.provider)
+        if provider not in KNOWN_PROVIDERS:
+            raise ConfigError(f"{doc.where(loc)}: {format_path(loc)}: unknown provider "
+                              f"{primary.provider!r}; valid: {', '.join(MODEL_PROVIDERS)}")
+        api_key: str | None = None
+        if primary.api_key_env:
+            api_key = os.environ.get(primary.api_key_env)
+            if api_key is None:
+                key_loc = ("spec", "model", "primary", "api_key_env")
+                self.warnings.append(ConfigWarning(
+                    doc.source.file, doc.source.line_of(key_loc), format_path(key_loc),
+                    f"environment variable {primary.api_key_env} is not set; the model "
+                    "will fail when first called."))
+        if primary.endpoint is None and api_key is None:
+            return f"{provider}:{primary.model}"
+        extra = "anthropic" if provider == "anthropic" else "openai"
+        with located(doc, ("spec", "model", "primary")):
+            try:
+                if provider == "anthropic":
+                    from ..models.anthropic import AnthropicModel
+
+                    return AnthropicModel(primary.model, base_url=primary.endpoint,
+                                          api_key=api_key)
+                from ..models.openai import OpenAIChatModel
+            except ImportError as exc:
+                raise ConfigError(f"provider {provider!r} needs its SDK: pip install "
+                                  f"'relayrace[{extra}]' ({exc})") from exc
+            base_url = primary.endpoint
+            if base_url is None and provider in _LOCAL_BASE_URLS:
+                base_url = os.environ.get(f"{provider.upper()}_BASE_URL",
+                                          _LOCAL_BASE_URLS[provider])
+            elif provider == "ollama" and base_url and urlsplit(base_url).path in ("", "/"):
+                base_url = base_url.rstrip("/") + "/v1"  # Astromesh names Ollama's root URL
+            return OpenAIChatModel(primary.model, base_url=base_url, api_key=api_key)
+
+    def _model_for(self, doc: ParsedDocument, spec: AgentDocument) -> Model | str | None:
+        if self.override is not None:
+            return self.override
+        if doc.name not in self._models:
+            primary = spec.spec.model.primary if spec.spec.model is not None else None
+            self._models[doc.name] = self._model(doc, primary) if primary else None
+        return self._models[doc.name]
+
+    @staticmethod
+    def _settings(primary: PrimaryModelSpec | None) -> ModelSettings | None:
+        if primary is None:
+            return None
+        p = primary.parameters
+        settings = ModelSettings(
+            temperature=p.temperature if p.temperature is not None else primary.temperature,
+            top_p=p.top_p,
+            max_tokens=p.max_tokens if p.max_tokens is not None else primary.max_tokens,
+            timeout=p.timeout if p.timeout is not None else primary.timeout,
+            parallel_tool_calls=p.parallel_tool_calls,
+            extra=dict(p.model_extra or {}),
+        )
+        return None if settings == ModelSettings() else settings
+
+    def _agent_tool(self, spec: AgentToolSpec) -> Tool:
+        made = self.build(spec.agent).as_tool(
+            name=spec.name or spec.agent, description=spec.description,
+            parameters=spec.parameters, context_transform=spec.context_transform,
+            rate_limit=_rate(spec.rate_limit), max_turns=spec.max_turns, report=spec.report,
+            include_history=spec.include_history, timeout=spec.timeout_seconds)
+        if spec.requires_approval:
+            made.requires_approval = True
+        return made
+
+    def _agent(self, doc: ParsedDocument, model: AgentDocument) -> Agent[Any]:
+        spec = model.spec
+        pattern = spec.orchestration.pattern
+        is_swarm = pattern == "swarm"
+        tools: list[Tool] = []
+        swarm_members: list[Agent[Any]] = []
+        for i, item in enumerate(spec.tools):
+            with located(doc, ("spec", "tools", i)):
+                if isinstance(item, AgentToolSpec):
+                    if is_swarm:
+                        swarm_members.append(self.build(item.agent))
+                    else:
+                        tools.append(self._agent_tool(item))
+                elif isinstance(item, PythonToolSpec):
+                    tools.append(self._python_tool_at(doc, i, item))
+        with located(doc, ("spec", "guardrails")):
+            input_guardrails = _guardrails(doc.guardrails.get("input", []))
+            output_guardrails = _guardrails(doc.guardrails.get("output", []))
+        sub_agents = []
+        for child in spec.sub_agents:
+            sub_agents.append(self.build(child) if child not in self.placed else self.fresh(child))
+            self.placed.add(child)
+        primary = spec.model.primary if spec.model is not None else None
+        orchestration = spec.orchestration
+        with located(doc, ("spec",)):
+            agent: Agent[Any] = Agent(
+                doc.name, instructions=spec.prompts.system, description=spec.identity.description,
+                model=self._model_for(doc, model), tools=tools, sub_agents=sub_agents,
+                transfer_policy=TransferPolicy(to_parent=spec.transfer_policy.to_parent,
+                                               to_peers=spec.transfer_policy.to_peers),
+                handoff_tools=spec.handoff_tools, max_turns=orchestration.max_iterations,
+                model_settings=self._settings(primary), mode=spec.mode,
+                input_guardrails=input_guardrails, output_guardrails=output_guardrails,
+                specialists=[self.build(s) for s in spec.specialists],
+                meta_tools=spec.meta_tools,
+                pattern="react" if is_swarm or pattern in UNSUPPORTED_PATTERNS else pattern,
+                timeout=orchestration.timeout_seconds,
+            )
+        if not is_swarm:
+            return agent
+        transcript = orchestration.transcript
+        with located(doc, ("spec", "orchestration")):
+            return swarm(swarm_root_name(doc.name), [agent, *swarm_members],
+                         max_handoffs=orchestration.max_handoffs or 3,
+                         transcript_turns=transcript.turns if transcript else None,
+                         transcript_chars=transcript.chars if transcript else None,
+                         description=spec.identity.description)
+
+    @staticmethod
+    def _python_tool_at(doc: ParsedDocument, i: int, spec: PythonToolSpec) -> Tool:
+        with located(doc, ("spec", "tools", i, "function")):
+            return _python_tool(doc, spec)
+
+    # -- teams and workflows ----------------------------------------------------------------
+
+    def _team(self, doc: ParsedDocument, model: TeamDocument) -> Agent[Any]:
+        spec = model.spec
+        with located(doc, ("spec", "guardrails")):
+            input_guardrails = _guardrails(doc.guardrails.get("input", []))
+            output_guardrails = _guardrails(doc.guardrails.get("output", []))
+        with located(doc, ("spec",)):
+            return Team(doc.name, agents=[self._member(n) for n in spec.agents],
+                        rules=doc.rules, initial=spec.initial,
+                        default_target=doc.default_target or TerminateTarget("no rule matched"),
+                        max_turns=spec.max_turns, description=spec.description,
+                        input_guardrails=input_guardrails, output_guardrails=output_guardrails)
+
+    def _workflow(self, doc: ParsedDocument, model: WorkflowDocument) -> Agent[Any]:
+        spec = model.spec
+        steps = [self._member(n) for n in spec.steps]
+        with located(doc, ("spec",)):
+            if spec.type == "sequential":
+                return SequentialAgent(doc.name, steps=steps, description=spec.description)
+            if spec.type == "parallel":
+                return ParallelAgent(doc.name, branches=steps, description=spec.description)
+            assert spec.max_iterations is not None  # checked when parsed
+            return LoopAgent(doc.name, steps=steps, max_iterations=spec.max_iterations,
+                             until=spec.until_output_contains, description=spec.description)

@@ -1,0 +1,336 @@
+"""Checking one document against the models: errors with file, line and key; warnings."""
+
+from __future__ import annotations
+
+import difflib
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from jinja2 import TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+
+from .._templates import is_template
+from ..exceptions import ConfigError
+from ..guardrails import guardrail_from_config
+from ..routing import Rule, Target
+from ._yaml import Loc, SourceDocument, format_path
+from .models import (
+    DOCUMENT_KINDS,
+    IGNORED_MARK,
+    UNSUPPORTED_PATTERNS,
+    AgentDocument,
+    ExternalToolSpec,
+    GuardrailsSpec,
+    ModelParameters,
+    TeamDocument,
+    WorkflowDocument,
+)
+
+__all__ = ["ConfigWarning", "ParsedDocument", "parse_document", "suggest"]
+
+ASTROMESH_GUARDRAILS = ("cost_limit", "content_filter")
+"""Astromesh guardrail types relayrace reads and ignores with a warning."""
+
+_MAX_ERRORS = 10
+_jinja = ImmutableSandboxedEnvironment()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigWarning:
+    """Something in a team definition that is read but has no effect."""
+
+    file: str
+    """The file, as the user named it."""
+    line: int
+    """The line (1-based)."""
+    key: str
+    """The key path, e.g. ``spec.memory``."""
+    message: str
+    """What is ignored and why."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    """A document that passed validation."""
+
+    source: SourceDocument
+    """Where it came from."""
+    model: AgentDocument | TeamDocument | WorkflowDocument
+    """Its validated content."""
+    guardrails: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """``input``/``output`` rules to build (unsupported Astromesh rules removed)."""
+    rules: list[Rule] = field(default_factory=list)
+    """A team's routing rules, parsed."""
+    default_target: Target | None = None
+    """A team's default target, parsed."""
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return self.model.metadata.name
+
+    @property
+    def kind(self) -> str:
+        """``Agent``, ``Team`` or ``Workflow``."""
+        return self.model.kind
+
+    def where(self, loc: Loc = ()) -> str:
+        """``file:line`` of ``loc``."""
+        return self.source.where(loc)
+
+
+def suggest(word: object, choices: Sequence[str], *, cutoff: float = 0.6) -> str:
+    """``; did you mean 'x'?`` for the closest of ``choices``, or ``""``."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# -- mapping pydantic error locations back to YAML keys ---------------------------------------
+
+
+def _unwrap(tp: Any) -> tuple[Any, str | None, tuple[Any, ...] | None]:
+    """``(type, discriminator, union members)`` with ``Annotated`` and ``None`` stripped."""
+    discriminator: str | None = None
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp, *meta = get_args(tp)
+            for m in meta:
+                if isinstance(m, FieldInfo) and isinstance(m.discriminator, str):
+                    discriminator = m.discriminator
+            continue
+        if origin is Union or origin is types.UnionType:
+            members = tuple(a for a in get_args(tp) if a is not type(None))
+            if len(members) == 1:
+                tp = members[0]
+                continue
+            return tp, discriminator, members
+        return tp, discriminator, None
+
+
+def _fields(cls: type[BaseModel]) -> dict[str, FieldInfo]:
+    return {info.alias or name: info for name, info in cls.model_fields.items()}
+
+
+def _tag_values(cls: Any, discriminator: str) -> tuple[Any, ...]:
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        info = _fields(cls).get(discriminator)
+        if info is not None:
+            return get_args(info.annotation)
+    return ()
+
+
+def resolve_loc(root: type[BaseModel], loc: Loc) -> tuple[list[str | int], Any, Any]:
+    """The YAML path of a pydantic error ``loc`` (union tags dropped), the model class owning
+    its last key, and the annotation found there (``None`` past an unknown key)."""
+    path: list[str | int] = []
+    owner: Any = None
+    tp: Any = root
+    for part in loc:
+        base, discriminator, members = _unwrap(tp)
+        if members is not None and discriminator is not None and isinstance(part, str):
+            tp = next((m for m in members if part in _tag_values(m, discriminator)), None)
+            continue  # a union tag, not a key of the file
+        path.append(part)
+        if isinstance(base, type) and issubclass(base, BaseModel) and isinstance(part, str):
+            owner = base
+            info = _fields(base).get(part)
+            tp = info.annotation if info is not None else None
+        elif get_origin(base) is list and isinstance(part, int):
+            tp = get_args(base)[0]
+        elif get_origin(base) is dict:
+            tp = get_args(base)[1]
+        else:
+            tp = None
+    return path, owner, tp
+
+
+def _describe(source: SourceDocument, cls: type[BaseModel],
+              err: ErrorDetails) -> tuple[int, str]:
+    """``(line, "file:line: message")`` for one pydantic error."""
+    path, owner, tp = resolve_loc(cls, err["loc"])
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    at: Loc = path
+    if kind == "extra_forbidden":
+        key = path[-1]
+        allowed = list(_fields(owner)) if owner is not None else []
+        hint = suggest(key, allowed) or (f"; valid keys: {', '.join(allowed)}" if allowed else "")
+        text = f"unknown key {format_path(path)!r}{hint}"
+    elif kind == "missing":
+        text = f"missing required key {format_path(path)!r}"
+    elif kind in ("union_tag_invalid", "union_tag_not_found"):
+        key = str(ctx.get("discriminator", "type")).strip("'")
+        expected = [t.strip(" '") for t in str(ctx.get("expected_tags", "")).split(",")]
+        full = format_path([*path, key])
+        if kind == "union_tag_not_found":
+            text = f"missing required key {full!r} ({', '.join(expected)})"
+        else:
+            at = [*path, key]
+            tag = ctx.get("tag")
+            text = (f"{full}: unknown value {tag!r}"
+                    f"{suggest(tag, expected) or '; valid: ' + ', '.join(expected)}")
+    else:
+        text = f"{format_path(path) or 'document'}: {err['msg']}"
+        if kind == "literal_error":
+            base, _, _ = _unwrap(tp)
+            choices = [str(c) for c in get_args(base)] if get_origin(base) is Literal else []
+            text += suggest(err.get("input"), choices)
+        elif not isinstance(err.get("input"), dict | list):
+            text += f" (got {err.get('input')!r})"
+    line = source.line_of(at)
+    return line, f"{source.file}:{line}: {text}"
+
+
+def _validation_error(source: SourceDocument, cls: type[BaseModel], exc: ValidationError) -> str:
+    found = {_describe(source, cls, e) for e in exc.errors(include_url=False)}
+    lines = [m for _, m in sorted(found)]
+    more = len(lines) - _MAX_ERRORS
+    return "\n".join(lines[:_MAX_ERRORS] + ([f"... and {more} more"] if more > 0 else []))
+
+
+# -- warnings ---------------------------------------------------------------------------------
+
+
+def _ignored(model: BaseModel, path: tuple[str | int, ...]) -> Iterator[tuple[Loc, str]]:
+    """Each Astromesh-only key set in ``model`` (and below), with what it was for."""
+    if isinstance(model, ExternalToolSpec):
+        name = f" {model.name!r}" if model.name else ""
+        yield path, (f"tool{name} of type {model.type!r} is not supported by relayrace "
+                     "(use type: python or type: agent)")
+        return
+    for name, info in type(model).model_fields.items():
+        key = info.alias or name
+        if name not in model.model_fields_set:
+            continue
+        extra = info.json_schema_extra
+        value = getattr(model, name)
+        if isinstance(extra, dict) and extra.get(IGNORED_MARK):
+            what = (info.description or "").split(" Astromesh key")[0]
+            yield (*path, key), f"{format_path((*path, key))!r} is not supported by relayrace " \
+                                f"({what.rstrip('.')})"
+        elif isinstance(value, BaseModel):
+            yield from _ignored(value, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    yield from _ignored(item, (*path, key, i))
+
+
+def _warn(out: list[ConfigWarning], source: SourceDocument, loc: Loc, message: str) -> None:
+    out.append(ConfigWarning(source.file, source.line_of(loc), format_path(loc),
+                             f"{message}; ignored."))
+
+
+def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec,
+                      warnings: list[ConfigWarning], errors: list[str]) -> None:
+    for side in ("input", "output"):
+        kept: list[dict[str, Any]] = []
+        for i, rule in enumerate(getattr(spec, side)):
+            loc = ("spec", "guardrails", side, i)
+            try:
+                guardrail_from_config(rule)
+            except ConfigError as exc:
+                if rule.get("type") in ASTROMESH_GUARDRAILS:
+                    _warn(warnings, parsed.source, loc,
+                          f"guardrail type {rule['type']!r} is not supported by relayrace")
+                else:
+                    errors.append(f"{parsed.where(loc)}: {format_path(loc)}: {exc}")
+                continue
+            kept.append(rule)
+        parsed.guardrails[side] = kept
+
+
+def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
+                 warnings: list[ConfigWarning], errors: list[str]) -> None:
+    spec, source = doc.spec, parsed.source
+    orch = spec.orchestration
+    if orch.pattern in UNSUPPORTED_PATTERNS:
+        _warn(warnings, source, ("spec", "orchestration", "pattern"),
+              f"pattern {orch.pattern!r} is not supported by relayrace (the agent runs as "
+              "'react')")
+    if orch.pattern != "swarm":
+        for key in ("max_handoffs", "transcript"):
+            if key in orch.model_fields_set:
+                _warn(warnings, source, ("spec", "orchestration", key),
+                      f"'spec.orchestration.{key}' applies only to pattern 'swarm'")
+    if orch.pattern in ("supervisor", "swarm") and not any(
+            t.type == "agent" for t in spec.tools):
+        loc = ("spec", "orchestration", "pattern")
+        errors.append(f"{parsed.where(loc)}: {format_path(loc)}: pattern {orch.pattern!r} "
+                      "needs at least one tool of type 'agent' (its workers)")
+    if spec.model is not None:
+        params = spec.model.primary.parameters
+        for key in params.model_extra or {}:
+            hint = suggest(key, list(ModelParameters.model_fields), cutoff=0.8)
+            if hint:
+                loc = ("spec", "model", "primary", "parameters", key)
+                errors.append(f"{parsed.where(loc)}: unknown key {format_path(loc)!r}{hint} "
+                              "(other keys pass to the provider unchanged)")
+    system = spec.prompts.system
+    if is_template(system):
+        try:
+            _jinja.parse(system)
+        except TemplateSyntaxError as exc:
+            start, style = source.value_line(("spec", "prompts", "system"))
+            line = start + (exc.lineno or 1) - (0 if style in ("|", ">") else 1)
+            errors.append(f"{source.file}:{line}: spec.prompts.system: template syntax error: "
+                          f"{exc.message}")
+    _check_guardrails(parsed, spec.guardrails, warnings, errors)
+
+
+def _check_workflow(parsed: ParsedDocument, doc: WorkflowDocument, errors: list[str]) -> None:
+    spec = doc.spec
+    if spec.type == "loop" and spec.max_iterations is None:
+        errors.append(f"{parsed.where(('spec', 'type'))}: a loop workflow needs "
+                      "'spec.max_iterations'")
+    for key in ("max_iterations", "until_output_contains"):
+        if spec.type != "loop" and key in spec.model_fields_set:
+            errors.append(f"{parsed.where(('spec', key))}: 'spec.{key}' applies only to "
+                          f"type 'loop', not {spec.type!r}")
+
+
+def parse_document(source: SourceDocument, warnings: list[ConfigWarning]) -> ParsedDocument:
+    """Validate one document; warnings are appended, errors raise ``ConfigError``."""
+    data = source.data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source.where()}: a document must be a mapping with apiVersion, "
+                          f"kind, metadata and spec; got {type(data).__name__}.")
+    kind = data.get("kind")
+    if kind is None:
+        raise ConfigError(f"{source.where()}: missing required key 'kind' "
+                          f"({', '.join(DOCUMENT_KINDS)})")
+    cls = DOCUMENT_KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ConfigError(f"{source.where(('kind',))}: kind: unknown kind {kind!r}"
+                          f"{suggest(kind, list(DOCUMENT_KINDS))}; valid: "
+                          f"{', '.join(DOCUMENT_KINDS)}")
+    try:
+        model = cls.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_error(source, cls, exc)) from None
+    parsed = ParsedDocument(source, model)
+    errors: list[str] = []
+    mine: list[ConfigWarning] = []
+    for loc, message in _ignored(model, ()):
+        _warn(mine, source, loc, message)
+    if isinstance(model, AgentDocument):
+        _check_agent(parsed, model, mine, errors)
+    elif isinstance(model, TeamDocument):
+        _check_guardrails(parsed, model.spec.guardrails, mine, errors)
+    else:
+        _check_workflow(parsed, model, errors)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    warnings.extend(sorted(mine, key=lambda w: w.line))
+    return parsed

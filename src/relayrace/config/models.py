@@ -1,0 +1,368 @@
+"""The YAML team format as pydantic models: the one definition of what a document may hold.
+
+The format is Kubernetes-style (``apiVersion``, ``kind``, ``metadata``, ``spec``) and reads
+Astromesh's ``astromesh/v1`` agent files. Keys of Astromesh that relayrace does not implement
+are declared here with :func:`astromesh_only`: they validate, and the loader reports each one
+as a warning saying it is ignored. Any other key is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "API_VERSIONS",
+    "DOCUMENT_KINDS",
+    "IGNORED_MARK",
+    "MODEL_PROVIDERS",
+    "SUPPORTED_PATTERNS",
+    "UNSUPPORTED_PATTERNS",
+    "UNSUPPORTED_TOOL_TYPES",
+    "AgentDocument",
+    "AgentSpec",
+    "AgentToolSpec",
+    "Document",
+    "ExternalToolSpec",
+    "GuardrailsSpec",
+    "IdentitySpec",
+    "Metadata",
+    "ModelParameters",
+    "ModelSpec",
+    "OrchestrationSpec",
+    "PrimaryModelSpec",
+    "PromptsSpec",
+    "PythonToolSpec",
+    "RateLimitSpec",
+    "TeamDocument",
+    "TeamSpec",
+    "ToolSpec",
+    "TranscriptSpec",
+    "TransferPolicySpec",
+    "WorkflowDocument",
+    "WorkflowSpec",
+    "astromesh_only",
+]
+
+API_VERSIONS = ("relayrace/v1", "astromesh/v1")
+"""Accepted ``apiVersion`` values."""
+SUPPORTED_PATTERNS = ("react", "supervisor", "swarm")
+"""Orchestration patterns relayrace implements."""
+UNSUPPORTED_PATTERNS = ("plan_and_execute", "parallel_fan_out", "pipeline", "glyph")
+"""Astromesh patterns relayrace reads but replaces with ``react`` (with a warning)."""
+UNSUPPORTED_TOOL_TYPES = ("mcp", "a2a", "builtin", "client")
+"""Astromesh tool types relayrace reads but skips (with a warning)."""
+MODEL_PROVIDERS = ("openai", "anthropic", "ollama", "vllm", "lmstudio",
+                   "openai_compat", "openai-compatible")
+"""Valid ``spec.model.primary.provider`` values (the last two mean ``openai``)."""
+IGNORED_MARK = "x-relayrace-ignored"
+"""JSON Schema marker of a key that is accepted and ignored with a warning."""
+
+_IGNORED_NOTE = "Astromesh key not supported by relayrace: accepted and ignored with a warning."
+
+
+def astromesh_only(what: str, *, alias: str | None = None) -> Any:
+    """A field that is read, reported as ignored, and otherwise has no effect."""
+    return Field(default=None, alias=alias, description=f"{what} {_IGNORED_NOTE}",
+                 json_schema_extra={IGNORED_MARK: True})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- metadata ---------------------------------------------------------------------------------
+
+
+class Metadata(_Strict):
+    """Who a document defines."""
+
+    name: str = Field(min_length=1, description="The unique name other documents refer to.")
+    version: str | None = Field(default=None, description="A version label, informational.")
+    labels: dict[str, str] = Field(default_factory=dict,
+                                   description="Free-form key/value labels, informational.")
+    description: str | None = Field(default=None, description="What this document is for.")
+    namespace: Any = astromesh_only("Astromesh namespace.")
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+class IdentitySpec(_Strict):
+    """How an agent presents itself."""
+
+    description: str = Field(default="", description=(
+        "What the agent does; shown to other agents' models in transfer and tool descriptions."))
+    display_name: str | None = Field(default=None, description="A human-friendly name.")
+    avatar: Any = astromesh_only("Astromesh avatar.")
+
+
+class ModelParameters(BaseModel):
+    """Sampling and transport options; keys not listed pass to the provider unchanged."""
+
+    model_config = ConfigDict(extra="allow")  # other keys become ModelSettings.extra
+
+    temperature: float | None = Field(default=None, description="Sampling temperature.")
+    top_p: float | None = Field(default=None, description="Nucleus sampling mass.")
+    max_tokens: int | None = Field(default=None, gt=0,
+                                   description="Most tokens to generate per request.")
+    timeout: float | None = Field(default=None, gt=0,
+                                  description="Seconds before a model request is abandoned.")
+    parallel_tool_calls: bool | None = Field(default=None, description=(
+        "Whether the model may emit several tool calls in one turn (OpenAI-compatible only)."))
+
+
+class PrimaryModelSpec(_Strict):
+    """The model an agent uses."""
+
+    provider: str = Field(description="One of: " + ", ".join(MODEL_PROVIDERS) + ".")
+    model: str = Field(min_length=1, description="The provider's model name, e.g. gpt-4o-mini.")
+    endpoint: str | None = Field(default=None, description=(
+        "Base URL of the API (an OpenAI-compatible server, or an Anthropic proxy)."))
+    api_key_env: str | None = Field(default=None, description=(
+        "The environment variable holding the API key, read when the team is loaded."))
+    parameters: ModelParameters = Field(default_factory=ModelParameters,
+                                        description="Sampling and transport options.")
+    temperature: float | None = Field(default=None, description=(
+        "Shorthand for parameters.temperature (parameters wins)."))
+    max_tokens: int | None = Field(default=None, gt=0, description=(
+        "Shorthand for parameters.max_tokens (parameters wins)."))
+    timeout: float | None = Field(default=None, gt=0, description=(
+        "Shorthand for parameters.timeout (parameters wins)."))
+    source: Any = astromesh_only("Astromesh adapter selector.")
+    provider_ref: Any = astromesh_only("Astromesh provider registry reference.",
+                                       alias="providerRef")
+    api_key: Any = astromesh_only("An inline API key; use api_key_env.")
+
+
+class ModelSpec(_Strict):
+    """Model selection."""
+
+    primary: PrimaryModelSpec = Field(description="The model the agent uses.")
+    fallback: Any = astromesh_only("Astromesh fallback model.")
+    routing: Any = astromesh_only("Astromesh model routing strategy.")
+
+
+class PromptsSpec(_Strict):
+    """Prompts."""
+
+    system: str = Field(description=(
+        "The agent's instructions: a Jinja2 template rendered with the run's context "
+        "variables (and a context_transform's output when the agent is called as a tool)."))
+    templates: Any = astromesh_only("Astromesh named prompt templates.")
+
+
+class TranscriptSpec(_Strict):
+    """How much of the conversation a swarm member receives on a handoff."""
+
+    turns: int | None = Field(default=None, ge=1, description="Most recent turns passed on.")
+    chars: int | None = Field(default=None, ge=1, description="Most characters passed on.")
+
+
+class OrchestrationSpec(_Strict):
+    """How the agent runs."""
+
+    pattern: Literal["react", "supervisor", "swarm", "plan_and_execute", "parallel_fan_out",
+                     "pipeline", "glyph"] = Field(default="react", description=(
+        "react: tools in a loop; supervisor: only agent tools may be called; swarm: the agent "
+        "and its agent tools become peers that hand the conversation to one another. "
+        "plan_and_execute, parallel_fan_out, pipeline and glyph are Astromesh patterns "
+        "relayrace replaces with react (with a warning)."))
+    max_iterations: int | None = Field(default=None, ge=1,
+                                       description="Most model turns per run (max_turns).")
+    timeout_seconds: float | None = Field(default=None, gt=0,
+                                          description="Seconds before a run of this agent stops.")
+    max_handoffs: int | None = Field(default=None, ge=1,
+                                     description="swarm: most handoffs per run (default 3).")
+    transcript: TranscriptSpec | None = Field(default=None, description=(
+        "swarm: how much conversation a member receives on a handoff."))
+
+
+class RateLimitSpec(_Strict):
+    """A sliding-window rate limit of one tool."""
+
+    max_calls: int = Field(ge=1, description="Calls allowed within the window.")
+    window_seconds: float = Field(gt=0, description="The window's length in seconds.")
+
+
+class AgentToolSpec(_Strict):
+    """Another agent offered as a tool: each call runs it in a child session that reports back."""
+
+    type: Literal["agent"] = Field(description="agent")
+    agent: str = Field(min_length=1, description="metadata.name of the agent called.")
+    name: str | None = Field(default=None, description=(
+        "The tool name the model sees (default: the agent's name)."))
+    description: str | None = Field(default=None, description=(
+        "What the tool does, for the model (default: the agent's description)."))
+    parameters: dict[str, Any] | None = Field(default=None, description=(
+        "JSON Schema of the arguments (default: {query: string})."))
+    context_transform: str | None = Field(default=None, description=(
+        "A sandboxed Jinja2 template over `data` (the call's arguments) producing a JSON "
+        "object: the called agent's template variables."))
+    rate_limit: RateLimitSpec | None = Field(default=None,
+                                             description="Calls allowed per time window.")
+    max_turns: int | None = Field(default=None, ge=1,
+                                  description="Turn limit of each call's child run.")
+    timeout_seconds: float | None = Field(default=None, gt=0,
+                                          description="Seconds before a call is abandoned.")
+    report: bool = Field(default=True, description=(
+        "End the child with a structured handoff report, which is all the caller receives."))
+    include_history: bool = Field(default=False, description=(
+        "Pass a bounded part of the caller's conversation to the child."))
+    requires_approval: bool = Field(default=False,
+                                    description="Pause for a human decision before each call.")
+    max_result_tokens: Any = astromesh_only("Astromesh result truncation.")
+    confirm: Any = astromesh_only("Astromesh confirmation gate; use requires_approval.")
+
+
+class PythonToolSpec(_Strict):
+    """A Python function or relayrace Tool, imported by path."""
+
+    type: Literal["python"] = Field(description="python")
+    function: str = Field(pattern=r"^[\w.]+:[\w.]+$", description=(
+        "'package.module:attribute': a relayrace Tool, or a typed function wrapped with "
+        "relayrace.tool. A module not importable as is is looked up next to the YAML file."))
+    name: str | None = Field(default=None, description="The tool name (default: its own).")
+    description: str | None = Field(default=None, description=(
+        "What the tool does (default: the function's docstring)."))
+    sequential: bool | None = Field(default=None, description=(
+        "Never run concurrently with other calls of the same turn."))
+    requires_approval: bool | None = Field(default=None, description=(
+        "Pause for a human decision before each call."))
+    rate_limit: RateLimitSpec | None = Field(default=None,
+                                             description="Calls allowed per time window.")
+
+
+class ExternalToolSpec(BaseModel):
+    """An Astromesh tool kind relayrace does not run (builtin, mcp, a2a, client): skipped."""
+
+    model_config = ConfigDict(extra="allow")  # each Astromesh tool kind has its own keys
+
+    type: Literal["mcp", "a2a", "builtin", "client"] = Field(description=(
+        f"mcp, a2a, builtin or client. {_IGNORED_NOTE}"), json_schema_extra={IGNORED_MARK: True})
+    name: str | None = Field(default=None, description="The tool's name.")
+
+
+ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | ExternalToolSpec,
+                     Field(discriminator="type")]
+
+
+class GuardrailsSpec(_Strict):
+    """Rule dicts checked on the input and output (see relayrace.guardrails)."""
+
+    input: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Rules on the user input: {type: pii_detection|max_length|topic_filter, ...}."))
+    output: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Rules on the final output. Astromesh's cost_limit and content_filter are ignored "
+        "with a warning."))
+
+
+class TransferPolicySpec(_Strict):
+    """Where an agent may transfer besides its sub-agents."""
+
+    to_parent: bool = Field(default=False, description="Allow a transfer back to the parent.")
+    to_peers: bool = Field(default=False, description="Allow transfers to sibling agents.")
+
+
+class AgentSpec(_Strict):
+    """An agent."""
+
+    identity: IdentitySpec = Field(default_factory=IdentitySpec, description="Presentation.")
+    model: ModelSpec | None = Field(default=None, description=(
+        "The model; required unless load_team is given model=."))
+    prompts: PromptsSpec = Field(description="The instructions.")
+    orchestration: OrchestrationSpec = Field(default_factory=OrchestrationSpec,
+                                             description="Pattern and limits.")
+    tools: list[ToolSpec] = Field(default_factory=list, description="Tools, by type.")
+    guardrails: GuardrailsSpec = Field(default_factory=GuardrailsSpec,
+                                       description="Input and output rules.")
+    sub_agents: list[str] = Field(default_factory=list, description=(
+        "Agents this one may hand the conversation to (names). An agent has one parent."))
+    transfer_policy: TransferPolicySpec = Field(default_factory=TransferPolicySpec,
+                                                description="Transfers besides sub-agents.")
+    handoff_tools: Literal["per_agent", "single"] = Field(default="per_agent", description=(
+        "per_agent: one transfer_to_<name> tool per target; single: one transfer_to_agent."))
+    mode: Literal["chat", "task", "single_turn"] = Field(default="chat",
+                                                        description="How a run ends.")
+    specialists: list[str] = Field(default_factory=list, description=(
+        "Agents the meta-tools may delegate to (names)."))
+    meta_tools: list[Literal["delegate", "parallel", "pipeline", "debate"]] | None = Field(
+        default=None, description="Meta-tools offered (default: all, when specialists are set).")
+    memory: Any = astromesh_only("Astromesh memory backends.")
+    permissions: Any = astromesh_only("Astromesh action permissions.")
+    chain: Any = astromesh_only("Astromesh agent chaining.")
+    output_schema: Any = astromesh_only("Astromesh structured output.")
+    program: Any = astromesh_only("Astromesh glyph program.")
+
+
+# -- teams and workflows ----------------------------------------------------------------------
+
+
+class TeamSpec(_Strict):
+    """Agents taking turns, the next speaker picked by routing rules."""
+
+    description: str = Field(default="", description="What the team does.")
+    agents: list[str] = Field(min_length=1, description="The member agents (names).")
+    initial: str | None = Field(default=None,
+                                description="Who speaks first (default: the first agent).")
+    rules: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Routing rules {when: <condition>, then: <target>, priority: 0}; conditions: "
+        "from_speaker, tool_called, context_equals, always; targets: agent, terminate, "
+        "revert_to_initiator, stay, round_robin."))
+    default_target: dict[str, Any] | None = Field(default=None, description=(
+        "Where control goes when no rule matches (default: terminate)."))
+    max_turns: int = Field(default=20, ge=1, description="Most agent turns per run.")
+    guardrails: GuardrailsSpec = Field(default_factory=GuardrailsSpec,
+                                       description="Input and output rules of the team.")
+
+
+class WorkflowSpec(_Strict):
+    """Agents, teams or workflows run in a fixed arrangement."""
+
+    type: Literal["sequential", "parallel", "loop"] = Field(description=(
+        "sequential: each step gets the previous output; parallel: all steps on the same "
+        "input; loop: the steps in sequence, repeated."))
+    steps: list[str] = Field(min_length=1, description="Agents, teams or workflows (names).")
+    description: str = Field(default="", description="What the workflow does.")
+    max_iterations: int | None = Field(default=None, ge=1,
+                                       description="loop: most repetitions (required).")
+    until_output_contains: str | None = Field(default=None, min_length=1, description=(
+        "loop: stop once an iteration's output contains this text."))
+
+
+# -- documents --------------------------------------------------------------------------------
+
+
+class _Document(_Strict):
+    api_version: Literal["relayrace/v1", "astromesh/v1"] = Field(
+        alias="apiVersion", description="relayrace/v1 (or astromesh/v1).")
+    metadata: Metadata = Field(description="The name and labels.")
+
+
+class AgentDocument(_Document):
+    """``kind: Agent``."""
+
+    kind: Literal["Agent"] = Field(description="Agent")
+    spec: AgentSpec = Field(description="The agent.")
+
+
+class TeamDocument(_Document):
+    """``kind: Team``."""
+
+    kind: Literal["Team"] = Field(description="Team")
+    spec: TeamSpec = Field(description="The team.")
+
+
+class WorkflowDocument(_Document):
+    """``kind: Workflow``."""
+
+    kind: Literal["Workflow"] = Field(description="Workflow")
+    spec: WorkflowSpec = Field(description="The workflow.")
+
+
+Document = Annotated[AgentDocument | TeamDocument | WorkflowDocument,
+                     Field(discriminator="kind")]
+DOCUMENT_KINDS: dict[str, type[AgentDocument | TeamDocument | WorkflowDocument]] = {
+    "Agent": AgentDocument, "Team": TeamDocument, "Workflow": WorkflowDocument,
+}

@@ -1,0 +1,364 @@
+"""Routing rules for the hierarchical pattern: who speaks next in a `Team`, as plain data.
+
+After each agent's turn, a `Team` evaluates its rules in priority order (lower first, ties in
+list order); the first whose condition matches picks the next speaker. A tool may return a
+typed `Handoff(target, reason)` or `Finish(reason, summary)`, which takes precedence over the
+rules; when several come back in one batch, the first emitted wins. Then the default target
+and the turn limit apply. Before a team runs, `check_rules` rejects any cycle of the rule graph
+from which no exit (a terminate target, or a conditional edge leaving the cycle) is reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .exceptions import ConfigError
+
+__all__ = [
+    "AgentTarget",
+    "Always",
+    "Condition",
+    "ContextEquals",
+    "Finish",
+    "FromSpeaker",
+    "Handoff",
+    "RevertToInitiator",
+    "RoundRobin",
+    "Rule",
+    "Stay",
+    "Target",
+    "TerminateTarget",
+    "ToolCalled",
+    "check_rules",
+    "rule_from_dict",
+    "rule_to_dict",
+]
+
+
+# -- typed tool returns -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Handoff:
+    """Return this from a tool to route to ``target`` (an agent name) after the turn."""
+
+    target: str
+    """The agent that speaks next."""
+    reason: str = ""
+    """Why, shown to the next speaker."""
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    """Return this from a tool to end the run with ``summary`` as the final answer."""
+
+    reason: str = "finished"
+    """Why the run ends."""
+    summary: str = ""
+    """The final answer (default: the speaker's last text)."""
+
+
+# -- conditions -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class TurnInfo:
+    """What a rule can look at: the turn that just ended."""
+
+    speaker: str
+    """The agent whose turn ended."""
+    tools_called: frozenset[str]
+    """The tools it called during the turn."""
+    context: Any
+    """The run context (a mapping for ``ContextEquals``)."""
+
+
+@dataclass(slots=True, frozen=True)
+class FromSpeaker:
+    """Matches when ``agent`` just spoke."""
+
+    agent: str
+    """The speaker's name."""
+
+    def matches(self, turn: TurnInfo) -> bool:
+        """Whether the rule applies to ``turn``."""
+        return turn.speaker == self.agent
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCalled:
+    """Matches when the speaker called the tool ``name`` during its turn."""
+
+    name: str
+    """The tool's name."""
+
+    def matches(self, turn: TurnInfo) -> bool:
+        """Whether the rule applies to ``turn``."""
+        return self.name in turn.tools_called
+
+
+@dataclass(slots=True, frozen=True)
+class ContextEquals:
+    """Matches when the run context holds ``value`` under ``key`` (a missing key is None)."""
+
+    key: str
+    """The context key."""
+    value: Any
+    """The value to compare with."""
+
+    def matches(self, turn: TurnInfo) -> bool:
+        """Whether the rule applies to ``turn``."""
+        ctx = turn.context
+        actual = ctx.get(self.key) if isinstance(ctx, Mapping) else getattr(ctx, self.key, None)
+        return bool(actual == self.value)
+
+
+@dataclass(slots=True, frozen=True)
+class Always:
+    """Always matches."""
+
+    def matches(self, turn: TurnInfo) -> bool:
+        """Whether the rule applies to ``turn``."""
+        return True
+
+
+Condition = FromSpeaker | ToolCalled | ContextEquals | Always
+
+
+# -- targets ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class AgentTarget:
+    """The agent ``agent`` speaks next."""
+
+    agent: str
+    """The agent's name."""
+
+
+@dataclass(slots=True, frozen=True)
+class TerminateTarget:
+    """The run ends, with ``reason``."""
+
+    reason: str = "terminated"
+    """Why, recorded in the run's last event."""
+
+
+@dataclass(slots=True, frozen=True)
+class RevertToInitiator:
+    """The team's initial speaker speaks next."""
+
+
+@dataclass(slots=True, frozen=True)
+class Stay:
+    """The same speaker goes on."""
+
+
+@dataclass(slots=True, frozen=True)
+class RoundRobin:
+    """The next of ``agents`` after the speaker (cycling) speaks next."""
+
+    agents: tuple[str, ...]
+    """The rotation."""
+
+    def next_after(self, speaker: str) -> str:
+        """Who follows ``speaker`` in the rotation."""
+        if speaker in self.agents:
+            return self.agents[(self.agents.index(speaker) + 1) % len(self.agents)]
+        return self.agents[0]
+
+
+Target = AgentTarget | TerminateTarget | RevertToInitiator | Stay | RoundRobin
+
+
+@dataclass(slots=True, frozen=True)
+class Rule:
+    """When ``condition`` matches after a turn, ``target`` decides who speaks next."""
+
+    condition: Condition
+    """What must hold."""
+    target: Target
+    """Where control goes."""
+    priority: int = 0
+    """Lower runs first; ties keep list order."""
+
+
+# -- plain-data form (YAML) -------------------------------------------------------------------
+
+_CONDITIONS: dict[str, tuple[type[Any], str | None]] = {
+    "from_speaker": (FromSpeaker, "agent"), "tool_called": (ToolCalled, "name"),
+    "always": (Always, None),
+}
+
+
+def _one_key(data: Mapping[str, Any], what: str, valid: Sequence[str]) -> tuple[str, Any]:
+    if not isinstance(data, Mapping) or len(data) != 1:
+        raise ConfigError(f"A rule's {what} must be a mapping with one key, one of: "
+                          f"{', '.join(valid)}; got {data!r}.")
+    key, value = next(iter(data.items()))
+    if key not in valid:
+        raise ConfigError(f"Unknown rule {what} {key!r}; valid: {', '.join(valid)}.")
+    return str(key), value
+
+
+def condition_from_dict(data: Mapping[str, Any]) -> Condition:
+    """``{"from_speaker": "a"}``, ``{"tool_called": "t"}``, ``{"context_equals": {k: v}}``,
+    ``{"always": true}``."""
+    key, value = _one_key(data, "condition", [*_CONDITIONS, "context_equals"])
+    if key == "context_equals":
+        if not isinstance(value, Mapping) or len(value) != 1:
+            raise ConfigError("context_equals takes one {key: value} pair.")
+        k, v = next(iter(value.items()))
+        return ContextEquals(str(k), v)
+    cls, arg = _CONDITIONS[key]
+    return cls() if arg is None else cls(str(value))  # type: ignore[no-any-return]
+
+
+def target_from_dict(data: Mapping[str, Any]) -> Target:
+    """``{"agent": "a"}``, ``{"terminate": "reason"}``, ``{"revert_to_initiator": true}``,
+    ``{"stay": true}``, ``{"round_robin": ["a", "b"]}``."""
+    key, value = _one_key(data, "target",
+                          ["agent", "terminate", "revert_to_initiator", "stay", "round_robin"])
+    if key == "agent":
+        return AgentTarget(str(value))
+    if key == "terminate":
+        return TerminateTarget(str(value or "terminated"))
+    if key == "round_robin":
+        if not isinstance(value, list) or not value:
+            raise ConfigError("round_robin takes a non-empty list of agent names.")
+        return RoundRobin(tuple(str(v) for v in value))
+    return RevertToInitiator() if key == "revert_to_initiator" else Stay()
+
+
+def rule_from_dict(data: Mapping[str, Any]) -> Rule:
+    """A rule from ``{"when": <condition>, "then": <target>, "priority": 0}``."""
+    unknown = set(data) - {"when", "then", "priority"}
+    if unknown or "when" not in data or "then" not in data:
+        raise ConfigError(f"A rule needs 'when' and 'then' (and may have 'priority'); got keys "
+                          f"{sorted(data)}.")
+    priority = data.get("priority", 0)
+    if not isinstance(priority, int):
+        raise ConfigError(f"A rule's priority must be an integer, got {priority!r}.")
+    return Rule(condition_from_dict(data["when"]), target_from_dict(data["then"]), priority)
+
+
+def rule_to_dict(rule: Rule) -> dict[str, Any]:
+    """The plain-data form of ``rule`` (inverse of :func:`rule_from_dict`)."""
+    c, t = rule.condition, rule.target
+    when: dict[str, Any] = (
+        {"from_speaker": c.agent} if isinstance(c, FromSpeaker)
+        else {"tool_called": c.name} if isinstance(c, ToolCalled)
+        else {"context_equals": {c.key: c.value}} if isinstance(c, ContextEquals)
+        else {"always": True}
+    )
+    then: dict[str, Any] = (
+        {"agent": t.agent} if isinstance(t, AgentTarget)
+        else {"terminate": t.reason} if isinstance(t, TerminateTarget)
+        else {"round_robin": list(t.agents)} if isinstance(t, RoundRobin)
+        else {"revert_to_initiator": True} if isinstance(t, RevertToInitiator)
+        else {"stay": True}
+    )
+    return {"when": when, "then": then, "priority": rule.priority}
+
+
+# -- the static check -------------------------------------------------------------------------
+
+_EXIT = "<terminate>"
+
+
+@dataclass(slots=True)
+class RuleGraph:
+    """Possible next speakers of each agent: certain edges and conditional ones."""
+
+    certain: dict[str, set[str]] = field(default_factory=dict)
+    conditional: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _targets(target: Target, speaker: str, initial: str, agents: Sequence[str]) -> set[str]:
+    if isinstance(target, AgentTarget):
+        return {target.agent}
+    if isinstance(target, TerminateTarget):
+        return {_EXIT}
+    if isinstance(target, RevertToInitiator):
+        return {initial}
+    if isinstance(target, Stay):
+        return {speaker}
+    return {target.next_after(speaker)}
+
+
+def rule_graph(agents: Sequence[str], rules: Sequence[Rule], initial: str,
+               default: Target, dynamic: Mapping[str, set[str]]) -> RuleGraph:
+    """Where control can go after each agent's turn; ``dynamic`` adds typed-return edges."""
+    ordered = sorted(enumerate(rules), key=lambda ir: (ir[1].priority, ir[0]))
+    graph = RuleGraph()
+    for a in agents:
+        certain: set[str] = set()
+        conditional = set(dynamic.get(a, ()))
+        for _, rule in ordered:
+            cond = rule.condition
+            if isinstance(cond, FromSpeaker) and cond.agent != a:
+                continue
+            nxt = _targets(rule.target, a, initial, agents)
+            if isinstance(cond, FromSpeaker | Always):
+                certain = nxt
+                break
+            conditional |= nxt
+        else:
+            certain = _targets(default, a, initial, agents)
+        graph.certain[a] = certain
+        graph.conditional[a] = conditional
+    return graph
+
+
+def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, default: Target,
+                dynamic: Mapping[str, set[str]] | None = None) -> None:
+    """Reject unknown agent names and rule cycles with no reachable exit."""
+    known = set(agents)
+    names = [initial]
+    for r in rules:
+        if isinstance(r.condition, FromSpeaker):
+            names.append(r.condition.agent)
+    for t in [default, *(r.target for r in rules)]:
+        if isinstance(t, AgentTarget):
+            names.append(t.agent)
+        elif isinstance(t, RoundRobin):
+            names.extend(t.agents)
+    for n in names:
+        if n not in known:
+            raise ConfigError(f"Routing names an unknown agent {n!r}; team agents: "
+                              f"{', '.join(agents)}.")
+    graph = rule_graph(agents, rules, initial, default, dynamic or {})
+    # An agent can escape if a conditional edge exists or its certain edge reaches an exit.
+    escapes: dict[str, bool] = {}
+
+    def can_escape(a: str, seen: frozenset[str]) -> bool:
+        if a == _EXIT or graph.conditional.get(a):
+            return True
+        if a in seen:
+            return False
+        if a not in escapes:
+            escapes[a] = any(can_escape(n, seen | {a}) for n in graph.certain.get(a, ()))
+        return escapes[a]
+
+    for a in agents:
+        if not can_escape(a, frozenset()):
+            cycle = _cycle_from(a, graph)
+            raise ConfigError(
+                "Routing cycle with no exit: " + " -> ".join(cycle) + ". Add a "
+                "TerminateTarget, or a conditional rule (ToolCalled, ContextEquals) that leaves "
+                "the cycle."
+            )
+
+
+def _cycle_from(start: str, graph: RuleGraph) -> list[str]:
+    path = [start]
+    while True:
+        nxt = sorted(graph.certain.get(path[-1], ()))[0]
+        if nxt in path:
+            return path[path.index(nxt):] + [nxt]
+        path.append(nxt)
+
+
+RoutingSignal = Handoff | Finish

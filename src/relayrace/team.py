@@ -1,0 +1,120 @@
+"""`Team`: agents sharing one conversation, with routing rules deciding who speaks next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent
+from .events import HandoffEvent
+from .exceptions import HandoffError
+from .guardrails import Guardrail
+from .messages import ToolCall
+from .routing import (
+    AgentTarget,
+    RevertToInitiator,
+    RoundRobin,
+    Rule,
+    Stay,
+    Target,
+    TerminateTarget,
+    TurnInfo,
+    check_rules,
+)
+from .workflows import Composite
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .tracing import Span
+
+__all__ = ["Team"]
+
+
+class Team(Composite):
+    """The hierarchical pattern: after each agent's turn, ``rules`` pick the next speaker.
+
+    Rules are evaluated in priority order (lower first, ties in list order). A tool returning
+    ``Handoff``/``Finish`` takes precedence over them (the first emitted wins); then
+    ``default_target`` applies; ``max_turns`` bounds the number of speaker turns. The team's
+    guardrails apply to every member, at every change of speaker.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        agents: Sequence[Agent[Any]],
+        rules: Sequence[Rule] = (),
+        initial: str | None = None,
+        default_target: Target = TerminateTarget("no rule matched"),
+        max_turns: int = 20,
+        description: str = "",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+    ) -> None:
+        super().__init__(name, members=agents, description=description,
+                         max_turns=max(max_turns * 10, 25))
+        self.rules = tuple(rules)
+        self.initial = initial or agents[0].name
+        self.default_target = default_target
+        self.team_turns = max_turns
+        self.team_input = tuple(input_guardrails)
+        self.team_output = tuple(output_guardrails)
+        names = [a.name for a in agents]
+        dynamic = {a.name: {t for tool in a.tools for t in getattr(tool, "routes_to", ())}
+                   for a in agents}
+        check_rules(names, self.rules, self.initial, default_target, dynamic)
+
+    def _member(self, name: str) -> Agent[Any]:
+        found = self.find_agent(name)
+        if found is None or found is self:
+            raise HandoffError(f"Team {self.name!r} has no agent {name!r}; members: "
+                               f"{', '.join(a.name for a in self.sub_agents)}.")
+        return found
+
+    def _select(self, turn: TurnInfo) -> tuple[Target, str]:
+        ordered = sorted(enumerate(self.rules), key=lambda ir: (ir[1].priority, ir[0]))
+        for _, rule in ordered:
+            if rule.condition.matches(turn):
+                return rule.target, f"rule {rule.condition} -> {rule.target}"
+        return self.default_target, f"default target {self.default_target}"
+
+    async def run_composite(self, loop: AgentLoop, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        loop.team_input, loop.team_output = self.team_input, self.team_output
+        speaker = self._member(self.initial)
+        if pending:  # resume with the member whose calls await (e.g. approval)
+            last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
+            if last is not None and last.name:
+                speaker = self._member(last.name)
+        final, last_agent = "", speaker
+        for _ in range(self.team_turns):
+            final, last_agent, route = await loop.turns_of(speaker, span, pending, team=True)
+            pending = []
+            if loop.blocked is not None:
+                return final, last_agent, "guardrail"
+            if route is not None and route.kind == "finish":
+                return route.summary or final, last_agent, route.reason
+            if route is not None and route.kind == "handoff":
+                nxt, why = self._member(route.name), f"Handoff({route.name!r}) from a tool"
+                if route.reason:
+                    why += f": {route.reason}"
+            else:
+                target, why = self._select(TurnInfo(last_agent.name, frozenset(loop.called),
+                                                    loop.state.context))
+                if isinstance(target, TerminateTarget):
+                    return final, last_agent, target.reason
+                if isinstance(target, AgentTarget):
+                    nxt = self._member(target.agent)
+                elif isinstance(target, RevertToInitiator):
+                    nxt = self._member(self.initial)
+                elif isinstance(target, Stay):
+                    nxt = last_agent
+                else:
+                    assert isinstance(target, RoundRobin)
+                    nxt = self._member(target.next_after(last_agent.name))
+            loop.add(HandoffEvent(agent=last_agent.name, path=loop.path(last_agent),
+                                  to_agent=nxt.name, reason=why))
+            loop.note(nxt, f"[{last_agent.name} -> {nxt.name}] {why}")
+            speaker = nxt
+        return final, last_agent, "max_turns"

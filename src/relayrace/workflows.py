@@ -1,0 +1,136 @@
+"""Workflow agents: `SequentialAgent`, `ParallelAgent` and `LoopAgent`.
+
+They compose any agents (plain, supervisor, swarm, teams, other workflows) and are agents
+themselves, so they run with ``Runner.run``, work as tools (``as_tool``) and nest. Steps run in
+the same session, one after another; parallel branches run as delegated children on the latest
+request, and their answers come back as one message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .agent import Agent
+from .delegation import bounded_history, run_child
+from .exceptions import UserError
+from .events import MessageEvent
+from .messages import Message, ToolCall
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .tracing import Span
+
+__all__ = ["Composite", "LoopAgent", "ParallelAgent", "SequentialAgent"]
+
+
+class Composite(Agent[Any], ABC):
+    """An agent made of other agents; it calls no model itself."""
+
+    is_composite = True
+
+    def __init__(self, name: str, *, members: Sequence[Agent[Any]], description: str = "",
+                 max_turns: int | None = None) -> None:
+        if not members:
+            raise UserError(f"{type(self).__name__} {name!r} needs at least one agent.")
+        super().__init__(name, instructions="", description=description, sub_agents=members,
+                         max_turns=max_turns)
+
+    @abstractmethod
+    async def run_composite(self, loop: AgentLoop, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        """Run to a final answer: (text, last agent, reason the run ended, or "")."""
+
+    def _steps(self, loop: AgentLoop, pending: list[ToolCall]) -> None:
+        if pending:  # a workflow restarts its steps; calls left open by a crash are closed
+            loop.answer_dangling(self, "the workflow was restarted.")
+
+
+async def _run_steps(loop: AgentLoop, owner: Agent[Any], steps: Sequence[Agent[Any]],
+                     span: Span, label: str) -> tuple[str, Agent[Any], str]:
+    final, last = "", owner
+    for i, step in enumerate(steps):
+        if i:
+            loop.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
+        final, last, reason = await loop.drive(step, span, [])
+        if reason:
+            return final, last, reason
+    return final, last, ""
+
+
+class SequentialAgent(Composite):
+    """Runs ``steps`` one after another in the same session; the last answer is the output."""
+
+    def __init__(self, name: str, *, steps: Sequence[Agent[Any]], description: str = "",
+                 max_turns: int | None = None) -> None:
+        super().__init__(name, members=steps, description=description, max_turns=max_turns)
+
+    async def run_composite(self, loop: AgentLoop, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        self._steps(loop, pending)
+        return await _run_steps(loop, self, self.sub_agents, span, self.name)
+
+
+class ParallelAgent(Composite):
+    """Runs ``branches`` at once on the latest request; their answers form one message."""
+
+    def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
+                 max_concurrency: int | None = None) -> None:
+        super().__init__(name, members=branches, description=description)
+        self.max_concurrency = max_concurrency
+
+    async def run_composite(self, loop: AgentLoop, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        self._steps(loop, pending)
+        users = [m for m in loop.transcript if m.role == "user" and m.name is None]
+        task = users[-1].content if users else ""
+        history = bounded_history(loop.transcript[:-1]) if users else []
+        ctx = loop.context_for(self, span=span)
+        gate = asyncio.Semaphore(self.max_concurrency or len(self.sub_agents))
+
+        async def branch(agent: Agent[Any]) -> str:
+            async with gate:
+                result = await run_child(ctx, agent, task, report=False, history=history)
+            return result.render()
+
+        async with asyncio.TaskGroup() as group:
+            running = [group.create_task(branch(a)) for a in self.sub_agents]
+        text = "\n\n".join(f"### {a.name}\n{r.result()}"
+                           for a, r in zip(self.sub_agents, running, strict=True))
+        message = Message.assistant(text, name=self.name)
+        loop.push(message)
+        loop.add(MessageEvent(agent=self.name, path=loop.path(self), message=message))
+        return text, self, ""
+
+
+class LoopAgent(Composite):
+    """Repeats ``steps`` until ``until`` holds for the latest answer, or ``max_iterations``.
+
+    ``until`` is a function of the answer, or a string the answer must contain.
+    """
+
+    def __init__(self, name: str, *, steps: Sequence[Agent[Any]], max_iterations: int,
+                 until: str | Callable[[str], bool] | None = None, description: str = "",
+                 max_turns: int | None = None) -> None:
+        if max_iterations < 1:
+            raise UserError(f"LoopAgent {name!r}: max_iterations must be at least 1.")
+        super().__init__(name, members=steps, description=description, max_turns=max_turns)
+        self.max_iterations = max_iterations
+        self.until: Callable[[str], bool] | None = (
+            (lambda out, marker=until: marker in out) if isinstance(until, str) else until)
+
+    async def run_composite(self, loop: AgentLoop, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        self._steps(loop, pending)
+        final, last = "", self.sub_agents[0]
+        for i in range(self.max_iterations):
+            if i:
+                loop.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
+            final, last, reason = await _run_steps(loop, self, self.sub_agents, span, self.name)
+            if reason:
+                return final, last, reason
+            if self.until is not None and self.until(final):
+                return final, last, "until"
+        return final, last, "max_iterations"

@@ -1,0 +1,378 @@
+"""Tests for the ``relayrace`` command line (offline: the fixture team runs on scripted models)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner, Result
+
+import relayrace.cli as cli
+from relayrace import __version__
+from relayrace.cli import app
+from relayrace.cli._render import EventPrinter
+from relayrace.cli._target import resolve_target
+from relayrace.events import (
+    AgentEvent,
+    ApprovalRequestedEvent,
+    DelegationEvent,
+    GuardrailTriggeredEvent,
+    HandoffEvent,
+    MessageEvent,
+    RunFinishedEvent,
+    TextDeltaEvent,
+    ToolResultEvent,
+    load_events,
+)
+from relayrace.exceptions import UserError
+from relayrace.messages import Message
+from relayrace.tracing import get_trace_processors
+
+TEAM = Path(__file__).parent / "fixtures" / "cli_team.py"
+runner = CliRunner(env={"COLUMNS": "200", "RELAYRACE_DB": None})
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def run_team(db: Path, *extra: str, agent: str = "triage", prompt: str = "hi") -> Result:
+    return invoke("run", f"{TEAM}:{agent}", prompt, "--db", db, *extra)
+
+
+def assert_clean_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert "Error:" in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of each body row of a rich table."""
+    return [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in text.splitlines()
+        if line.startswith("│")
+    ]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "s.db"
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+def test_run_shows_handoff_tools_answer_trace_and_usage(db: Path) -> None:
+    result = run_team(db, "--session", "s1")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "user → triage: hi" in out
+    assert "↪ handoff triage → billing: billing question" in out
+    assert '⚙ lookup_invoice({"invoice_id": "INV-7"})' in out
+    assert "→ lookup_invoice: Invoice INV-7: 42.00 EUR" in out
+    # The answer streamed as text deltas is printed once, not again with its message.
+    assert out.count("Your invoice INV-7 is paid.") == 1
+    assert "billing: Your invoice INV-7 is paid." in out
+    # The transfer tool call itself is shown as the handoff line only.
+    assert "transfer_to_billing" not in out
+    # Trace tree: kinds, names, durations and model tokens.
+    assert "run triage" in out
+    assert "agent billing" in out
+    assert "handoff triage -> billing" in out
+    assert "tool lookup_invoice" in out
+    assert "model scripted" in out
+    assert " ms" in out
+    assert re.search(r"model scripted .* ms  tokens \d+ in / \d+ out", out)
+    # Usage table per agent path with a total.
+    usage = out[out.index("Usage") :]
+    for word in ("requests", "input tokens", "output tokens", "tool calls", "billing", "triage"):
+        assert word in usage
+    cells = {row[0]: row[1:] for row in table_rows(usage)}
+    requests, input_tokens, output_tokens, tool_calls = cells["total"]
+    assert (requests, tool_calls) == ("3", "1")
+    assert int(input_tokens) > 0 and int(output_tokens) > 0
+    assert cells["triage"][0] == "1" and cells["billing"][0] == "2"
+    assert "answered by billing" in out
+
+
+def test_run_restores_trace_processors(db: Path) -> None:
+    before = get_trace_processors()
+    assert run_team(db, "--session", "s1").exit_code == 0
+    assert get_trace_processors() == before
+
+
+def test_run_without_session_prints_a_new_session_id(db: Path) -> None:
+    result = run_team(db)
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("session ") and "--session" in first
+    session_id = first.split()[1]
+    listed = invoke("sessions", "list", "--db", db, "--json")
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [session_id]
+
+
+def test_run_continues_a_session(db: Path) -> None:
+    assert run_team(db, "--session", "s1").exit_code == 0
+    # Each run loads the team file afresh, so its scripted model starts over.
+    again = run_team(db, "--session", "s1", prompt="and the next one?")
+    assert again.exit_code == 0, again.output
+    assert "continuing session s1" in again.stdout
+    assert "user → billing: and the next one?" in again.stdout  # billing is still active
+
+
+def test_run_default_db_is_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", f"{TEAM}:triage", "hi", "--session", "s1")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / ".relayrace" / "sessions.db").is_file()
+
+
+def test_run_json_prints_only_event_lines(db: Path) -> None:
+    result = run_team(db, "--json")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    events = load_events(lines)
+    assert all(isinstance(json.loads(line), dict) for line in lines)
+    kinds = [e.kind for e in events]  # type: ignore[attr-defined]
+    assert "handoff" in kinds
+    assert "text_delta" in kinds
+    assert kinds[0] == "run_started"
+    handoff = next(e for e in events if isinstance(e, HandoffEvent))
+    assert (handoff.agent, handoff.to_agent) == ("triage", "billing")
+    last = events[-1]
+    assert isinstance(last, RunFinishedEvent)
+    assert last.status == "completed"
+    assert last.output == "Your invoice INV-7 is paid."
+    assert "session " in result.stderr  # the generated id goes to stderr, not stdout
+
+
+def test_run_with_delegation_indents_child_events(db: Path) -> None:
+    result = run_team(db, "--session", "d1", agent="coordinator", prompt="refund policy?")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "  user → researcher: Find the refund policy." in out
+    assert "  researcher: Refunds are possible within 30 days." in out
+    assert "⇢ coordinator delegated to researcher ok" in out
+    assert "delegation coordinator/researcher" in out  # its spans nest in the one trace
+    assert "coordinator/researcher" in out[out.index("Usage") :]
+
+
+def test_run_context_and_max_turns(db: Path) -> None:
+    ok = run_team(db, "--context", "user=Ann", "-c", "plan=pro")
+    assert ok.exit_code == 0, ok.output
+    bad = run_team(db, "--context", "no-equals-sign")
+    assert bad.exit_code == 2
+    assert "KEY=VALUE" in bad.output
+    limited = run_team(db, "--max-turns", "1")
+    assert_clean_error(limited, "1 model turns")
+    assert "trace" in limited.stdout  # the trace of the failed run is still shown
+
+
+def test_run_stops_for_approval_and_resume_continues(db: Path) -> None:
+    target = f"{TEAM}:cashier"
+    stopped = runner.invoke(app, ["run", target, "refund INV-7", "--db", str(db),
+                                  "--session", "s9"])
+    assert stopped.exit_code == 0, stopped.output
+    assert "waiting for approval" in stopped.stdout
+    assert 'cashier issue_refund({"invoice_id": "INV-7"}) [call call_9]' in stopped.stdout
+    assert "answered by" not in stopped.stdout
+
+    unknown = runner.invoke(app, ["resume", target, "--session", "s9", "--approve", "nope",
+                                  "--db", str(db)])
+    assert unknown.exit_code == 1
+    assert "call_9" in unknown.stderr
+
+    resumed = runner.invoke(app, ["resume", target, "--session", "s9", "--approve", "call_9",
+                                  "--db", str(db)])
+    assert resumed.exit_code == 0, resumed.output
+    assert "Refunded INV-7." in resumed.stdout
+
+
+def test_run_interrupted_exits_130(db: Path) -> None:
+    result = run_team(db, "--session", "i1", agent="interrupted")
+    assert result.exit_code == 130
+    assert "Interrupted; continue with --session i1" in result.stderr
+
+
+# -- run errors ---------------------------------------------------------------------------------
+
+
+def test_run_bad_target_path(db: Path, tmp_path: Path) -> None:
+    result = invoke("run", f"{tmp_path}/missing.py:triage", "hi", "--db", db)
+    assert_clean_error(result, "missing.py", "does not exist", "path/to/team.py:agent_variable")
+    assert not db.exists()
+
+
+def test_run_missing_attribute(db: Path) -> None:
+    result = run_team(db, agent="nobody")
+    assert_clean_error(result, "no variable 'nobody'", "billing, triage, researcher, coordinator")
+
+
+def test_run_attribute_that_is_not_an_agent(db: Path) -> None:
+    result = run_team(db, agent="greeting")
+    assert_clean_error(result, "cli_team.py:greeting is a str", "not an Agent", "triage")
+
+
+def test_run_target_without_variable(db: Path) -> None:
+    result = invoke("run", str(TEAM), "hi", "--db", db)
+    assert_clean_error(result, "names no agent", "triage")
+
+
+def test_run_target_file_that_fails_to_import(db: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import nonexistent_module_xyz\n")
+    result = invoke("run", f"{broken}:agent", "hi", "--db", db)
+    assert_clean_error(result, "broken.py", "ModuleNotFoundError", "nonexistent_module_xyz")
+
+
+def test_run_bad_model_string(db: Path) -> None:
+    result = run_team(db, "--model", "nope")
+    assert_clean_error(result, "Model 'nope' is not of the form 'provider:model'")
+    assert not db.exists()  # rejected before any session was created
+
+
+def test_resolve_target_selects_agents_by_name() -> None:
+    assert resolve_target(f"{TEAM}:triage", agent="billing").name == "billing"
+    with pytest.raises(UserError, match="No agent named 'ghost'"):
+        resolve_target(f"{TEAM}:triage", agent="ghost")
+    with pytest.raises(UserError, match="directory"):
+        resolve_target(str(TEAM.parent))
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+
+def test_sessions_list(db: Path) -> None:
+    assert run_team(db, "--session", "s1").exit_code == 0
+    assert run_team(db, "--session", "d1", agent="coordinator").exit_code == 0
+    result = invoke("sessions", "list", "--db", db)
+    assert result.exit_code == 0, result.output
+    rows = {row[0]: row for row in table_rows(result.stdout)}
+    assert set(rows) == {"s1", "d1"}  # the child session is not top-level
+    assert rows["s1"][3:] == ["9", "0"]  # events, child sessions
+    assert rows["d1"][4] == "1"
+    listed = invoke("sessions", "list", "--db", db, "--json")
+    data = {d["session_id"]: d for d in map(json.loads, listed.stdout.splitlines())}
+    assert data["s1"]["event_count"] == 9
+    assert data["d1"]["child_sessions"] == 1
+
+
+def test_sessions_list_without_database(tmp_path: Path) -> None:
+    result = invoke("sessions", "list", "--db", tmp_path / "none.db")
+    assert result.exit_code == 0
+    assert "No sessions yet" in result.stdout
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_sessions_show(db: Path) -> None:
+    assert run_team(db, "--session", "s1").exit_code == 0
+    result = invoke("sessions", "show", "s1", "--db", db)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "user → triage: hi" in out
+    assert "↪ handoff triage → billing: billing question" in out
+    assert "⚙ lookup_invoice" in out
+    assert "→ lookup_invoice: Invoice INV-7" in out
+    assert "billing: Your invoice INV-7 is paid." in out
+    assert "No child sessions." in out
+
+
+def test_sessions_show_child_tree(db: Path) -> None:
+    assert run_team(db, "--session", "d1", agent="coordinator").exit_code == 0
+    result = invoke("sessions", "show", "d1", "--db", db)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "⇢ coordinator delegated to researcher ok" in out
+    tree = out[out.index("Child sessions") :]
+    child = next(line for line in tree.splitlines() if "coordinator/researcher" in line)
+    assert "d1." in child
+    assert "tool call call_1" in child
+    child_id = child.split("d1.", 1)[1].split()[0]
+    shown = invoke("sessions", "show", f"d1.{child_id}", "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert "user → researcher: Find the refund policy." in shown.stdout
+
+
+def test_sessions_show_json(db: Path) -> None:
+    assert run_team(db, "--session", "s1").exit_code == 0
+    result = invoke("sessions", "show", "s1", "--db", db, "--json")
+    assert result.exit_code == 0, result.output
+    events = load_events(result.stdout.splitlines())
+    assert len(events) == 9
+    assert any(isinstance(e, HandoffEvent) for e in events)
+    assert not any(e.kind == "text_delta" for e in events)  # type: ignore[attr-defined]
+
+
+def test_sessions_show_unknown_id(db: Path) -> None:
+    assert run_team(db, "--session", "s1").exit_code == 0
+    result = invoke("sessions", "show", "nope", "--db", db)
+    assert_clean_error(result, "No session 'nope'", "relayrace sessions list")
+    listed = invoke("sessions", "list", "--db", db, "--json")
+    assert "nope" not in listed.stdout  # looking it up did not create it
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"relayrace {__version__}"
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def render(events: list[AgentEvent], **options: Any) -> str:
+    buffer = io.StringIO()
+    EventPrinter(Console(file=buffer, width=200, color_system=None), **options).print_all(events)
+    return buffer.getvalue()
+
+
+def test_printer_renders_every_event_kind() -> None:
+    events: list[AgentEvent] = [
+        GuardrailTriggeredEvent(agent="a", path="a", guardrail="pii", action="redact",
+                                message="1 card number"),
+        ApprovalRequestedEvent(agent="a", path="a", tool_call_id="c1", tool_name="refund",
+                               arguments='{"amount": 5}'),
+        ToolResultEvent(agent="a", path="a", message=Message.tool("c2", "boom", name="t"),
+                        tool_name="t", is_error=True),
+        DelegationEvent(agent="a", path="a", child_agent="b", child_session_id="x.1",
+                        ok=False, error="timed out after 1 s"),
+        RunFinishedEvent(agent="b", path="a/b", status="failed", output="Boom"),
+    ]
+    out = render(events)
+    assert "⛨ guardrail pii (input) redact: 1 card number" in out
+    assert '⏸ approval requested: refund({"amount": 5}) [call c1]' in out
+    assert "✗ t: boom" in out
+    assert "⇢ a delegated to b failed: timed out after 1 s [session x.1]" in out
+    assert "  ✗ a/b failed: Boom" in out
+
+
+def test_printer_streams_interleaved_paths_without_repeating() -> None:
+    def delta(path: str, text: str) -> TextDeltaEvent:
+        return TextDeltaEvent(agent=path.rsplit("/", 1)[-1], path=path, delta=text)
+
+    def answer(path: str, text: str) -> MessageEvent:
+        name = path.rsplit("/", 1)[-1]
+        return MessageEvent(agent=name, path=path, message=Message.assistant(text, name=name))
+
+    out = render([
+        delta("p/x", "one"), delta("p/y", "two"), delta("p/x", " three"),
+        answer("p/x", "one three"), answer("p/y", "two (redacted)"),
+    ])
+    assert out.splitlines() == [
+        "  x: one",
+        "  y: two",
+        "  x:  three",
+        "  y (as kept): two (redacted)",
+    ]
