@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import re
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-import relayrace.cli as cli
 from relayrace import __version__
 from relayrace.cli import app
 from relayrace.cli._render import EventPrinter

@@ -205,8 +205,8 @@ def summarize(results: list[dict[str, Any]], frameworks: list[str], scenarios: l
 
 
 def main() -> int:
-    from frameworks import FRAMEWORKS
     from common import SCENARIOS
+    from frameworks import FRAMEWORKS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: fewer turns/sessions, 1 round")

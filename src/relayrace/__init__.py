@@ -37,7 +37,7 @@ from .exceptions import (
 from .handoffs import HandoffTool, TransferPolicy, handoff, keep_last, remove_tool_traffic
 from .messages import Message, ToolCall
 from .models import Model, ModelRequest, ModelResponse, ModelSettings, infer_model
-from .runner import RunResult, RunStream, Runner
+from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
 

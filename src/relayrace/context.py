@@ -9,10 +9,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ._engine import AgentLoop
-    from .messages import Message
-    from .tracing import Span
     from .agent import Agent
+    from .messages import Message
     from .sessions import Session
+    from .tracing import Span
     from .usage import RunUsage
 
 __all__ = ["RunContext", "TContext"]

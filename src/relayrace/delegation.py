@@ -120,7 +120,7 @@ async def run_child(
     report_template: str = DEFAULT_REPORT_SUFFIX,
     suffix: str = "",
     max_turns: int | None = None,
-    timeout: float | None = None,
+    timeout: float | None = None,  # noqa: ASYNC109 - the child's own deadline, enforced inside
     variables: dict[str, Any] | None = None,
     history: Sequence[Message] = (),
     session: Session | None = None,

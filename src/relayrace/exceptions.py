@@ -3,7 +3,7 @@
 Every error derives from one root, so ``except RelayraceError`` catches them all::
 
     RelayraceError
-    ├── UserError                     the program using relayrace is wrong (configuration, API misuse)
+    ├── UserError                     the program using relayrace is wrong (config, API misuse)
     │   └── ConfigError               a team definition (YAML, agent tree) is invalid
     │       └── CircularReferenceError    agents reference each other in a cycle
     ├── ModelBehaviorError            the model produced something the run cannot continue from

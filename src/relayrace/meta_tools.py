@@ -195,7 +195,8 @@ class PipelineTool(_MetaTool):
                 so_far = "".join(f"\n\n[stage {j}] {r.agent}\n{r.render()}"
                                  for j, r in enumerate(done, 1))
                 raise ToolRetry(f"agent_pipeline stopped at stage {i} of {len(stages)} "
-                                f"({agent.name}): {result.error}. Reports so far:{so_far or ' none'}")
+                                f"({agent.name}): {result.error}. "
+                                f"Reports so far:{so_far or ' none'}")
             done.append(result)
         earlier = "".join(f"\n- stage {j} ({r.agent}): {r.report.summary if r.report else ''}"
                           for j, r in enumerate(done[:-1], 1))

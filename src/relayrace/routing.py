@@ -32,6 +32,7 @@ __all__ = [
     "TerminateTarget",
     "ToolCalled",
     "check_rules",
+    "describe",
     "rule_from_dict",
     "rule_to_dict",
 ]
@@ -242,6 +243,23 @@ def rule_from_dict(data: Mapping[str, Any]) -> Rule:
     if not isinstance(priority, int):
         raise ConfigError(f"A rule's priority must be an integer, got {priority!r}.")
     return Rule(condition_from_dict(data["when"]), target_from_dict(data["then"]), priority)
+
+
+def describe(item: Condition | Target) -> str:
+    """A short human form of a condition or target, for logs and notes."""
+    if isinstance(item, FromSpeaker):
+        return f"FromSpeaker({item.agent})"
+    if isinstance(item, ToolCalled):
+        return f"ToolCalled({item.name})"
+    if isinstance(item, ContextEquals):
+        return f"ContextEquals({item.key}={item.value!r})"
+    if isinstance(item, AgentTarget):
+        return item.agent
+    if isinstance(item, TerminateTarget):
+        return f"terminate ({item.reason})"
+    if isinstance(item, RoundRobin):
+        return f"RoundRobin({', '.join(item.agents)})"
+    return type(item).__name__
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from .routing import (
     TerminateTarget,
     TurnInfo,
     check_rules,
+    describe,
 )
 from .workflows import Composite
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from .tracing import Span
 
 __all__ = ["Team"]
+
+_NO_RULE = TerminateTarget("no rule matched")
 
 
 class Team(Composite):
@@ -46,7 +49,7 @@ class Team(Composite):
         agents: Sequence[Agent[Any]],
         rules: Sequence[Rule] = (),
         initial: str | None = None,
-        default_target: Target = TerminateTarget("no rule matched"),
+        default_target: Target = _NO_RULE,
         max_turns: int = 20,
         description: str = "",
         input_guardrails: Sequence[Guardrail] = (),
@@ -76,8 +79,8 @@ class Team(Composite):
         ordered = sorted(enumerate(self.rules), key=lambda ir: (ir[1].priority, ir[0]))
         for _, rule in ordered:
             if rule.condition.matches(turn):
-                return rule.target, f"rule {rule.condition} -> {rule.target}"
-        return self.default_target, f"default target {self.default_target}"
+                return rule.target, f"{describe(rule.condition)} -> {describe(rule.target)}"
+        return self.default_target, f"default target: {describe(self.default_target)}"
 
     async def run_composite(self, loop: AgentLoop, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -96,7 +99,7 @@ class Team(Composite):
             if route is not None and route.kind == "finish":
                 return route.summary or final, last_agent, route.reason
             if route is not None and route.kind == "handoff":
-                nxt, why = self._member(route.name), f"Handoff({route.name!r}) from a tool"
+                nxt, why = self._member(route.name), f"Handoff({route.name}) from a tool"
                 if route.reason:
                     why += f": {route.reason}"
             else:

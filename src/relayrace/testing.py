@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -60,7 +60,9 @@ def text(content: str) -> TextPart:
     return TextPart(content)
 
 
-def tool_call(name: str, args: dict[str, Any] | str | None = None, *, id: str | None = None) -> ToolCallPart:
+def tool_call(
+    name: str, args: dict[str, Any] | str | None = None, *, id: str | None = None
+) -> ToolCallPart:
     """A turn (or part of one) where the model calls ``name``.
 
     ``args`` is a dict (sent as JSON) or a raw string, to script malformed arguments.
@@ -111,9 +113,8 @@ class _TestModelBase(Model):
     def _record(self, request: ModelRequest) -> int:
         msgs = request.messages
         self.requests.append(
-            RecordedRequest(
-                request.agent, request.instructions, [t.name for t in request.tools], msgs, len(msgs)
-            )
+            RecordedRequest(request.agent, request.instructions,
+                            [t.name for t in request.tools], msgs, len(msgs))
         )
         ident, start = id(msgs), 0
         chars = 0
@@ -140,7 +141,8 @@ class _TestModelBase(Model):
                     texts.append(part.text)
                 else:
                     self._calls += 1
-                    calls.append(ToolCall(part.id or f"call_{self._calls}", part.name, part.arguments))
+                    call_id = part.id or f"call_{self._calls}"
+                    calls.append(ToolCall(call_id, part.name, part.arguments))
             message = Message.assistant("".join(texts), tuple(calls), name=agent)
         out_chars = len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
         usage = Usage(1, _estimate_tokens(input_chars), _estimate_tokens(out_chars))
@@ -150,14 +152,19 @@ class _TestModelBase(Model):
 class ScriptedModel(_TestModelBase):
     """Plays ``turns`` in call order; several agents may share one instance.
 
-    ``requests`` records every request (what each agent saw and which tools it was offered);
-    ``assert_complete()`` fails if turns are left over.
+    With ``by_agent``, each agent plays its own list instead, so concurrent children (a war
+    room, parallel branches) need no care about the order they call in. ``requests`` records
+    every request (what each agent saw and which tools it was offered); ``assert_complete()``
+    fails if turns are left over.
     """
 
-    def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted") -> None:
+    def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted",
+                 by_agent: Mapping[str, Sequence[Turn]] | None = None) -> None:
         super().__init__(name)
         self.turns: list[Turn] = list(turns)
         self._next = 0
+        self.by_agent: dict[str, list[Turn]] = {a: list(t) for a, t in (by_agent or {}).items()}
+        self._agent_next: dict[str, int] = dict.fromkeys(self.by_agent, 0)
 
     def extend(self, turns: Sequence[Turn]) -> None:
         """Queue more turns."""
@@ -166,7 +173,8 @@ class ScriptedModel(_TestModelBase):
     @property
     def remaining(self) -> int:
         """Turns not yet played."""
-        return len(self.turns) - self._next
+        return len(self.turns) - self._next + sum(
+            len(t) - self._agent_next[a] for a, t in self.by_agent.items())
 
     def assert_complete(self) -> None:
         """Fail if some scripted turns were never requested."""
@@ -176,9 +184,22 @@ class ScriptedModel(_TestModelBase):
                 f"ScriptedModel has {len(left)} unused turn(s) after {self._next} request(s); "
                 f"next unused: {left[0]!r}"
             )
+        for agent, turns in self.by_agent.items():
+            if self._agent_next[agent] < len(turns):
+                raise AssertionError(
+                    f"ScriptedModel has {len(turns) - self._agent_next[agent]} unused turn(s) "
+                    f"for agent {agent!r}; next unused: {turns[self._agent_next[agent]]!r}")
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         chars = self._record(request)
+        own = self.by_agent.get(request.agent)
+        if own is not None:
+            n = self._agent_next[request.agent]
+            if n >= len(own):
+                raise ScriptExhausted(f"ScriptedModel ran out of turns for agent "
+                                      f"{request.agent!r} after {len(own)} request(s).")
+            self._agent_next[request.agent] = n + 1
+            return self._response(own[n], chars, request.agent)
         if self._next >= len(self.turns):
             raise ScriptExhausted(
                 f"ScriptedModel ran out of turns: request {self._next + 1} from agent "

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
 from .delegation import bounded_history, run_child
-from .exceptions import UserError
 from .events import MessageEvent
+from .exceptions import UserError
 from .messages import Message, ToolCall
 
 if TYPE_CHECKING:

@@ -18,10 +18,12 @@ or exporter is configured, so they are non-recording no-ops and nothing leaves t
 from __future__ import annotations
 
 import os
-from typing import Any, AsyncGenerator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 os.environ.setdefault("ADK_DISABLE_TELEMETRY", "1")  # harmless if the version ignores it
 
+from common import Calls, Handoff, Text  # noqa: E402
 from google.adk.agents import LlmAgent  # noqa: E402
 from google.adk.agents.run_config import RunConfig  # noqa: E402
 from google.adk.models.base_llm import BaseLlm  # noqa: E402
@@ -31,8 +33,6 @@ from google.adk.runners import Runner  # noqa: E402
 from google.adk.sessions import InMemorySessionService  # noqa: E402
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
-
-from common import Calls, Handoff, Text  # noqa: E402
 
 try:  # the capability declaration API exists in recent versions only
     from google.adk.models._capabilities import LlmCapabilities  # noqa: E402

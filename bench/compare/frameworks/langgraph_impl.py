@@ -24,6 +24,7 @@ from typing import Any
 for _var in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2", "LANGCHAIN_TRACING"):
     os.environ.pop(_var, None)
 
+from common import Calls, Handoff, Text  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
@@ -31,8 +32,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 from langchain_core.tools import StructuredTool, tool  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph_swarm import create_handoff_tool, create_swarm  # noqa: E402
-
-from common import Calls, Handoff, Text  # noqa: E402
 
 NAME = "langgraph"
 DISTS = ["langgraph", "langchain", "langchain-core", "langgraph-swarm", "langgraph-checkpoint-sqlite"]

@@ -19,13 +19,13 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
+from common import Calls, Handoff, Text
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 
-from common import Calls, Handoff, Text
 from frameworks import NotSupported  # noqa: F401  (all peers here have both stores)
 
 NAME = "openai-agents"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from common import Calls, Handoff, Text
 from pydantic_ai import Agent, RunContext, Tool, ToolOutput
 from pydantic_ai.messages import (
     ModelRequest,
@@ -31,7 +32,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from common import Calls, Handoff, Text
 from frameworks import NotSupported
 
 NAME = "pydantic-ai"

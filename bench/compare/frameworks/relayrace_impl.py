@@ -23,12 +23,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from common import Calls, Handoff, Text
+
 from relayrace import Agent, Runner, tool
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import FunctionModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor, add_trace_processor
-
-from common import Calls, Handoff, Text
 
 NAME = "relayrace"
 DISTS = ["relayrace"]

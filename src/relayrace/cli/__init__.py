@@ -22,8 +22,8 @@ from rich.text import Text
 
 from .. import __version__
 from ..agent import Agent
-from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
 from ..approvals import PendingRun
+from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
 from ..exceptions import RelayraceError, UserError
 from ..models import infer_model
 from ..runner import Runner, RunResult
@@ -46,7 +46,7 @@ from ._render import (
 )
 from ._target import resolve_target
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "print_run"]
 
 app = typer.Typer(
     name="relayrace",
@@ -150,6 +150,33 @@ def _stream(
     return asyncio.run(go())
 
 
+async def print_run(agent: Agent[Any], input: str | None, *, console: Console | None = None,
+                    trace: bool = True, **options: Any) -> RunResult:
+    """Run like ``Runner.stream``, printing events live as the CLI does, then the trace tree
+    and the usage table (with ``trace=True``). Takes ``Runner.run``'s options."""
+    out = console or _stdout()
+    printer = EventPrinter(out, handoff_tools=_handoff_tools(agent), live=True)
+    processor = InMemoryTraceProcessor()
+    previous = get_trace_processors()
+    add_trace_processor(processor)
+    try:
+        stream = Runner.stream(agent, input, **options)
+        async for event in stream:
+            printer.print(event)
+    finally:
+        printer.close()
+        set_trace_processors(previous)
+    result = stream.result
+    assert result is not None
+    if result.pending:
+        _print_pending(out, result.pending, result.session.session_id)
+    if trace:
+        out.print()
+        out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
+        out.print(usage_table(result.usage))
+    return result
+
+
 def _print_pending(console: Console, pending: PendingRun, session_id: str) -> None:
     console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
     for item in pending.approvals:
@@ -214,7 +241,7 @@ def resume(
     """Continue a run that stopped for approval, approving or rejecting the pending calls."""
     if not db.exists() or not SQLiteSession.exists(session, db):
         raise _unknown_session(session, db)
-    decisions = {c: True for c in approve or []} | {c: False for c in reject or []}
+    decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
     with _errors():
         agent = resolve_target(target)
         pending = asyncio.run(PendingRun.from_session(SQLiteSession(session, db), entry=agent))

@@ -173,6 +173,8 @@ class EventPrinter:
                     continue
                 self._line(event, ("  ⚙ ", "cyan"), (call.name, "bold cyan"),
                            (f"({truncate(call.arguments)})", "cyan"))
+        elif msg.role == "user" and msg.name == "relayrace":
+            pass  # a routing note: the handoff line above already says it
         elif msg.role == "user":
             self._line(event, (f"user → {event.agent}: ", "bold green"), msg.content)
         else:

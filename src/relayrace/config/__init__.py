@@ -11,10 +11,10 @@
     result = await Runner.run(team["supervisor"], "...")
 """
 
+from ._schema import json_schema
 from ._validate import ConfigWarning
 from .graph import GraphEdge, GraphNode, TeamGraph, to_dot, to_mermaid, write_svg
 from .loader import DocumentInfo, LoadedTeam, load_team
-from .schema import json_schema
 
 __all__ = [
     "ConfigWarning",

@@ -26,7 +26,6 @@ from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
 from .models import (
     MODEL_PROVIDERS,
-    UNSUPPORTED_PATTERNS,
     AgentDocument,
     AgentToolSpec,
     PrimaryModelSpec,
@@ -262,7 +261,7 @@ class Builder:
                 input_guardrails=input_guardrails, output_guardrails=output_guardrails,
                 specialists=[self.build(s) for s in spec.specialists],
                 meta_tools=spec.meta_tools,
-                pattern="react" if is_swarm or pattern in UNSUPPORTED_PATTERNS else pattern,
+                pattern="supervisor" if pattern == "supervisor" else "react",
                 timeout=orchestration.timeout_seconds,
             )
         if not is_swarm:
@@ -287,7 +286,7 @@ class Builder:
         with located(doc, ("spec", "guardrails")):
             input_guardrails = _guardrails(doc.guardrails.get("input", []))
             output_guardrails = _guardrails(doc.guardrails.get("output", []))
-        with located(doc, ("spec",)):
+        with located(doc, ("spec", "agents")):
             return Team(doc.name, agents=[self._member(n) for n in spec.agents],
                         rules=doc.rules, initial=spec.initial,
                         default_target=doc.default_target or TerminateTarget("no rule matched"),
@@ -297,7 +296,7 @@ class Builder:
     def _workflow(self, doc: ParsedDocument, model: WorkflowDocument) -> Agent[Any]:
         spec = model.spec
         steps = [self._member(n) for n in spec.steps]
-        with located(doc, ("spec",)):
+        with located(doc, ("spec", "steps")):
             if spec.type == "sequential":
                 return SequentialAgent(doc.name, steps=steps, description=spec.description)
             if spec.type == "parallel":

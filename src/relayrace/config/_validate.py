@@ -54,7 +54,7 @@ class ConfigWarning:
     """What is ignored and why."""
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+        return f"{self.file}:{self.line}: {self.key}: {self.message}"
 
 
 @dataclass(slots=True)
@@ -206,8 +206,8 @@ def _ignored(model: BaseModel, path: tuple[str | int, ...]) -> Iterator[tuple[Lo
     """Each Astromesh-only key set in ``model`` (and below), with what it was for."""
     if isinstance(model, ExternalToolSpec):
         name = f" {model.name!r}" if model.name else ""
-        yield path, (f"tool{name} of type {model.type!r} is not supported by relayrace "
-                     "(use type: python or type: agent)")
+        yield path, (f"tool{name} of type {model.type!r} is not supported by relayrace; "
+                     "ignored (use type: python or type: agent)")
         return
     for name, info in type(model).model_fields.items():
         key = info.alias or name
@@ -216,9 +216,8 @@ def _ignored(model: BaseModel, path: tuple[str | int, ...]) -> Iterator[tuple[Lo
         extra = info.json_schema_extra
         value = getattr(model, name)
         if isinstance(extra, dict) and extra.get(IGNORED_MARK):
-            what = (info.description or "").split(" Astromesh key")[0]
-            yield (*path, key), f"{format_path((*path, key))!r} is not supported by relayrace " \
-                                f"({what.rstrip('.')})"
+            what = (info.description or "").split(" Astromesh key")[0].rstrip(".")
+            yield (*path, key), f"not supported by relayrace; ignored ({what})"
         elif isinstance(value, BaseModel):
             yield from _ignored(value, (*path, key))
         elif isinstance(value, list):
@@ -229,7 +228,7 @@ def _ignored(model: BaseModel, path: tuple[str | int, ...]) -> Iterator[tuple[Lo
 
 def _warn(out: list[ConfigWarning], source: SourceDocument, loc: Loc, message: str) -> None:
     out.append(ConfigWarning(source.file, source.line_of(loc), format_path(loc),
-                             f"{message}; ignored."))
+                             message + "."))
 
 
 def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec,
@@ -243,7 +242,8 @@ def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec,
             except ConfigError as exc:
                 if rule.get("type") in ASTROMESH_GUARDRAILS:
                     _warn(warnings, parsed.source, loc,
-                          f"guardrail type {rule['type']!r} is not supported by relayrace")
+                          f"guardrail type {rule['type']!r} is not supported by relayrace; "
+                          "ignored")
                 else:
                     errors.append(f"{parsed.where(loc)}: {format_path(loc)}: {exc}")
                 continue
@@ -257,26 +257,29 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
     orch = spec.orchestration
     if orch.pattern in UNSUPPORTED_PATTERNS:
         _warn(warnings, source, ("spec", "orchestration", "pattern"),
-              f"pattern {orch.pattern!r} is not supported by relayrace (the agent runs as "
-              "'react')")
+              f"pattern {orch.pattern!r} is not supported by relayrace; ignored (the agent "
+              "runs as 'react')")
     if orch.pattern != "swarm":
         for key in ("max_handoffs", "transcript"):
             if key in orch.model_fields_set:
                 _warn(warnings, source, ("spec", "orchestration", key),
-                      f"'spec.orchestration.{key}' applies only to pattern 'swarm'")
-    if orch.pattern in ("supervisor", "swarm") and not any(
-            t.type == "agent" for t in spec.tools):
-        loc = ("spec", "orchestration", "pattern")
-        errors.append(f"{parsed.where(loc)}: {format_path(loc)}: pattern {orch.pattern!r} "
-                      "needs at least one tool of type 'agent' (its workers)")
+                      "applies only to pattern 'swarm'; ignored")
+    workers = any(t.type == "agent" for t in spec.tools)
+    if (orch.pattern == "swarm" and not workers) or (
+            orch.pattern == "supervisor" and not workers and not spec.specialists):
+        pattern_loc: Loc = ("spec", "orchestration", "pattern")
+        errors.append(f"{parsed.where(pattern_loc)}: {format_path(pattern_loc)}: pattern "
+                      f"{orch.pattern!r} needs at least one tool of type 'agent' (its "
+                      f"{'members' if orch.pattern == 'swarm' else 'workers'})")
     if spec.model is not None:
         params = spec.model.primary.parameters
         for key in params.model_extra or {}:
             hint = suggest(key, list(ModelParameters.model_fields), cutoff=0.8)
             if hint:
-                loc = ("spec", "model", "primary", "parameters", key)
-                errors.append(f"{parsed.where(loc)}: unknown key {format_path(loc)!r}{hint} "
-                              "(other keys pass to the provider unchanged)")
+                key_loc: Loc = ("spec", "model", "primary", "parameters", key)
+                errors.append(f"{parsed.where(key_loc)}: unknown key "
+                              f"{format_path(key_loc)!r}{hint} (other keys pass to the "
+                              "provider unchanged)")
     system = spec.prompts.system
     if is_template(system):
         try:

@@ -1,0 +1,75 @@
+"""What the ``relayrace validate`` and ``relayrace graph`` commands do, as plain functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..agent import Agent
+from ..exceptions import ConfigError
+from ..models import Model
+from .graph import to_mermaid, write_svg
+from .loader import LoadedTeam, load_team
+
+__all__ = ["describe", "graph", "validate"]
+
+
+def _model_name(model: Model | str | None) -> str:
+    if model is None:
+        return "(no model)"
+    return model if isinstance(model, str) else model.name
+
+
+def _summary(agent: Agent[Any]) -> str:
+    if getattr(agent, "is_composite", False):
+        return "members: " + ", ".join(a.name for a in agent.sub_agents)
+    if agent.pattern == "swarm":
+        return "swarm of " + ", ".join(a.name for a in agent.sub_agents)
+    parts = [agent.pattern, _model_name(agent.model)]
+    if agent.tools:
+        parts.append("tools: " + ", ".join(t.name for t in agent.tools))
+    if agent.sub_agents:
+        parts.append("sub-agents: " + ", ".join(a.name for a in agent.sub_agents))
+    return "; ".join(parts)
+
+
+def describe(team: LoadedTeam) -> str:
+    """A plain-text account of a loaded team: documents, agents, entry points, warnings."""
+    lines = [f"{team.path}: {len(team.documents)} documents"]
+    width = max(len(d.name) for d in team.documents)
+    for doc in team.documents:
+        lines.append(f"  {doc.kind:<8} {doc.name:<{width}}  {doc.file}:{doc.line}  "
+                     f"{_summary(team[doc.name])}")
+    lines.append("Entry points: " + (", ".join(team.entry_points) or "(none)"))
+    if team.warnings:
+        lines.append(f"{len(team.warnings)} warnings:")
+        lines.extend(f"  {w}" for w in team.warnings)
+    else:
+        lines.append("No warnings.")
+    return "\n".join(lines)
+
+
+def validate(path: str | Path) -> tuple[bool, str]:
+    """Load the team at ``path`` without running it: ``(True, report)`` or ``(False, errors)``.
+
+    Warnings do not fail validation; they are listed in the report.
+    """
+    try:
+        team = load_team(path)
+    except ConfigError as exc:
+        notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
+        return False, f"{path}: invalid team definition:\n{exc}{notes}"
+    return True, describe(team)
+
+
+def graph(path: str | Path, svg_out: Path | None = None) -> str:
+    """The team at ``path`` as a Mermaid flowchart; with ``svg_out``, also an SVG via Graphviz.
+
+    When Graphviz is not installed the text ends with a Mermaid comment saying so.
+    Raises ``ConfigError`` if the team does not load.
+    """
+    team = load_team(path)
+    text = to_mermaid(team)
+    if svg_out is not None and not write_svg(team, svg_out):
+        text += f"%% {svg_out} not written: Graphviz 'dot' is not installed\n"
+    return text
