@@ -84,7 +84,7 @@ class LoopOutcome:
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:
     """The conversation held in a session log."""
-    return [e.message for e in events if isinstance(e, MessageEvent | ToolResultEvent)]
+    return [e.message for e in events if isinstance(e, (MessageEvent, ToolResultEvent))]
 
 
 def active_agent_name(events: Sequence[AgentEvent]) -> str | None:
@@ -123,9 +123,9 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 
 class Toolset:
-    """The tools one agent is offered, by name (the per-turn flags are set by the loop)."""
+    """The tools one agent is offered, by name; static, so it is cached on the agent."""
 
-    __slots__ = ("definitions", "finish_task", "handoffs", "refuse_handoffs", "refused", "tools")
+    __slots__ = ("definitions", "handoffs", "refused", "tools")
 
     def __init__(self, agent: Agent[Any]) -> None:
         supervisor = agent.pattern == "supervisor"
@@ -135,8 +135,6 @@ class Toolset:
         self.handoffs = HandoffSet() if supervisor else agent.handoff_set()
         self.definitions: list[ToolDefinition] = [t.definition for t in offered]
         self.definitions.extend(self.handoffs.definitions)
-        self.finish_task = False
-        self.refuse_handoffs = False
 
 
 class AgentLoop:
@@ -163,7 +161,8 @@ class AgentLoop:
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
         self._batch: list[AgentEvent] = []
-        self._toolsets: dict[str, Toolset] = {}
+        self.finish_task = False  # whether the active agent is offered finish_task this turn
+        self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
         self._paths: dict[str, str] = {}
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
         self._redact: dict[int, Message] = {}
@@ -222,10 +221,10 @@ class AgentLoop:
                           messages=self.view, depth=self.depth, span=span, loop=self)
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The (cached) tools of ``agent``."""
-        ts = self._toolsets.get(agent.name)
+        """The tools of ``agent`` (built once per agent: trees are fixed once built)."""
+        ts: Toolset | None = agent._toolset
         if ts is None:
-            ts = self._toolsets[agent.name] = Toolset(agent)
+            ts = agent._toolset = Toolset(agent)
         return ts
 
     def caller(self) -> Agent[Any] | None:
@@ -253,9 +252,9 @@ class AgentLoop:
 
         Returns the answer to give if one blocks; redactions are applied when it takes over.
         """
-        guards = self.team_input + agent.input_guardrails
-        if not guards:
+        if not agent.input_guardrails and not self.team_input:
             return None
+        guards = self.team_input + agent.input_guardrails
         start = self._checked.get(agent.name, 0)
         self._checked[agent.name] = len(self.transcript)
         for m in self.transcript[start:]:
@@ -330,11 +329,14 @@ class AgentLoop:
                 self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
         try:
             await self.flush()
-            try:
-                async with asyncio.timeout(self.entry.timeout):
-                    final, agent, reason = await self.drive(agent, span, pending)
-            except TimeoutError:
-                raise RunTimeout(self.entry.name, self.entry.timeout or 0.0) from None
+            if self.entry.timeout is None:
+                final, agent, reason = await self.drive(agent, span, pending)
+            else:
+                try:
+                    async with asyncio.timeout(self.entry.timeout):
+                        final, agent, reason = await self.drive(agent, span, pending)
+                except TimeoutError:
+                    raise RunTimeout(self.entry.name, self.entry.timeout) from None
         except Interrupted as stop:
             if self.parent_span is None:  # the outer run lists its children's requests too
                 for p in stop.approvals:
@@ -381,6 +383,9 @@ class AgentLoop:
         if getattr(agent, "is_composite", False):
             composite: Composite = agent  # type: ignore[assignment]
             return await composite.run_composite(self, parent, pending)
+        if agent.pattern == "swarm":  # a swarm never speaks: its first member starts
+            self.swarm_limit, self.max_handoffs = True, agent.max_handoffs
+            agent = agent.sub_agents[0]
         final, last, route = await self.turns_of(agent, parent, pending)
         if route is not None and route.kind == "finish":
             return final, last, route.reason
@@ -485,27 +490,26 @@ class AgentLoop:
         return target
 
     def _model(self, agent: Agent[Any]) -> Model:
-        if self.state.model_override is not None:
-            return self.state.model_override
-        if agent.model is None:
+        model = self.state.model_override or agent.model
+        if model is None:
             raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
                             "a 'provider:model' string) or pass model=... to Runner.run.")
-        model = infer_model(agent.model)
-        if model is not agent.model:
-            agent.model = model  # resolve a "provider:model" string once
-        return model
+        if type(model) is str:
+            model = agent.model = infer_model(model)  # resolve a "provider:model" string once
+        return model  # type: ignore[return-value]
 
     def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
-        ts.finish_task = agent.mode == "task" and bool(self._returns)
-        ts.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
-                              and self.handoff_count >= self.max_handoffs)
-        no_handoffs = ts.refuse_handoffs or (agent.mode == "single_turn" and bool(self._returns))
-        if not (ts.handoffs.dynamic or ts.finish_task or no_handoffs):
+        self.finish_task = agent.mode == "task" and bool(self._returns)
+        self.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
+                                and self.handoff_count >= self.max_handoffs)
+        no_handoffs = self.refuse_handoffs or (agent.mode == "single_turn"
+                                               and bool(self._returns))
+        if not (ts.handoffs.dynamic or self.finish_task or no_handoffs):
             return ts.definitions
         defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
         if not no_handoffs:
             defs.extend(ts.handoffs.offered(self.context_for(agent), set(ts.tools)))
-        if ts.finish_task:
+        if self.finish_task:
             defs.append(ToolDefinition(
                 name=FINISH_TASK, parameters=finish_task_definition(),
                 description="Return control, and your result, to the agent that gave you "
@@ -516,9 +520,11 @@ class AgentLoop:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
-        ctx = self.context_for(agent)
         definitions = self._definitions(agent, self.toolset(agent))
-        instructions = await agent.render_instructions(ctx, self.variables)
+        instructions = agent.instructions
+        if not isinstance(instructions, str) or agent._templated:
+            instructions = await agent.render_instructions(self.context_for(agent),
+                                                           self.variables)
         if self.suffix:
             instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
         request = ModelRequest(instructions=instructions, messages=self.view, tools=definitions,
@@ -527,7 +533,7 @@ class AgentLoop:
         if state.limits is not None:
             state.limits.reserve_request(usage.total)
         usage.total.requests += 1
-        agent_usage = usage.for_agent(path)
+        agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
         agent_usage.requests += 1
         span = state.trace.start("model", model.name, parent, agent=agent.name)
         try:

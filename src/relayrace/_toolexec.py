@@ -81,11 +81,11 @@ async def run_tools(
         needs_approval = False
         if tool is not None:
             needs_approval = tool.requires_approval
-        elif call.name == FINISH_TASK and ts.finish_task:
+        elif call.name == FINISH_TASK and loop.finish_task:
             summary = _argument(call, "result")
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
-        elif call.name in ts.handoffs.by_tool and not ts.refuse_handoffs:
+        elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:
             h, reason, error = _parse_handoff(loop, agent, call, ts)
             if error is not None or h is None:
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
@@ -208,7 +208,7 @@ def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     if name == SINGLE_TOOL_NAME and not ts.handoffs.by_agent:
         return (f"Not performed: {agent.name} may not transfer the conversation to any agent; "
                 "answer the user yourself.")
-    if ts.refuse_handoffs and name in ts.handoffs.by_tool:
+    if loop.refuse_handoffs and name in ts.handoffs.by_tool:
         return (f"Not performed: {name} is not available any more; this run has used its "
                 "handoffs. Answer the user yourself.")
     if name.startswith("transfer_to_"):
@@ -226,8 +226,9 @@ def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> 
 def _parse_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
 ) -> tuple[HandoffTool | None, str, str | None]:
+    raw = call.arguments.strip()
     try:
-        args = json.loads(call.arguments) if call.arguments.strip() else {}
+        args = json.loads(raw) if raw and raw != "{}" else {}
     except json.JSONDecodeError as exc:
         return None, "", (f"Invalid arguments for {call.name}: not valid JSON ({exc.msg}). "
                           'Send a JSON object such as {"reason": "..."}.')

@@ -119,6 +119,7 @@ class Agent(Generic[TContext]):
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
         self._handoff_cache: HandoffSet | None = None
+        self._toolset: Any = None  # the engine's Toolset, built on first use
         for h in self.handoffs:
             child = h.agent
             if child is self:
@@ -141,6 +142,7 @@ class Agent(Generic[TContext]):
         for h in self.handoffs:
             h.agent.parent = self
             h.agent._handoff_cache = None  # its parent and peers just changed
+            h.agent._toolset = None
         if pattern == "supervisor" and not any(t.delegates for t in self.tools):
             raise UserError(f"Agent {name!r} uses the supervisor pattern but has no workers; "
                             "give it agent tools (worker.as_tool()) or specialists.")

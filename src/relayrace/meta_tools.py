@@ -239,10 +239,12 @@ class DebateTool(_MetaTool):
         for name, model in config.debate_models.items():
             self.debaters[name] = Agent(name, instructions="You answer questions carefully.",
                                         description=f"the model {name}", model=model)
+        menu = "\n".join(f"- {n}: {a.description or 'no description'}"
+                         for n, a in self.debaters.items())
         self.description = ("Ask several participants the same question; over rounds each sees "
                             "the others' answers, until they agree. Returns the consensus, a "
-                            "confidence, and the dissent if they do not agree. Participants: "
-                            + ", ".join(self.debaters))
+                            "confidence, and the dissent if they do not agree. Participants:\n"
+                            + menu)
         self.parameters = {"type": "object", "required": ["question", "participants"],
                            "properties": {
             "question": {"type": "string"},

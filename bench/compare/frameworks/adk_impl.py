@@ -249,6 +249,7 @@ async def build_chat(script, store: str, db_path: str):
             service = DatabaseSessionService(
                 db_url=f"sqlite+aiosqlite:///{db_path}",
                 connect_args={"timeout": SQLITE_BUSY_TIMEOUT},
+                pool_timeout=SQLITE_BUSY_TIMEOUT,
             )
     agent = LlmAgent(name="a0", model=_fake(script, "a0"), instruction="Chat.")
     return _App(Runner(agent=agent, app_name=APP, session_service=service), service)

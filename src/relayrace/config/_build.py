@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from ..agent import Agent
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import TransferPolicy
-from ..models import _LOCAL_BASE_URLS, KNOWN_PROVIDERS, Model, ModelSettings
+from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..patterns import swarm
 from ..routing import TerminateTarget
 from ..team import Team
@@ -25,7 +26,7 @@ from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
 from .models import (
-    MODEL_PROVIDERS,
+    PROVIDER_ALIASES,
     AgentDocument,
     AgentToolSpec,
     PrimaryModelSpec,
@@ -37,7 +38,7 @@ from .models import (
 
 __all__ = ["Builder", "swarm_root_name"]
 
-_PROVIDER_ALIASES = {"openai_compat": "openai", "openai-compatible": "openai"}
+_LOCATED = re.compile(r"[^\n]+:\d+: ")
 
 
 def swarm_root_name(name: str) -> str:
@@ -50,11 +51,9 @@ def located(doc: ParsedDocument, loc: Loc) -> Iterator[None]:
     """Turn a ``UserError`` raised while building ``loc`` into a located ``ConfigError``."""
     try:
         yield
-    except ConfigError as exc:
-        if str(exc).startswith(doc.source.file + ":"):
-            raise
-        raise ConfigError(f"{doc.where(loc)}: {format_path(loc) or doc.name}: {exc}") from exc
     except UserError as exc:
+        if isinstance(exc, ConfigError) and _LOCATED.match(str(exc)):
+            raise  # located already, e.g. while building another document's copy
         raise ConfigError(f"{doc.where(loc)}: {format_path(loc) or doc.name}: {exc}") from exc
 
 
@@ -62,26 +61,40 @@ def _rate(spec: RateLimitSpec | None) -> RateLimit | None:
     return RateLimit(spec.max_calls, spec.window_seconds) if spec is not None else None
 
 
+def _local_file(folder: Path, module_name: str) -> Path | None:
+    """The file next to the YAML that ``module_name`` would be, if there is one."""
+    base = folder.joinpath(*module_name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
 def _import(doc: ParsedDocument, target: str) -> Any:
     """``package.module:attribute``; a module not importable as is is found next to the file."""
     module_name, _, attribute = target.partition(":")
+    folder = Path(doc.source.path).resolve().parent
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not module_name.startswith(exc.name):
             raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
-        folder = str(Path(doc.source.path).resolve().parent)
-        sys.path.insert(0, folder)
+        sys.path.insert(0, str(folder))
         try:
             module = importlib.import_module(module_name)
         except ImportError as again:
             raise ConfigError(f"cannot import {module_name!r} (looked on sys.path and in "
                               f"{folder}): {again}") from again
         finally:
-            sys.path.remove(folder)
+            sys.path.remove(str(folder))
     except Exception as exc:  # the module itself failed
         raise ConfigError(f"importing {module_name!r} failed: {type(exc).__name__}: "
                           f"{exc}") from exc
+    local = _local_file(folder, module_name)
+    loaded = getattr(module, "__file__", None)
+    if local is not None and loaded is not None and Path(loaded).resolve() != local:
+        raise ConfigError(f"{module_name!r} is already imported from {loaded}, not from "
+                          f"{local} next to this file; give the module a distinct name")
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
@@ -157,11 +170,7 @@ class Builder:
     # -- agents -----------------------------------------------------------------------------
 
     def _model(self, doc: ParsedDocument, primary: PrimaryModelSpec) -> Model | str:
-        loc = ("spec", "model", "primary", "provider")
-        provider = _PROVIDER_ALIASES.get(primary.provider, primary.provider)
-        if provider not in KNOWN_PROVIDERS:
-            raise ConfigError(f"{doc.where(loc)}: {format_path(loc)}: unknown provider "
-                              f"{primary.provider!r}; valid: {', '.join(MODEL_PROVIDERS)}")
+        provider = PROVIDER_ALIASES.get(primary.provider, primary.provider)  # checked valid
         api_key: str | None = None
         if primary.api_key_env:
             api_key = os.environ.get(primary.api_key_env)

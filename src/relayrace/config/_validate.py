@@ -22,6 +22,7 @@ from ._yaml import Loc, SourceDocument, format_path
 from .models import (
     DOCUMENT_KINDS,
     IGNORED_MARK,
+    MODEL_PROVIDERS,
     UNSUPPORTED_PATTERNS,
     AgentDocument,
     ExternalToolSpec,
@@ -272,6 +273,12 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
                       f"{orch.pattern!r} needs at least one tool of type 'agent' (its "
                       f"{'members' if orch.pattern == 'swarm' else 'workers'})")
     if spec.model is not None:
+        provider = spec.model.primary.provider
+        if provider not in MODEL_PROVIDERS:
+            provider_loc: Loc = ("spec", "model", "primary", "provider")
+            errors.append(f"{parsed.where(provider_loc)}: {format_path(provider_loc)}: unknown "
+                          f"provider {provider!r}{suggest(provider, MODEL_PROVIDERS)}; valid: "
+                          f"{', '.join(MODEL_PROVIDERS)}")
         params = spec.model.primary.parameters
         for key in params.model_extra or {}:
             hint = suggest(key, list(ModelParameters.model_fields), cutoff=0.8)

@@ -125,6 +125,11 @@ def _references(doc: ParsedDocument) -> list[_Ref]:
     return refs
 
 
+def _is_swarm(doc: ParsedDocument) -> bool:
+    model = doc.model
+    return isinstance(model, AgentDocument) and model.spec.orchestration.pattern == "swarm"
+
+
 def _index(parsed: Sequence[ParsedDocument]) -> dict[str, ParsedDocument]:
     by_name: dict[str, ParsedDocument] = {}
     for doc in parsed:
@@ -152,6 +157,10 @@ def _check_references(parsed: Sequence[ParsedDocument], by_name: dict[str, Parse
             elif ref.agent_only and target.kind != "Agent":
                 errors.append(f"{where}: {path}: {ref.name!r} is a {target.kind} "
                               f"({target.where()}); only an Agent can be used here")
+            elif ref.loc[1] in ("sub_agents", "agents") and _is_swarm(target):
+                errors.append(f"{where}: {path}: {ref.name!r} is a swarm (pattern: swarm, "
+                              f"{target.where()}); a sub-agent or team member must be a single "
+                              "agent. Use it as a tool (type: agent) or a workflow step")
             group = (str(ref.loc[1]), ref.name)
             if group in seen:
                 errors.append(f"{where}: {path}: {ref.name!r} is listed twice in "

@@ -17,6 +17,7 @@ __all__ = [
     "DOCUMENT_KINDS",
     "IGNORED_MARK",
     "MODEL_PROVIDERS",
+    "PROVIDER_ALIASES",
     "SUPPORTED_PATTERNS",
     "UNSUPPORTED_PATTERNS",
     "UNSUPPORTED_TOOL_TYPES",
@@ -56,6 +57,8 @@ UNSUPPORTED_TOOL_TYPES = ("mcp", "a2a", "builtin", "client")
 MODEL_PROVIDERS = ("openai", "anthropic", "ollama", "vllm", "lmstudio",
                    "openai_compat", "openai-compatible")
 """Valid ``spec.model.primary.provider`` values (the last two mean ``openai``)."""
+PROVIDER_ALIASES = {"openai_compat": "openai", "openai-compatible": "openai"}
+"""Provider names of Astromesh that relayrace reads as another provider."""
 IGNORED_MARK = "x-relayrace-ignored"
 """JSON Schema marker of a key that is accepted and ignored with a warning."""
 

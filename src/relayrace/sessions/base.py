@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ __all__ = ["Session", "SessionInfo", "new_session_id"]
 
 def new_session_id() -> str:
     """A fresh random session id."""
-    return uuid.uuid4().hex[:16]
+    return secrets.token_hex(8)
 
 
 @dataclass(slots=True, kw_only=True)

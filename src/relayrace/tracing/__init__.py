@@ -8,8 +8,8 @@ A delegated child's spans nest under the parent's tool-call span, in the same tr
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -92,22 +92,16 @@ class Trace:
     __slots__ = ("processors", "trace_id")
 
     def __init__(self, trace_id: str | None = None) -> None:
-        self.trace_id = trace_id or uuid.uuid4().hex
+        self.trace_id = trace_id or secrets.token_hex(16)
         self.processors = tuple(_processors)
 
     def start(
         self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
     ) -> Span:
         """Open a span under ``parent``."""
-        span = Span(
-            trace_id=self.trace_id,
-            span_id=next(_ids),
-            parent_id=parent.span_id if parent is not None else None,
-            kind=kind,
-            name=name,
-            start_ns=time.time_ns(),
-            attributes=attributes,
-        )
+        span = Span(trace_id=self.trace_id, span_id=next(_ids),
+                    parent_id=None if parent is None else parent.span_id, kind=kind, name=name,
+                    start_ns=time.time_ns(), attributes=attributes)
         for p in self.processors:
             p.on_span_start(span)
         return span

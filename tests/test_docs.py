@@ -1,0 +1,31 @@
+"""Every ```python block in the README and docs/ runs, so the documentation cannot rot."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def _blocks() -> list[tuple[str, str]]:
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for i, code in enumerate(FENCE.findall(doc.read_text())):
+            found.append((f"{doc.name}#{i + 1}", code))
+    return found
+
+
+BLOCKS = _blocks()
+
+
+def test_the_readme_has_examples() -> None:
+    assert sum(name.startswith("README") for name, _ in BLOCKS) >= 4
+
+
+@pytest.mark.parametrize(("name", "code"), BLOCKS, ids=[name for name, _ in BLOCKS])
+def test_doc_example_runs(name: str, code: str) -> None:
+    exec(compile(code, name, "exec"), {"__name__": f"docs_{name}"})

@@ -1,0 +1,432 @@
+"""`Team`: routing rules, typed Handoff/Finish returns, defaults, limits, and the static check."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conftest import assert_valid_protocol, session_messages
+from relayrace import Agent, ConfigError, HandoffEvent, RunContext, Runner, tool
+from relayrace.patterns import route_tool
+from relayrace.routing import (
+    AgentTarget,
+    Always,
+    ContextEquals,
+    Finish,
+    FromSpeaker,
+    RevertToInitiator,
+    RoundRobin,
+    Rule,
+    Stay,
+    TerminateTarget,
+    ToolCalled,
+    rule_from_dict,
+    rule_to_dict,
+)
+from relayrace.team import Team
+from relayrace.testing import FunctionModel, text, tool_call
+
+
+def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
+    queues = {name: list(turns) for name, turns in script.items()}
+
+    def fn(request: Any) -> Any:
+        queue = queues.get(request.agent)
+        if not queue:
+            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
+        return queue.pop(0)
+
+    return FunctionModel(fn)
+
+
+def speakers(model: Any) -> list[str]:
+    return [r.agent for r in model.requests]
+
+
+@tool
+def publish() -> str:
+    """Publish the draft."""
+    return "published"
+
+
+@tool
+def reject() -> str:
+    """Reject the draft."""
+    return "rejected"
+
+
+@tool
+def more() -> str:
+    """Ask for another turn."""
+    return "ok"
+
+
+@tool
+def stop() -> str:
+    """Stop."""
+    return "stopping"
+
+
+@tool
+def approve() -> Finish:
+    """Approve and finish."""
+    return Finish("approved", "APPROVED-SUMMARY")
+
+
+def members(model: Any, **tools: list[Any]) -> list[Agent]:
+    return [Agent(name, instructions=f"You are {name}.", model=model, tools=tools.get(name, []))
+            for name in ("writer", "reviewer", "editor")]
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+async def test_from_speaker_rules_route_and_terminate_with_a_reason() -> None:
+    model = per_agent({"writer": [text("draft v1")], "reviewer": [text("looks good")]})
+    team = Team("t", agents=members(model)[:2], rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
+    ])
+    result = await Runner.run(team, "write")
+    assert speakers(model) == ["writer", "reviewer"]
+    assert result.reason == "reviewed"
+    assert result.final_output == "looks good"
+    assert result.last_agent.name == "reviewer"
+    # The reviewer sees the writer's draft in the shared conversation.
+    assert "draft v1" in [m.content for m in model.requests[1].messages]
+    assert [(h.agent, h.to_agent) for h in result.handoffs] == [("writer", "reviewer")]
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_tool_called_rule() -> None:
+    model = per_agent({"writer": [tool_call("publish"), text("published it")],
+                       "reviewer": []})
+    team = Team("t", agents=members(model, writer=[publish])[:2], rules=[
+        Rule(ToolCalled("publish"), TerminateTarget("published")),
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
+    ])
+    result = await Runner.run(team, "write")
+    assert speakers(model) == ["writer", "writer"]
+    assert result.reason == "published"
+
+
+async def test_tool_called_only_counts_the_current_turn() -> None:
+    model = per_agent({"writer": [tool_call("publish"), text("w1"), text("w2")],
+                       "reviewer": [text("r1")]})
+    team = Team("t", agents=members(model, writer=[publish])[:2], rules=[
+        Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
+        Rule(ToolCalled("publish"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("writer"), TerminateTarget("writer done")),
+    ])
+    result = await Runner.run(team, "write")
+    # writer published -> reviewer -> writer (no publish this turn) -> terminate.
+    assert speakers(model) == ["writer", "writer", "reviewer", "writer"]
+    assert result.reason == "writer done"
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("fast", ["writer"]),
+                                                ("careful", ["writer", "reviewer"])])
+async def test_context_equals_rule(mode: str, expected: list[str]) -> None:
+    model = per_agent({"writer": [text("draft")], "reviewer": [text("ok")]})
+    team = Team("t", agents=members(model)[:2], rules=[
+        Rule(ContextEquals("mode", "fast"), TerminateTarget("fast path")),
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
+    ])
+    result = await Runner.run(team, "write", context={"mode": mode})
+    assert speakers(model) == expected
+    assert result.reason == ("fast path" if mode == "fast" else "reviewed")
+
+
+async def test_context_equals_sees_changes_made_by_tools() -> None:
+    @tool
+    def set_done(ctx: RunContext[dict[str, Any]]) -> str:
+        """Mark the work done."""
+        ctx.context["done"] = True
+        return "marked"
+
+    model = per_agent({"writer": [text("w1"), tool_call("set_done"), text("w2")],
+                       "reviewer": [text("r1")]})
+    team = Team("t", agents=members(model, writer=[set_done])[:2], rules=[
+        Rule(ContextEquals("done", True), TerminateTarget("done")),
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
+    ])
+    result = await Runner.run(team, "write", context={"done": False})
+    assert speakers(model) == ["writer", "reviewer", "writer", "writer"]
+    assert result.reason == "done"
+
+
+async def test_priority_orders_rules_before_list_order() -> None:
+    def build(low: int, high: int) -> tuple[Team, FunctionModel]:
+        model = per_agent({"writer": [text("draft")], "reviewer": [text("ok")]})
+        team = Team("t", agents=members(model)[:2], rules=[
+            Rule(Always(), TerminateTarget("always"), priority=low),
+            Rule(FromSpeaker("writer"), AgentTarget("reviewer"), priority=high),
+            Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed"), priority=high),
+        ])
+        return team, model
+
+    team, model = build(low=5, high=0)
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer"] and result.reason == "reviewed"
+    team, model = build(low=0, high=5)
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer"] and result.reason == "always"
+    # Equal priorities keep list order.
+    team, model = build(low=1, high=1)
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer"] and result.reason == "always"
+
+
+# --------------------------------------------------------------------------- targets
+
+
+async def test_round_robin_rotates_until_the_turn_limit() -> None:
+    model = FunctionModel(lambda req: text(f"{req.agent} speaks"))
+    team = Team("t", agents=members(model), max_turns=5, rules=[
+        Rule(ToolCalled("stop"), TerminateTarget("stopped")),
+        Rule(Always(), RoundRobin(("writer", "reviewer", "editor"))),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer", "editor", "writer", "reviewer"]
+    assert result.reason == "max_turns"
+    assert result.final_output == "reviewer speaks"
+
+
+async def test_stay_lets_the_speaker_go_on() -> None:
+    model = per_agent({"writer": [tool_call("more"), text("part 1"), text("part 2")],
+                       "reviewer": []})
+    team = Team("t", agents=members(model, writer=[more])[:2], rules=[
+        Rule(ToolCalled("more"), Stay()),
+        Rule(FromSpeaker("writer"), TerminateTarget("written")),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "writer", "writer"]
+    assert result.reason == "written" and result.final_output == "part 2"
+
+
+async def test_revert_to_initiator() -> None:
+    model = per_agent({"writer": [text("draft 1"), text("draft 2")],
+                       "reviewer": [tool_call("reject"), text("try again"), text("fine")]})
+    team = Team("t", agents=members(model, reviewer=[reject])[:2], rules=[
+        Rule(ToolCalled("reject"), RevertToInitiator()),
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("accepted")),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer", "reviewer", "writer", "reviewer"]
+    assert result.reason == "accepted"
+
+
+async def test_initial_speaker_can_be_chosen() -> None:
+    model = per_agent({"reviewer": [text("r")]})
+    team = Team("t", agents=members(model)[:2], initial="reviewer",
+                rules=[Rule(FromSpeaker("reviewer"), TerminateTarget("done"))])
+    await Runner.run(team, "go")
+    assert speakers(model) == ["reviewer"]
+
+
+async def test_default_target_applies_when_no_rule_matches() -> None:
+    model = per_agent({"writer": [text("w")], "reviewer": [text("r")]})
+    team = Team("t", agents=members(model)[:2], default_target=AgentTarget("reviewer"),
+                rules=[Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed"))])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer"]
+    assert result.reason == "reviewed"
+
+
+async def test_the_default_default_terminates() -> None:
+    model = per_agent({"writer": [text("w")]})
+    team = Team("t", agents=members(model)[:2])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer"]
+    assert result.reason == "no rule matched"
+    assert result.final_output == "w"
+
+
+async def test_turn_limit_applies_last() -> None:
+    model = FunctionModel(lambda req: text(f"{req.agent} speaks"))
+    team = Team("t", agents=members(model)[:2], max_turns=3, rules=[
+        Rule(ToolCalled("stop"), TerminateTarget("stopped")),
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer", "writer"]
+    assert result.reason == "max_turns"
+
+
+# --------------------------------------------------------------------------- typed returns
+
+
+async def test_typed_handoff_takes_precedence_over_rules() -> None:
+    model = per_agent({"writer": [tool_call("delegate_editor", {"reason": "fix grammar"})],
+                       "editor": [text("edited")], "reviewer": []})
+    team = Team("t", agents=members(model, writer=[route_tool("editor")]), rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("editor"), TerminateTarget("edited")),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "editor"]
+    assert result.reason == "edited"
+    editor_view = "\n".join(m.content for m in model.requests[1].messages)
+    assert "fix grammar" in editor_view
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_first_typed_handoff_in_a_batch_wins() -> None:
+    model = per_agent({
+        "writer": [[tool_call("delegate_reviewer", {"reason": "r"}),
+                    tool_call("delegate_editor", {"reason": "e"})]],
+        "reviewer": [text("reviewed")], "editor": [],
+    })
+    tools = [route_tool("editor"), route_tool("reviewer")]
+    team = Team("t", agents=members(model, writer=tools), rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("editor")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("done")),
+        Rule(FromSpeaker("editor"), TerminateTarget("done")),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer"]
+    losing = [r for r in result.tool_results if r.tool_name == "delegate_editor"]
+    assert len(losing) == 1 and losing[0].is_error
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_typed_finish_ends_the_run_with_its_reason_and_summary() -> None:
+    model = per_agent({"writer": [text("draft")], "reviewer": [tool_call("approve")]})
+    team = Team("t", agents=members(model, reviewer=[approve])[:2], rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
+        Rule(ToolCalled("approve"), TerminateTarget("rule, not the tool"), priority=-1),
+    ])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["writer", "reviewer"]
+    assert result.reason == "approved"
+    assert result.final_output == "APPROVED-SUMMARY"
+
+
+async def test_handoff_events_record_each_change_of_speaker() -> None:
+    model = per_agent({"writer": [text("w")], "reviewer": [text("r")], "editor": [text("e")]})
+    team = Team("t", agents=members(model), rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), AgentTarget("editor")),
+        Rule(FromSpeaker("editor"), TerminateTarget("done")),
+    ])
+    result = await Runner.run(team, "go")
+    assert [(h.agent, h.to_agent) for h in result.handoffs] == [("writer", "reviewer"),
+                                                                ("reviewer", "editor")]
+    assert all(isinstance(h, HandoffEvent) for h in result.handoffs)
+
+
+# --------------------------------------------------------------------------- plain data
+
+
+ALL_RULES = [
+    Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+    Rule(ToolCalled("publish"), TerminateTarget("published"), priority=-2),
+    Rule(ContextEquals("mode", "fast"), RevertToInitiator(), priority=3),
+    Rule(ContextEquals("count", 3), Stay()),
+    Rule(Always(), RoundRobin(("writer", "reviewer", "editor")), priority=10),
+    Rule(Always(), TerminateTarget()),
+]
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=repr)
+def test_rules_round_trip_through_plain_data(rule: Rule) -> None:
+    data = rule_to_dict(rule)
+    assert json.loads(json.dumps(data)) == data  # plain, JSON-ready data
+    assert rule_from_dict(data) == rule
+    assert rule_from_dict(json.loads(json.dumps(data))) == rule
+
+
+@pytest.mark.parametrize("data", [
+    {"when": {"from_speaker": "a"}},
+    {"when": {"telepathy": "a"}, "then": {"agent": "b"}},
+    {"when": {"always": True}, "then": {"teleport": "b"}},
+    {"when": {"always": True}, "then": {"agent": "b"}, "priority": "high"},
+    {"when": {"always": True}, "then": {"round_robin": []}},
+])
+def test_bad_rule_data_is_a_config_error(data: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        rule_from_dict(data)
+
+
+# --------------------------------------------------------------------------- the static check
+
+
+def names(*agents: str) -> list[Agent]:
+    return [Agent(a, instructions="x") for a in agents]
+
+
+def test_a_cycle_without_exit_is_rejected_and_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        Team("t", agents=names("a", "b"), rules=[
+            Rule(FromSpeaker("a"), AgentTarget("b")),
+            Rule(FromSpeaker("b"), AgentTarget("a")),
+        ])
+    message = str(info.value)
+    assert "cycle" in message.lower()
+    assert "a -> b" in message or "b -> a" in message
+
+
+def test_an_always_round_robin_without_exit_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="(?i)cycle"):
+        Team("t", agents=names("a", "b", "c"),
+             rules=[Rule(Always(), RoundRobin(("a", "b", "c")))])
+
+
+def test_a_stay_without_exit_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="(?i)cycle"):
+        Team("t", agents=names("a", "b"), rules=[Rule(FromSpeaker("a"), Stay())])
+
+
+def test_a_cycle_with_a_conditional_exit_is_accepted() -> None:
+    Team("t", agents=names("a", "b"), rules=[
+        Rule(ToolCalled("stop"), TerminateTarget("stopped"), priority=-1),
+        Rule(FromSpeaker("a"), AgentTarget("b")),
+        Rule(FromSpeaker("b"), AgentTarget("a")),
+    ])
+    Team("t", agents=names("a", "b"), rules=[
+        Rule(ContextEquals("done", True), TerminateTarget("done"), priority=-1),
+        Rule(FromSpeaker("a"), AgentTarget("b")),
+        Rule(FromSpeaker("b"), AgentTarget("a")),
+    ])
+
+
+def test_a_cycle_with_a_typed_route_out_is_accepted() -> None:
+    a = Agent("a", instructions="x", tools=[route_tool("c")])
+    Team("t", agents=[a, *names("b", "c")], rules=[
+        Rule(FromSpeaker("a"), AgentTarget("b")),
+        Rule(FromSpeaker("b"), AgentTarget("a")),
+        Rule(FromSpeaker("c"), TerminateTarget("done")),
+    ])
+
+
+def test_a_conditional_rule_shadowed_by_an_earlier_certain_rule_is_no_exit() -> None:
+    with pytest.raises(ConfigError, match="(?i)cycle"):
+        Team("t", agents=names("a", "b"), rules=[
+            Rule(FromSpeaker("a"), AgentTarget("b")),
+            Rule(FromSpeaker("b"), AgentTarget("a")),
+            Rule(ToolCalled("stop"), TerminateTarget("stopped"), priority=5),
+        ])
+
+
+def test_a_conditional_edge_that_stays_in_the_cycle_is_no_exit() -> None:
+    with pytest.raises(ConfigError, match="(?i)cycle"):
+        Team("t", agents=names("a", "b"), rules=[
+            Rule(ToolCalled("swap"), AgentTarget("b"), priority=-1),
+            Rule(FromSpeaker("a"), AgentTarget("b")),
+            Rule(FromSpeaker("b"), AgentTarget("a")),
+        ])
+
+
+def test_unknown_agents_in_rules_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="ghost"):
+        Team("t", agents=names("a", "b"), rules=[Rule(FromSpeaker("a"), AgentTarget("ghost"))])
+    with pytest.raises(ConfigError, match="ghost"):
+        Team("t", agents=names("a", "b"), initial="ghost")
