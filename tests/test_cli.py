@@ -373,3 +373,35 @@ def test_printer_streams_interleaved_paths_without_repeating() -> None:
         "  x:  three",
         "  y (as kept): two (redacted)",
     ]
+
+
+YAML_TEAM = Path(__file__).parent.parent / "examples" / "yaml_team"
+
+
+def test_validate_reports_a_good_team_and_fails_on_a_bad_key(tmp_path: Path) -> None:
+    ok = invoke("validate", YAML_TEAM)
+    assert ok.exit_code == 0, ok.output
+    assert "lead" in ok.stdout and "No warnings." in ok.stdout
+    bad = tmp_path / "bad.agent.yaml"
+    bad.write_text("apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: x\nspec:\n"
+                   "  prompts:\n    system: hi\n  orchestration:\n    max_iteration: 3\n")
+    failed = invoke("validate", bad)
+    assert failed.exit_code == 1
+    assert "bad.agent.yaml:9" in failed.stderr and "max_iterations" in failed.stderr
+
+
+def test_graph_prints_mermaid_edges() -> None:
+    drawn = invoke("graph", YAML_TEAM)
+    assert drawn.exit_code == 0, drawn.output
+    assert drawn.stdout.startswith("flowchart")
+    assert 'lead ==>|"research"| researcher' in drawn.stdout
+
+
+def test_run_a_yaml_team_by_agent_name(db: Path) -> None:
+    missing = invoke("run", YAML_TEAM, "hi", "--db", db)
+    assert_clean_error(missing, "--agent", "lead")
+    done = invoke("run", YAML_TEAM, "What is a handoff?", "--agent", "lead", "--db", db,
+                  "--model", f"{TEAM}:yaml_model")
+    assert done.exit_code == 0, done.output
+    assert "Handoffs pass the conversation on (note 1)." in done.stdout
+    assert "answered by lead" in done.stdout

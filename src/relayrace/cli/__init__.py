@@ -44,7 +44,7 @@ from ._render import (
     truncate,
     usage_table,
 )
-from ._target import resolve_target
+from ._target import resolve_model, resolve_target
 
 __all__ = ["app", "main", "print_run"]
 
@@ -190,8 +190,11 @@ def _print_pending(console: Console, pending: PendingRun, session_id: str) -> No
 
 @app.command()
 def run(
-    target: Annotated[str, typer.Argument(help="The agent to run: path/to/team.py:variable.")],
+    target: Annotated[str, typer.Argument(
+        help="The agent to run: path/to/team.py:variable, or a YAML team directory.")],
     prompt: Annotated[str, typer.Argument(help="The user message ('-' reads stdin).")],
+    agent_name: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
     session: Annotated[
         str | None,
         typer.Option("--session", "-s", help="Continue (or create) this session id."),
@@ -199,7 +202,8 @@ def run(
     db: DbOption = DEFAULT_DB_PATH,
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="Use this provider:model for every agent."),
+        typer.Option("--model", "-m", help="Use this model for every agent: provider:model, "
+                     "or path/to/file.py:VARIABLE naming a Model object."),
     ] = None,
     json_output: JsonOption = False,
     max_turns: Annotated[
@@ -214,7 +218,7 @@ def run(
     if prompt == "-":
         prompt = sys.stdin.read()
     _run_team(target, prompt, session=session, db=db, model=model, json_output=json_output,
-              max_turns=max_turns, context=context, approvals=None)
+              max_turns=max_turns, context=context, approvals=None, agent_name=agent_name)
 
 
 @app.command()
@@ -230,20 +234,23 @@ def resume(
     db: DbOption = DEFAULT_DB_PATH,
     model: Annotated[
         str | None,
-        typer.Option("--model", "-m", help="Use this provider:model for every agent."),
+        typer.Option("--model", "-m", help="Use this model for every agent: provider:model, "
+                     "or path/to/file.py:VARIABLE naming a Model object."),
     ] = None,
     json_output: JsonOption = False,
     context: Annotated[
         list[str] | None,
         typer.Option("--context", "-c", help="A context variable KEY=VALUE (repeatable)."),
     ] = None,
+    agent_name: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
 ) -> None:
     """Continue a run that stopped for approval, approving or rejecting the pending calls."""
     if not db.exists() or not SQLiteSession.exists(session, db):
         raise _unknown_session(session, db)
     decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
     with _errors():
-        agent = resolve_target(target)
+        agent = resolve_target(target, agent_name)
         pending = asyncio.run(PendingRun.from_session(SQLiteSession(session, db), entry=agent))
         if pending is None:
             raise UserError(f"Session {session!r} is not waiting for approval.")
@@ -253,19 +260,20 @@ def resume(
             raise UserError(f"Give --approve or --reject for the pending call ids "
                             f"{sorted(waiting)}" + (f"; unknown: {unknown}." if unknown else "."))
     _run_team(target, None, session=session, db=db, model=model, json_output=json_output,
-              max_turns=None, context=context, approvals=decisions)
+              max_turns=None, context=context, approvals=decisions, agent_name=agent_name)
 
 
 def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
               model: str | None, json_output: bool, max_turns: int | None,
-              context: list[str] | None, approvals: dict[str, bool] | None) -> None:
+              context: list[str] | None, approvals: dict[str, bool] | None,
+              agent_name: str | None) -> None:
     out, err = _stdout(), _stderr()
     info = err if json_output else out
     variables = _parse_context(context)
     session_id = session or new_session_id()
     with _errors():
-        agent = resolve_target(target)
-        override = infer_model(model) if model else None
+        agent = resolve_target(target, agent_name)
+        override = resolve_model(model) if model else None
         existed = session is not None and db.exists() and SQLiteSession.exists(session, db)
         store = SQLiteSession(session_id, db)
         if session is None:
@@ -327,6 +335,33 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
                                 (result.last_agent.name, "bold"),
                                 (f" · session {session_id}", "dim")))
+
+
+@app.command()
+def validate(
+    path: Annotated[Path, typer.Argument(help="A YAML team: a directory or one file.")],
+) -> None:
+    """Check a YAML team without running it: errors name the file, line and key."""
+    from ..config.cli import validate as check
+
+    ok, report = check(path)
+    (_stdout() if ok else _stderr()).print(report, soft_wrap=True, highlight=False)
+    if not ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def graph(
+    path: Annotated[Path, typer.Argument(help="A YAML team: a directory or one file.")],
+    svg: Annotated[Path | None, typer.Option(
+        "--svg", help="Also write an SVG here (needs graphviz's dot).")] = None,
+) -> None:
+    """Print the team as a Mermaid graph: agents, handoffs, delegations, routing rules."""
+    from ..config.cli import graph as draw
+
+    with _errors():
+        text = draw(path, svg)
+    typer.echo(text)
 
 
 # -- sessions -----------------------------------------------------------------------------------

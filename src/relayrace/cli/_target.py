@@ -15,8 +15,9 @@ from typing import Any
 
 from ..agent import Agent
 from ..exceptions import UserError
+from ..models import Model, infer_model
 
-__all__ = ["agent_variables", "load_module", "resolve_target"]
+__all__ = ["agent_variables", "load_module", "resolve_model", "resolve_target"]
 
 _FORM = "path/to/team.py:agent_variable"
 _counter = itertools.count(1)
@@ -28,13 +29,10 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
     ``target`` is ``path/to/team.py:variable``. ``agent`` (the future ``--agent`` option)
     selects an agent by name instead, within the team the target defines.
     """
+    if Path(target).is_dir() or target.endswith((".yaml", ".yml")):
+        return _yaml_agent(Path(target), agent)
     file_part, variable = _split(target)
     path = Path(file_part)
-    if path.is_dir():
-        raise UserError(
-            f"Target {target!r} is a directory; directory (YAML) teams are not supported yet. "
-            f"Use {_FORM}."
-        )
     if not path.is_file():
         raise UserError(f"Target file {file_part!r} does not exist (expected {_FORM}).")
     if path.suffix != ".py":
@@ -53,6 +51,36 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
         found = _by_name(found, agents, agent, path)
     assert found is not None
     return found
+
+
+def resolve_model(spec: str) -> Model:
+    """The model ``spec`` names: ``provider:model``, or ``file.py:VARIABLE`` holding a Model."""
+    file_part, _, variable = spec.rpartition(":")
+    if not file_part.endswith(".py"):
+        return infer_model(spec)
+    path = Path(file_part)
+    if not path.is_file():
+        raise UserError(f"Model file {file_part!r} does not exist.")
+    value = getattr(load_module(path), variable, None)
+    if not isinstance(value, Model):
+        raise UserError(f"{spec} is not a Model object (found {type(value).__name__}).")
+    return value
+
+
+def _yaml_agent(path: Path, agent: str | None) -> Agent[Any]:
+    """The agent ``agent`` of the YAML team at ``path`` (a directory or one file)."""
+    from ..config import load_team
+
+    if not path.exists():
+        raise UserError(f"Team path {str(path)!r} does not exist.")
+    team = load_team(path)
+    if agent is None:
+        raise UserError(f"{path} is a YAML team; pick the agent to run with --agent NAME, one "
+                        f"of: {', '.join(team.entry_points or list(team))}.")
+    if agent not in team:
+        raise UserError(f"The team at {path} has no agent {agent!r}; agents: "
+                        f"{', '.join(team)}.")
+    return team[agent]
 
 
 def _split(target: str) -> tuple[str, str | None]:
