@@ -25,7 +25,6 @@ from ..agent import Agent
 from ..approvals import PendingRun
 from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
 from ..exceptions import RelayraceError, UserError
-from ..models import infer_model
 from ..runner import Runner, RunResult
 from ..sessions import DEFAULT_DB_PATH, SessionInfo, SQLiteSession, new_session_id
 from ..tracing import (
