@@ -67,8 +67,14 @@ async def test_blocked_input_ends_the_turn_with_an_answer_not_an_exception() -> 
     [event] = guard_events(result)
     assert (event.stage, event.action, event.guardrail) == ("input", "block", "topic_filter")
     assert event.agent == "bot"
-    assert result.reason == "guardrail"
     assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_a_blocked_input_is_the_reason_the_run_ended() -> None:
+    agent = Agent("bot", instructions="x", model=ScriptedModel([]),
+                  input_guardrails=[TopicDenyListGuardrail(["crypto"])])
+    result = await Runner.run(agent, "crypto?")
+    assert result.reason == "guardrail"  # as for a blocked output
 
 
 async def test_max_length_blocks_long_input() -> None:
@@ -196,6 +202,19 @@ async def test_team_input_guardrails_apply_to_every_member() -> None:
     for request in model.requests:
         assert EMAIL not in shown(request.messages)
         assert "[EMAIL]" in shown(request.messages)
+
+
+async def test_a_member_blocking_its_input_ends_the_team_run() -> None:
+    model = per_agent({"a": [], "b": [text("b answered the blocked request")]})
+    team = Team("t", agents=[Agent("a", instructions="x", model=model,
+                                   input_guardrails=[TopicDenyListGuardrail(["crypto"])]),
+                             Agent("b", instructions="x", model=model)],
+                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
+                       Rule(FromSpeaker("b"), TerminateTarget("done"))])
+    result = await Runner.run(team, "crypto tips?")
+    assert model.requests == []
+    assert "blocked" in result.final_output
+    assert result.last_agent.name == "a"
 
 
 async def test_team_input_guardrail_block_is_an_answer() -> None:

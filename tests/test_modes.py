@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from conftest import assert_valid_protocol, session_messages
-from relayrace import Agent, Message, Runner, UserError
+from relayrace import Agent, Message, Runner, UserError, tool
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, text, tool_call
 
@@ -74,8 +74,6 @@ async def test_finish_task_is_only_offered_when_there_is_a_caller() -> None:
 
 
 async def test_task_agent_may_use_tools_before_finishing() -> None:
-    from relayrace import tool
-
     @tool
     def lookup(order: str) -> str:
         """Look up an order."""

@@ -430,3 +430,23 @@ def test_unknown_agents_in_rules_are_rejected() -> None:
         Team("t", agents=names("a", "b"), rules=[Rule(FromSpeaker("a"), AgentTarget("ghost"))])
     with pytest.raises(ConfigError, match="ghost"):
         Team("t", agents=names("a", "b"), initial="ghost")
+
+
+# --------------------------------------------------------------------------- composition
+
+
+async def test_a_team_as_a_tool_reports_its_final_answer() -> None:
+    model = per_agent({"coordinator": [tool_call("review", {"query": "check this"}),
+                                       text("coordinated")],
+                       "writer": [text("draft")],
+                       "reviewer": [text("SUMMARY: REVIEWED-OK")]})
+    team = Team("review", agents=members(model)[:2], description="Reviews drafts.", rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
+    ])
+    coordinator = Agent("coordinator", instructions="x", model=model, tools=[team.as_tool()])
+    result = await Runner.run(coordinator, "go")
+    [res] = result.tool_results
+    assert not res.is_error and "REVIEWED-OK" in res.message.content
+    assert speakers(model) == ["coordinator", "writer", "reviewer", "coordinator"]
+    assert result.final_output == "coordinated"

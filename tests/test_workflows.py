@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conftest import assert_valid_protocol, session_messages
-from relayrace import Agent, Runner, UserError
+from relayrace import Agent, Runner, UserError, tool
 from relayrace.patterns import swarm
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
 from relayrace.sessions import MemorySession
@@ -57,8 +57,6 @@ async def test_sequential_runs_steps_in_order_in_one_session() -> None:
 
 
 async def test_sequential_step_may_use_tools() -> None:
-    from relayrace import tool
-
     @tool
     def count(text: str) -> int:
         """Count characters."""

@@ -8,10 +8,18 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._state import (
+    LoopOutcome,
+    RunState,
+    Toolset,
+    active_agent_name,
+    history,
+    return_stack,
+    unanswered_calls,
+)
 from ._toolexec import FINISH_TASK, Interrupted, Route, finish_task_definition, run_tools
 from .agent import Agent
 from .context import RunContext
@@ -34,14 +42,13 @@ from .exceptions import (
     UserError,
 )
 from .guardrails import Guardrail, apply_guardrails, block_message
-from .handoffs import HandoffSet, InputFilter
+from .handoffs import InputFilter
 from .messages import Message, ToolCall
 from .models import infer_model
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 from .sessions.base import Session
-from .tools import Tool
-from .tracing import Span, Trace
-from .usage import RunUsage, Usage, UsageLimits
+from .tracing import Span
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .workflows import Composite
@@ -49,92 +56,6 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TURNS = 25
 NOTE = "relayrace"
 """The ``name`` of user-role notes the framework adds (routing, returns)."""
-
-Emit = Callable[[AgentEvent], None]
-
-
-class RunState:
-    """What a run shares with every child it delegates to."""
-
-    __slots__ = ("agent_calls", "approvals", "context", "emit", "limits", "model_override",
-                 "trace", "usage")
-
-    def __init__(self, *, context: Any, trace: Trace, limits: UsageLimits | None = None,
-                 emit: Emit | None = None, model_override: Model | None = None,
-                 approvals: dict[str, bool] | None = None) -> None:
-        self.context = context
-        self.trace = trace
-        self.usage = RunUsage()
-        self.limits = limits
-        self.emit = emit
-        self.model_override = model_override
-        self.approvals = approvals or {}
-        self.agent_calls = 0
-
-
-@dataclass(slots=True)
-class LoopOutcome:
-    """How one loop ended."""
-
-    final_output: str
-    last_agent: Agent[Any]
-    new_events: list[AgentEvent]
-    reason: str = ""
-
-
-def history(events: Sequence[AgentEvent]) -> list[Message]:
-    """The conversation held in a session log."""
-    return [e.message for e in events if isinstance(e, (MessageEvent, ToolResultEvent))]
-
-
-def active_agent_name(events: Sequence[AgentEvent]) -> str | None:
-    """The agent that held the conversation when the log ends."""
-    for e in reversed(events):
-        if isinstance(e, HandoffEvent):
-            return e.to_agent
-        if isinstance(e, RunStartedEvent):
-            return e.agent
-    return None
-
-
-def return_stack(events: Sequence[AgentEvent]) -> list[str]:
-    """The callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
-    stack: list[str] = []
-    for e in events:
-        if isinstance(e, HandoffEvent):
-            if e.is_return and stack:
-                stack.pop()
-            elif e.returns_to:
-                stack.append(e.returns_to)
-    return stack
-
-
-def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
-    """Tool calls of the last assistant message that have no result yet."""
-    answered: set[str] = set()
-    for m in reversed(messages):
-        if m.role == "tool" and m.tool_call_id is not None:
-            answered.add(m.tool_call_id)
-        elif m.role == "assistant":
-            return [c for c in m.tool_calls if c.id not in answered]
-        else:
-            return []
-    return []
-
-
-class Toolset:
-    """The tools one agent is offered, by name; static, so it is cached on the agent."""
-
-    __slots__ = ("definitions", "handoffs", "refused", "tools")
-
-    def __init__(self, agent: Agent[Any]) -> None:
-        supervisor = agent.pattern == "supervisor"
-        offered = [t for t in agent.tools if t.delegates or not supervisor]
-        self.tools: dict[str, Tool] = {t.name: t for t in offered}
-        self.refused = {t.name for t in agent.tools} - set(self.tools)
-        self.handoffs = HandoffSet() if supervisor else agent.handoff_set()
-        self.definitions: list[ToolDefinition] = [t.definition for t in offered]
-        self.definitions.extend(self.handoffs.definitions)
 
 
 class AgentLoop:

@@ -23,7 +23,8 @@ from .routing import Finish, Handoff
 from .tools import Tool, ToolRetry, render_tool_output
 
 if TYPE_CHECKING:
-    from ._engine import AgentLoop, Toolset
+    from ._engine import AgentLoop
+    from ._state import Toolset
     from .agent import Agent
     from .tracing import Span
 

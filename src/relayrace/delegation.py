@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._templates import ContextTransform, ContextTransformError
 from ._toolexec import Interrupted
@@ -34,6 +34,13 @@ if TYPE_CHECKING:
     from .sessions import Session
 
 __all__ = ["AgentTool", "ChildResult", "run_child"]
+
+class _Query(BaseModel):
+    """The default arguments of an agent tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str
+
 
 DEFAULT_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -194,7 +201,7 @@ async def run_child(
 
 async def _waiting_child(parent: Session, tool_call_id: str, path: str) -> Session | None:
     """The child session of ``tool_call_id`` that stopped for approval, if any."""
-    from ._engine import history, unanswered_calls
+    from ._state import history, unanswered_calls
 
     for info in reversed(await parent.children()):
         if info.parent_tool_call_id == tool_call_id and info.path == path:
@@ -228,8 +235,8 @@ class AgentTool(Tool):
         self.name = sanitize_tool_name(name or agent.name)
         self.description = description or agent.description or f"Delegate a task to {agent.name}."
         self._model: type[BaseModel] | None = None
-        if parameters is None:
-            self.parameters = DEFAULT_PARAMETERS
+        if parameters is None:  # validated by a pydantic model: no schema interpretation
+            self._model, self.parameters = _Query, DEFAULT_PARAMETERS
         elif isinstance(parameters, dict):
             try:
                 jsonschema.Draft202012Validator.check_schema(parameters)
@@ -243,7 +250,8 @@ class AgentTool(Tool):
         else:
             raise UserError(f"Agent tool {self.name!r}: parameters must be a JSON Schema dict "
                             f"or a pydantic model class, not {type(parameters).__name__}.")
-        self._validator = jsonschema.Draft202012Validator(self.parameters)
+        self._validator = (jsonschema.Draft202012Validator(self.parameters)
+                           if self._model is None else None)
         self.transform = (ContextTransform(context_transform, name=f"{self.name}.context_transform")
                           if context_transform else None)
         self.rate_limit = rate_limit
@@ -265,6 +273,7 @@ class AgentTool(Tool):
         except json.JSONDecodeError as exc:
             raise ToolRetry(f"Invalid arguments for {self.name}: not valid JSON ({exc.msg}). "
                             f"Expected: {json.dumps(self.parameters)}") from None
+        assert self._validator is not None
         errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))
         if errors:
             where = "; ".join(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 from ._templates import render_instructions
@@ -161,6 +162,7 @@ class HandoffReport:
                    confidence_reason=text("confidence_reason"), raw=text("raw"))  # fmt: skip
 
 
+@lru_cache(maxsize=256)
 def report_instructions(audience: str = "", template: str = DEFAULT_REPORT_SUFFIX) -> str:
     """Render the report request (``template``) appended to a delegated child's instructions."""
     return render_instructions(template, {"audience": audience})

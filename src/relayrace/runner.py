@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._engine import AgentLoop, RunState
+from ._engine import AgentLoop
+from ._state import RunState
 from ._toolexec import Interrupted
 from .agent import Agent
 from .approvals import PendingRun

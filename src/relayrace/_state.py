@@ -1,0 +1,102 @@
+"""The state a run keeps outside its loop: shared run state, log-derived views, toolsets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .agent import Agent
+from .events import AgentEvent, HandoffEvent, MessageEvent, RunStartedEvent, ToolResultEvent
+from .handoffs import HandoffSet
+from .messages import Message, ToolCall
+from .models.interface import Model, ToolDefinition
+from .tools import Tool
+from .tracing import Trace
+from .usage import RunUsage, UsageLimits
+
+Emit = Callable[[AgentEvent], None]
+
+
+class RunState:
+    """What a run shares with every child it delegates to."""
+
+    __slots__ = ("agent_calls", "approvals", "context", "emit", "limits", "model_override",
+                 "trace", "usage")
+
+    def __init__(self, *, context: Any, trace: Trace, limits: UsageLimits | None = None,
+                 emit: Emit | None = None, model_override: Model | None = None,
+                 approvals: dict[str, bool] | None = None) -> None:
+        self.context = context
+        self.trace = trace
+        self.usage = RunUsage()
+        self.limits = limits
+        self.emit = emit
+        self.model_override = model_override
+        self.approvals = approvals or {}
+        self.agent_calls = 0
+
+
+@dataclass(slots=True)
+class LoopOutcome:
+    """How one loop ended."""
+
+    final_output: str
+    last_agent: Agent[Any]
+    new_events: list[AgentEvent]
+    reason: str = ""
+
+
+def history(events: Sequence[AgentEvent]) -> list[Message]:
+    """The conversation held in a session log."""
+    return [e.message for e in events if isinstance(e, (MessageEvent, ToolResultEvent))]
+
+
+def active_agent_name(events: Sequence[AgentEvent]) -> str | None:
+    """The agent that held the conversation when the log ends."""
+    for e in reversed(events):
+        if isinstance(e, HandoffEvent):
+            return e.to_agent
+        if isinstance(e, RunStartedEvent):
+            return e.agent
+    return None
+
+
+def return_stack(events: Sequence[AgentEvent]) -> list[str]:
+    """The callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+    stack: list[str] = []
+    for e in events:
+        if isinstance(e, HandoffEvent):
+            if e.is_return and stack:
+                stack.pop()
+            elif e.returns_to:
+                stack.append(e.returns_to)
+    return stack
+
+
+def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """Tool calls of the last assistant message that have no result yet."""
+    answered: set[str] = set()
+    for m in reversed(messages):
+        if m.role == "tool" and m.tool_call_id is not None:
+            answered.add(m.tool_call_id)
+        elif m.role == "assistant":
+            return [c for c in m.tool_calls if c.id not in answered]
+        else:
+            return []
+    return []
+
+
+class Toolset:
+    """The tools one agent is offered, by name; static, so it is cached on the agent."""
+
+    __slots__ = ("definitions", "handoffs", "refused", "tools")
+
+    def __init__(self, agent: Agent[Any]) -> None:
+        supervisor = agent.pattern == "supervisor"
+        offered = [t for t in agent.tools if t.delegates or not supervisor]
+        self.tools: dict[str, Tool] = {t.name: t for t in offered}
+        self.refused = {t.name for t in agent.tools} - set(self.tools)
+        self.handoffs = HandoffSet() if supervisor else agent.handoff_set()
+        self.definitions: list[ToolDefinition] = [t.definition for t in offered]
+        self.definitions.extend(self.handoffs.definitions)

@@ -1,0 +1,360 @@
+"""Human approval: runs that stop for a decision, serialized pending state, and resumption."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conftest import assert_valid_protocol, of_type, session_messages
+from relayrace import (
+    Agent,
+    ApprovalRequestedEvent,
+    RunFinishedEvent,
+    Runner,
+    UserError,
+    handoff,
+    tool,
+)
+from relayrace.approvals import PendingRun
+from relayrace.meta_tools import DelegationConfig
+from relayrace.sessions import MemorySession, SQLiteSession
+from relayrace.testing import FunctionModel, text, tool_call
+from relayrace.workflows import SequentialAgent
+
+EXECUTED: list[str] = []
+
+
+@tool(requires_approval=True)
+def wire_money(amount: int, to: str) -> str:
+    """Wire money (needs a human's approval)."""
+    EXECUTED.append(f"{amount}->{to}")
+    return f"wired {amount} to {to}"
+
+
+@tool
+def balance() -> str:
+    """Read the balance."""
+    EXECUTED.append("balance")
+    return "balance 1000"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    EXECUTED.clear()
+
+
+def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
+    queues = {name: list(turns) for name, turns in script.items()}
+
+    def fn(request: Any) -> Any:
+        queue = queues.get(request.agent)
+        if not queue:
+            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
+        return queue.pop(0)
+
+    return FunctionModel(fn)
+
+
+def banker(model: Any) -> Agent:
+    return Agent("banker", instructions="You move money.", model=model,
+                 tools=[wire_money, balance])
+
+
+WIRE = tool_call("wire_money", {"amount": 50, "to": "bob"}, id="call_wire")
+
+
+# --------------------------------------------------------------------------- stopping
+
+
+async def test_a_tool_requiring_approval_stops_the_run() -> None:
+    model = per_agent({"banker": [WIRE]})
+    result = await Runner.run(banker(model), "pay bob 50")
+    assert result.pending is not None
+    [p] = result.pending.approvals
+    assert (p.call_id, p.tool_name, p.agent, p.path) == ("call_wire", "wire_money", "banker",
+                                                         "banker")
+    assert json.loads(p.arguments) == {"amount": 50, "to": "bob"}
+    assert EXECUTED == []
+    assert result.final_output == ""
+    [event] = of_type(result.new_events, ApprovalRequestedEvent)
+    assert event.tool_call_id == "call_wire"
+    finished = of_type(result.new_events, RunFinishedEvent)
+    assert finished[-1].status == "interrupted"
+
+
+async def test_other_calls_of_the_turn_still_run_and_nothing_is_lost() -> None:
+    model = per_agent({"banker": [[tool_call("balance", id="call_bal"), WIRE]]})
+    result = await Runner.run(banker(model), "check and pay")
+    assert result.pending is not None
+    assert [a.call_id for a in result.pending.approvals] == ["call_wire"]
+    assert EXECUTED == ["balance"]
+
+
+async def test_approved_call_runs_on_resume() -> None:
+    model = per_agent({"banker": [WIRE, text("Paid bob 50.")]})
+    first = await Runner.run(banker(model), "pay bob 50")
+    assert first.pending is not None
+    result = await Runner.resume(first.pending, approvals={"call_wire": True})
+    assert result.pending is None
+    assert EXECUTED == ["50->bob"]
+    assert result.final_output == "Paid bob 50."
+    assert [r.message.content for r in result.tool_results] == ["wired 50 to bob"]
+    messages = await session_messages(result.session)
+    assert_valid_protocol(messages)
+    assert len([m for m in messages if m.role == "tool"]) == 1
+    assert len(model.requests) == 2
+
+
+async def test_a_rejection_is_told_to_the_model() -> None:
+    model = per_agent({"banker": [WIRE, text("I did not pay.")]})
+    first = await Runner.run(banker(model), "pay bob 50")
+    assert first.pending is not None
+    result = await Runner.resume(first.pending, approvals={"call_wire": False})
+    assert EXECUTED == []
+    [res] = result.tool_results
+    assert res.is_error and res.message.tool_call_id == "call_wire"
+    assert "reject" in res.message.content.lower() or "declin" in res.message.content.lower()
+    assert res.message in model.requests[1].messages
+    assert result.final_output == "I did not pay."
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_undecided_calls_stay_pending() -> None:
+    model = per_agent({"banker": [[WIRE, tool_call("wire_money", {"amount": 5, "to": "eve"},
+                                                   id="call_two")],
+                                  text("done")]})
+    first = await Runner.run(banker(model), "pay both")
+    assert first.pending is not None
+    assert [a.call_id for a in first.pending.approvals] == ["call_wire", "call_two"]
+    second = await Runner.resume(first.pending, approvals={"call_wire": True})
+    assert second.pending is not None
+    assert [a.call_id for a in second.pending.approvals] == ["call_two"]
+    assert EXECUTED == ["50->bob"]
+    third = await Runner.resume(second.pending, approvals={"call_two": False})
+    assert third.pending is None and third.final_output == "done"
+    assert EXECUTED == ["50->bob"]
+    assert_valid_protocol(await session_messages(third.session))
+
+
+async def test_resume_with_an_unknown_call_id_is_a_user_error() -> None:
+    model = per_agent({"banker": [WIRE]})
+    first = await Runner.run(banker(model), "pay")
+    assert first.pending is not None
+    with pytest.raises(UserError, match="call_nope"):
+        await Runner.resume(first.pending, approvals={"call_nope": True})
+
+
+# --------------------------------------------------------------------------- serialization
+
+
+async def test_pending_run_round_trips_through_json() -> None:
+    model = per_agent({"banker": [WIRE, text("Paid.")]})
+    agent = banker(model)
+    session = MemorySession()
+    first = await Runner.run(agent, "pay", session=session)
+    assert first.pending is not None
+    data = first.pending.to_json()
+    assert isinstance(json.loads(data), dict)
+    restored = PendingRun.from_json(data, entry=agent, session=session)
+    assert restored.approvals == first.pending.approvals
+    assert restored.session_id == session.session_id
+    result = await Runner.resume(restored, approvals={"call_wire": True})
+    assert result.final_output == "Paid." and EXECUTED == ["50->bob"]
+
+
+async def test_from_json_checks_the_session_and_the_text() -> None:
+    model = per_agent({"banker": [WIRE]})
+    agent = banker(model)
+    first = await Runner.run(agent, "pay")
+    assert first.pending is not None
+    with pytest.raises(UserError):
+        PendingRun.from_json(first.pending.to_json(), entry=agent, session=MemorySession())
+    with pytest.raises(UserError):
+        PendingRun.from_json("not json", entry=agent, session=first.session)
+
+
+async def test_an_unbound_pending_run_cannot_be_resumed() -> None:
+    model = per_agent({"banker": [WIRE]})
+    first = await Runner.run(banker(model), "pay")
+    assert first.pending is not None
+    unbound = PendingRun(session_id=first.pending.session_id, agent="banker",
+                         approvals=first.pending.approvals)
+    with pytest.raises(UserError):
+        await Runner.resume(unbound, approvals={"call_wire": True})
+
+
+async def test_from_session_rebuilds_the_pending_run_after_a_restart(tmp_path: Any) -> None:
+    db = tmp_path / "approvals.db"
+    model = per_agent({"banker": [WIRE, text("Paid after restart.")]})
+    first = await Runner.run(banker(model), "pay", session=SQLiteSession("s-1", db))
+    assert first.pending is not None
+    # A new process: new agent and session objects, the same file.
+    agent = banker(model)
+    reopened = SQLiteSession("s-1", db)
+    pending = await PendingRun.from_session(reopened, entry=agent)
+    assert pending is not None
+    assert [a.call_id for a in pending.approvals] == ["call_wire"]
+    result = await Runner.resume(pending, approvals={"call_wire": True})
+    assert result.final_output == "Paid after restart."
+    assert EXECUTED == ["50->bob"]
+    assert await PendingRun.from_session(SQLiteSession("s-1", db), entry=agent) is None
+    assert_valid_protocol(await session_messages(reopened))
+
+
+# --------------------------------------------------------------------------- handoffs
+
+
+def desk(model: Any) -> Agent:
+    billing = Agent("billing", instructions="You bill.", model=model)
+    return Agent("triage", instructions="You triage.", model=model,
+                 sub_agents=[handoff(billing, requires_approval=True)])
+
+
+async def test_a_handoff_requiring_approval_stops_and_resumes() -> None:
+    model = per_agent({"triage": [tool_call("transfer_to_billing", id="call_t")],
+                       "billing": [text("billing here")]})
+    first = await Runner.run(desk(model), "refund")
+    assert first.pending is not None
+    [p] = first.pending.approvals
+    assert (p.call_id, p.tool_name) == ("call_t", "transfer_to_billing")
+    assert first.handoffs == []
+    result = await Runner.resume(first.pending, approvals={"call_t": True})
+    assert result.final_output == "billing here"
+    assert result.last_agent.name == "billing"
+    assert [(h.agent, h.to_agent) for h in result.handoffs] == [("triage", "billing")]
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_a_rejected_handoff_keeps_the_caller() -> None:
+    model = per_agent({"triage": [tool_call("transfer_to_billing", id="call_t"),
+                                  text("I'll handle it myself")],
+                       "billing": []})
+    first = await Runner.run(desk(model), "refund")
+    assert first.pending is not None
+    result = await Runner.resume(first.pending, approvals={"call_t": False})
+    assert result.final_output == "I'll handle it myself"
+    assert result.last_agent.name == "triage"
+    assert result.tool_results[0].is_error
+    assert [r.agent for r in model.requests] == ["triage", "triage"]
+
+
+# --------------------------------------------------------------------------- delegated children
+
+
+def delegating(model: Any) -> Agent:
+    child = Agent("banker", instructions="You move money.", model=model, tools=[wire_money])
+    return Agent("coordinator", instructions="You coordinate.", model=model,
+                 tools=[child.as_tool()])
+
+
+async def test_a_request_inside_a_delegated_child_surfaces_and_resumes_there() -> None:
+    model = per_agent({
+        "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
+                        text("Bob is paid.")],
+        "banker": [WIRE, text("SUMMARY: paid bob 50")],
+    })
+    session = MemorySession()
+    first = await Runner.run(delegating(model), "pay bob", session=session)
+    assert first.pending is not None
+    [p] = first.pending.approvals
+    assert p.call_id == "call_wire" and p.tool_name == "wire_money"
+    assert p.path == "coordinator/banker"
+    [child] = session.child_sessions
+    assert p.session_id == child.session_id
+    assert EXECUTED == []
+    outer_events = of_type(session.events, ApprovalRequestedEvent)
+    assert [e.tool_call_id for e in outer_events] == ["call_wire"]
+
+    result = await Runner.resume(first.pending, approvals={"call_wire": True})
+    assert EXECUTED == ["50->bob"]
+    assert result.final_output == "Bob is paid."
+    assert len(session.child_sessions) == 1  # the child continued in its own session
+    child_msgs = await session_messages(child)
+    assert "wired 50 to bob" in [m.content for m in child_msgs]
+    assert_valid_protocol(child_msgs)
+    assert_valid_protocol(await session_messages(session))
+    [res] = result.tool_results
+    assert res.message.tool_call_id == "call_agent" and "paid bob 50" in res.message.content
+    # The banker's second request saw the wire result, not a fresh task.
+    banker_requests = [r for r in model.requests if r.agent == "banker"]
+    assert len(banker_requests) == 2
+    assert [m.content for m in banker_requests[1].messages if m.role == "user"] == ["pay bob"]
+
+
+async def test_a_rejection_inside_a_delegated_child() -> None:
+    model = per_agent({
+        "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
+                        text("Not paid.")],
+        "banker": [WIRE, text("SUMMARY: the payment was rejected")],
+    })
+    first = await Runner.run(delegating(model), "pay bob")
+    assert first.pending is not None
+    result = await Runner.resume(first.pending, approvals={"call_wire": False})
+    assert EXECUTED == []
+    assert "rejected" in result.tool_results[0].message.content
+    assert result.final_output == "Not paid."
+
+
+async def test_a_child_request_survives_a_restart_with_sqlite(tmp_path: Any) -> None:
+    db = tmp_path / "child.db"
+    model = per_agent({
+        "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
+                        text("Bob is paid.")],
+        "banker": [WIRE, text("SUMMARY: paid")],
+    })
+    first = await Runner.run(delegating(model), "pay", session=SQLiteSession("p-1", db))
+    assert first.pending is not None
+    agent = delegating(model)
+    pending = await PendingRun.from_session(SQLiteSession("p-1", db), entry=agent)
+    assert pending is not None
+    [p] = pending.approvals
+    assert p.call_id == "call_wire" and p.path == "coordinator/banker"
+    assert p.session_id != "p-1"
+    result = await Runner.resume(pending, approvals={"call_wire": True})
+    assert result.final_output == "Bob is paid."
+    assert EXECUTED == ["50->bob"]
+    assert len(await SQLiteSession("p-1", db).children()) == 1
+
+
+async def test_a_request_inside_a_war_room_child_surfaces_on_the_outer_run() -> None:
+    model = per_agent({
+        "lead": [tool_call("war_room", {"agents": [{"type": "banker", "task": "pay bob"},
+                                                   {"type": "clerk", "task": "file it"}]},
+                           id="call_room"),
+                 text("All done.")],
+        "banker": [WIRE, text("SUMMARY: paid")],
+        "clerk": [text("SUMMARY: filed")],
+    })
+    banker_agent = Agent("banker", instructions="x", description="pays", model=model,
+                         tools=[wire_money])
+    clerk = Agent("clerk", instructions="x", description="files", model=model)
+    lead = Agent("lead", instructions="x", model=model, specialists=[banker_agent, clerk],
+                 delegation=DelegationConfig())
+    session = MemorySession()
+    first = await Runner.run(lead, "go", session=session)
+    assert first.pending is not None
+    assert [a.call_id for a in first.pending.approvals] == ["call_wire"]
+    assert first.pending.approvals[0].path == "lead/banker"
+    result = await Runner.resume(first.pending, approvals={"call_wire": True})
+    assert EXECUTED == ["50->bob"]
+    assert result.final_output == "All done."
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_a_request_inside_a_workflow_step_resumes_that_step() -> None:
+    model = per_agent({"intake": [text("noted")],
+                       "banker": [WIRE, text("Paid bob.")]})
+    flow = SequentialAgent("flow", steps=[
+        Agent("intake", instructions="x", model=model),
+        Agent("banker", instructions="x", model=model, tools=[wire_money])])
+    first = await Runner.run(flow, "pay bob")
+    assert first.pending is not None
+    assert [a.call_id for a in first.pending.approvals] == ["call_wire"]
+    result = await Runner.resume(first.pending, approvals={"call_wire": True})
+    assert EXECUTED == ["50->bob"]
+    assert result.pending is None
+    assert result.final_output == "Paid bob."
+    assert [r.agent for r in model.requests] == ["intake", "banker", "banker"]
+    assert_valid_protocol(await session_messages(result.session))
