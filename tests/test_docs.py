@@ -27,5 +27,6 @@ def test_the_readme_has_examples() -> None:
 
 
 @pytest.mark.parametrize(("name", "code"), BLOCKS, ids=[name for name, _ in BLOCKS])
-def test_doc_example_runs(name: str, code: str) -> None:
+def test_doc_example_runs(name: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # examples use paths relative to the repository
     exec(compile(code, name, "exec"), {"__name__": f"docs_{name}"})
