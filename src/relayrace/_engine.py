@@ -94,6 +94,7 @@ class AgentLoop:
         self.turns = 0
         self.called: set[str] = set()  # tools called in the current speaker's turn
         self.blocked: str | None = None  # a guardrail's answer that ends the run
+        self.finished = False  # a tool returned Finish: the run ends, workflows included
         self.handoff_note: Message | None = None  # the result of the last transfer call
         self.team_input: tuple[Guardrail, ...] = ()
         self.team_output: tuple[Guardrail, ...] = ()
@@ -169,9 +170,11 @@ class AgentLoop:
     # -- guardrails --------------------------------------------------------------------------
 
     def input_block(self, agent: Agent[Any]) -> str | None:
-        """Run ``agent``'s input guardrails on the user messages it has not yet checked.
+        """Run ``agent``'s input guardrails on what it is about to see and has not checked.
 
-        Returns the answer to give if one blocks; redactions are applied when it takes over.
+        That is every message since its last check: the user's, other agents' text and tool
+        calls, tool results and transfer reasons. Returns the answer to give if one blocks;
+        redactions are applied to its view when it takes over.
         """
         if not agent.input_guardrails and not self.team_input:
             return None
@@ -179,18 +182,25 @@ class AgentLoop:
         start = self._checked.get(agent.name, 0)
         self._checked[agent.name] = len(self.transcript)
         for m in self.transcript[start:]:
-            if m.role != "user" or m.name == NOTE:
-                continue
-            text, results = apply_guardrails(guards, self._redact.get(id(m), m).content,
-                                             self.state.context)
-            for r in results:
-                self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
-                                                 guardrail=r.guardrail, stage="input",
-                                                 action=r.action, message=r.message))
-            if results and results[-1].action == "block":
-                return block_message(results[-1], stage="input")
-            if text != m.content:
-                self._redact[id(m)] = Message("user", text, name=m.name)
+            current = self._redact.get(id(m), m)
+            texts = [current.content, *(c.arguments for c in current.tool_calls)]
+            checked: list[str] = []
+            for text in texts:
+                if not text:
+                    checked.append(text)
+                    continue
+                kept, results = apply_guardrails(guards, text, self.state.context)
+                for r in results:
+                    self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
+                                                     guardrail=r.guardrail, stage="input",
+                                                     action=r.action, message=r.message))
+                if results and results[-1].action == "block":
+                    return block_message(results[-1], stage="input")
+                checked.append(kept)
+            if checked != texts:
+                calls = tuple(ToolCall(c.id, c.name, a)
+                              for c, a in zip(current.tool_calls, checked[1:], strict=True))
+                self._redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
         return None
 
     def _output_guard(self, agent: Agent[Any], message: Message) -> None:
@@ -309,8 +319,14 @@ class AgentLoop:
             agent = agent.sub_agents[0]
         final, last, route = await self.turns_of(agent, parent, pending)
         if route is not None and route.kind == "finish":
+            self.finished = True
             return final, last, route.reason
         return final, last, "guardrail" if self.blocked else ""
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run must end now (a Finish, or a guardrail's block)."""
+        return self.finished or self.blocked is not None
 
     async def turns_of(
         self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
@@ -323,6 +339,7 @@ class AgentLoop:
         self.called = set()
         blocked = self.input_block(agent)
         if blocked is not None:
+            self.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
         self.set_view(None)
         agent_span = state.trace.start("agent", agent.name, run_span)
@@ -381,6 +398,7 @@ class AgentLoop:
                     if route.kind == "handoff":
                         blocked = self.input_block(target)
                         if blocked is not None:
+                            self.blocked = blocked
                             return self.blocked_answer(agent, blocked), agent, None
                 self._view_filter = route.handoff.input_filter if route.handoff else None
                 agent = self._switch(agent, target, agent_span, run_span)

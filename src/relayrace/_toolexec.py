@@ -113,13 +113,17 @@ async def run_tools(
             routes.append((i, route))
     if ordinary:
         loop.hops.clear()  # real work happened: this is not a ping-pong
-        outcomes = await _execute(loop, agent, ordinary, parent)
+        ordinary, over_limit = _admit(loop, agent, ordinary, results)
+        outcomes = await _execute(loop, agent, ordinary, parent) if ordinary else []
         for (i, _, call), out in zip(ordinary, outcomes, strict=True):
             results[i] = out.event
             if out.pending is not None:
                 child_waiting.extend(out.pending)
             elif out.signal is not None:
                 routes.append((i, _signal_route(call, out.signal)))
+        if over_limit is not None:  # what ran is logged; the run's end answers the rest
+            push_results(loop, results)
+            raise over_limit
     if waiting or child_waiting:
         # Routes wait too: they are decided again when the run resumes.
         for i, _ in routes:
@@ -138,13 +142,48 @@ async def run_tools(
         first = _describe(chosen) if chosen else ""
         note = (f"Not performed: only the first routing request of a turn is considered, "
                 f"and this turn's first was: {first}.")
-        if results[i] is not None:  # a tool that returned a typed route already ran
+        if other.kind in ("handoff", "finish"):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
         results[i] = loop.tool_result(agent, other.call, note, is_error=True)
     if chosen is None:
         push_results(loop, results)
         return None
     return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
+
+def _admit(
+    loop: AgentLoop, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
+    results: list[ToolResultEvent | None],
+) -> tuple[list[tuple[int, Tool, ToolCall]], UsageLimitExceeded | None]:
+    """Apply rate limits, and reserve ``max_tool_calls`` for the whole batch before any runs.
+
+    Reserving up front keeps the count exact when calls (and the children they start) run
+    concurrently; calls past the budget are not started, and the run ends after the others.
+    """
+    admitted: list[tuple[int, Tool, ToolCall]] = []
+    for i, tool, call in items:
+        wait = tool.acquire_rate()
+        if wait:
+            limit = tool.rate_limit
+            assert limit is not None
+            results[i] = loop.tool_result(
+                agent, call, f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
+                f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True)
+        else:
+            admitted.append((i, tool, call))
+    usage = loop.state.usage
+    limits, over = loop.state.limits, None
+    if limits is not None and limits.max_tool_calls is not None:
+        room = max(0, limits.max_tool_calls - usage.total.tool_calls)
+        if len(admitted) > room:
+            over = UsageLimitExceeded("max_tool_calls", usage.total.tool_calls + len(admitted),
+                                      limits.max_tool_calls)
+            admitted = admitted[:room]
+    n = len(admitted)
+    usage.total.tool_calls += n
+    usage.for_agent(loop.path(agent)).tool_calls += n
+    loop.local.tool_calls += n
+    return admitted, over
+
 
 async def _take_route(
     loop: AgentLoop, agent: Agent[Any], route: Route,
@@ -324,19 +363,6 @@ async def _call_tool(
     loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
 ) -> _Outcome:
     state = loop.state
-    wait = tool.acquire_rate()
-    if wait:
-        limit = tool.rate_limit
-        assert limit is not None
-        return _Outcome(loop.tool_result(
-            agent, call, f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
-            f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True))
-    usage = state.usage
-    if state.limits is not None:
-        state.limits.reserve_tool_call(usage.total)
-    usage.total.tool_calls += 1
-    usage.for_agent(loop.path(agent)).tool_calls += 1
-    loop.local.tool_calls += 1
     span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
     try:
         value = await tool.invoke(loop.context_for(agent, call.id, span), call.arguments)

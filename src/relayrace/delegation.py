@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._templates import ContextTransform, ContextTransformError
 from ._toolexec import Interrupted
+from .approvals import PendingApproval
 from .events import DelegationEvent, MessageEvent, ToolResultEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from .events import AgentEvent
     from .sessions import Session
 
-__all__ = ["AgentTool", "ChildResult", "run_child"]
+__all__ = ["AgentTool", "ChildResult", "run_child", "run_children"]
 
 class _Query(BaseModel):
     """The default arguments of an agent tool."""
@@ -47,6 +48,7 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
     "properties": {"query": {"type": "string", "description": "The task, fully specified."}},
     "required": ["query"],
 }
+T = TypeVar("T")
 HISTORY_MESSAGES = 6
 """How many recent parent messages ``include_history=True`` passes to a child."""
 HISTORY_CHARS = 4000
@@ -197,6 +199,30 @@ async def run_child(
                     child.local.tool_calls),
     ))
     return result
+
+
+async def run_children(children: Sequence[Awaitable[T]], limit: int | None = None) -> list[T]:
+    """Run children concurrently in a task group, results in the order given.
+
+    A child that stops for approval does not cancel its siblings: they finish, and every
+    request then surfaces together on the outer run.
+    """
+    gate = asyncio.Semaphore(limit or max(1, len(children)))
+    stopped: list[PendingApproval] = []
+
+    async def one(child: Awaitable[T]) -> T | None:
+        async with gate:
+            try:
+                return await child
+            except Interrupted as stop:
+                stopped.extend(stop.approvals)
+                return None
+
+    async with asyncio.TaskGroup() as group:
+        running = [group.create_task(one(c)) for c in children]
+    if stopped:
+        raise Interrupted(stopped)
+    return [r.result() for r in running]  # type: ignore[misc]
 
 
 async def _waiting_child(parent: Session, tool_call_id: str, path: str) -> Session | None:

@@ -10,7 +10,6 @@ articles and extra spaces. With ``DelegationConfig.judge`` set, a judge agent de
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import string
@@ -19,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from .delegation import ChildResult, run_child
+from .delegation import ChildResult, run_child, run_children
 from .exceptions import UserError
 from .models.interface import Model
 from .reports import DEFAULT_REPORT_SUFFIX
@@ -154,15 +153,8 @@ class WarRoomTool(_MetaTool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         tasks = self._tasks(self._args(arguments).get("agents"), "agents")
-        gate = asyncio.Semaphore(self.config.max_concurrency)
-
-        async def one(agent: Agent[Any], task: str) -> ChildResult:
-            async with gate:
-                return await self._child(ctx, agent, task)
-
-        async with asyncio.TaskGroup() as group:
-            running = [group.create_task(one(a, t)) for a, t in tasks]
-        results = [r.result() for r in running]
+        results = await run_children([self._child(ctx, a, t) for a, t in tasks],
+                                     self.config.max_concurrency)
         failed = sum(not r.ok for r in results)
         lines = [f"war_room: {len(results)} specialists, {len(results) - failed} succeeded, "
                  f"{failed} failed."]
@@ -268,24 +260,21 @@ class DebateTool(_MetaTool):
         question = str(data["question"])
         sessions: dict[str, Session] = {}
         answers: dict[str, str] = {}
-        gate = asyncio.Semaphore(self.config.max_concurrency)
 
         async def speak(name: str, prompt: str) -> ChildResult:
-            async with gate:
-                agent = self.debaters[name]
-                if name not in sessions:
-                    sessions[name] = ctx.loop.session.child(
-                        path=f"{ctx.path}/{agent.name}", tool_call_id=ctx.tool_call_id)
-                return await self._child(ctx, agent, prompt, report=False,
-                                         suffix=DEBATE_SUFFIX, session=sessions[name])
+            agent = self.debaters[name]
+            if name not in sessions:
+                sessions[name] = ctx.loop.session.child(
+                    path=f"{ctx.path}/{agent.name}", tool_call_id=ctx.tool_call_id)
+            return await self._child(ctx, agent, prompt, report=False, suffix=DEBATE_SUFFIX,
+                                     session=sessions[name])
 
         for r in range(1, rounds + 1):
             prompts = {n: question if r == 1 else self._rebuttal(r, n, question, answers)
                        for n in names}
-            async with asyncio.TaskGroup() as group:
-                running = {n: group.create_task(speak(n, prompts[n])) for n in names}
-            for n, task in running.items():
-                res = task.result()
+            said = await run_children([speak(n, prompts[n]) for n in names],
+                                      self.config.max_concurrency)
+            for n, res in zip(names, said, strict=True):
                 answers[n] = final_answer(res.output) if res.ok else f"(failed: {res.error})"
             agreed, answer = await self._consensus(ctx, question, answers)
             if agreed:

@@ -348,32 +348,30 @@ def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, defa
             raise ConfigError(f"Routing names an unknown agent {n!r}; team agents: "
                               f"{', '.join(agents)}.")
     graph = rule_graph(agents, rules, initial, default, dynamic or {})
-    # An agent can escape if a conditional edge exists or its certain edge reaches an exit.
-    escapes: dict[str, bool] = {}
-
-    def can_escape(a: str, seen: frozenset[str]) -> bool:
-        if a == _EXIT or graph.conditional.get(a):
-            return True
-        if a in seen:
-            return False
-        if a not in escapes:
-            escapes[a] = any(can_escape(n, seen | {a}) for n in graph.certain.get(a, ()))
-        return escapes[a]
-
-    for a in agents:
-        if not can_escape(a, frozenset()):
-            cycle = _cycle_from(a, graph)
-            raise ConfigError(
-                "Routing cycle with no exit: " + " -> ".join(cycle) + ". Add a "
-                "TerminateTarget, or a conditional rule (ToolCalled, ContextEquals) that leaves "
-                "the cycle."
-            )
+    # Walk the graph backwards from the exit: every agent must be able to reach it.
+    edges = {a: graph.certain[a] | graph.conditional[a] for a in agents}
+    escapes = {_EXIT}
+    changed = True
+    while changed:
+        changed = False
+        for a in agents:
+            if a not in escapes and edges[a] & escapes:
+                escapes.add(a)
+                changed = True
+    stuck = [a for a in agents if a not in escapes]
+    if stuck:
+        cycle = _cycle_from(stuck[0], edges)
+        raise ConfigError(
+            "Routing cycle with no exit: " + " -> ".join(cycle) + ". Add a TerminateTarget, "
+            "or a conditional rule (ToolCalled, ContextEquals) that leads out of the cycle."
+        )
 
 
-def _cycle_from(start: str, graph: RuleGraph) -> list[str]:
+def _cycle_from(start: str, edges: Mapping[str, set[str]]) -> list[str]:
+    """A cycle reached from ``start``, where no agent can reach the exit."""
     path = [start]
     while True:
-        nxt = sorted(graph.certain.get(path[-1], ()))[0]
+        nxt = sorted(edges[path[-1]])[0]
         if nxt in path:
             return path[path.index(nxt):] + [nxt]
         path.append(nxt)

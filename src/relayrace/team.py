@@ -92,18 +92,27 @@ class Team(Composite):
                 speaker = self._member(last.name)
         final, last_agent = "", speaker
         for _ in range(self.team_turns):
-            final, last_agent, route = await loop.turns_of(speaker, span, pending, team=True)
+            reason = ""
+            spoke = speaker  # for rules: the member, even when it is a workflow of agents
+            if getattr(speaker, "is_composite", False):  # a workflow member runs as a whole
+                final, last_agent, reason = await loop.drive(speaker, span, pending)
+                route = None
+            else:
+                final, last_agent, route = await loop.turns_of(speaker, span, pending,
+                                                               team=True)
+                spoke = last_agent
             pending = []
-            if loop.blocked is not None:
-                return final, last_agent, "guardrail"
+            if loop.stopped:
+                return final, last_agent, reason or ("guardrail" if loop.blocked else "")
             if route is not None and route.kind == "finish":
+                loop.finished = True
                 return route.summary or final, last_agent, route.reason
             if route is not None and route.kind == "handoff":
                 nxt, why = self._member(route.name), f"Handoff({route.name}) from a tool"
                 if route.reason:
                     why += f": {route.reason}"
             else:
-                target, why = self._select(TurnInfo(last_agent.name, frozenset(loop.called),
+                target, why = self._select(TurnInfo(spoke.name, frozenset(loop.called),
                                                     loop.state.context))
                 if isinstance(target, TerminateTarget):
                     return final, last_agent, target.reason
@@ -112,10 +121,10 @@ class Team(Composite):
                 elif isinstance(target, RevertToInitiator):
                     nxt = self._member(self.initial)
                 elif isinstance(target, Stay):
-                    nxt = last_agent
+                    nxt = spoke
                 else:
                     assert isinstance(target, RoundRobin)
-                    nxt = self._member(target.next_after(last_agent.name))
+                    nxt = self._member(target.next_after(spoke.name))
             loop.add(HandoffEvent(agent=last_agent.name, path=loop.path(last_agent),
                                   to_agent=nxt.name, reason=why))
             loop.note(nxt, f"[{last_agent.name} -> {nxt.name}] {why}")

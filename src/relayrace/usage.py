@@ -93,8 +93,3 @@ class UsageLimits:
             raise UsageLimitExceeded(
                 "max_output_tokens", total.output_tokens, self.max_output_tokens
             )
-
-    def reserve_tool_call(self, total: Usage) -> None:
-        """Count one more tool call, or raise if it would pass ``max_tool_calls``."""
-        if self.max_tool_calls is not None and total.tool_calls + 1 > self.max_tool_calls:
-            raise UsageLimitExceeded("max_tool_calls", total.tool_calls + 1, self.max_tool_calls)

@@ -8,13 +8,12 @@ request, and their answers come back as one message.
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .delegation import bounded_history, run_child
+from .delegation import bounded_history, run_child, run_children
 from .events import MessageEvent
 from .exceptions import UserError
 from .messages import Message, ToolCall
@@ -43,21 +42,30 @@ class Composite(Agent[Any], ABC):
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         """Run to a final answer: (text, last agent, reason the run ended, or "")."""
 
-    def _steps(self, loop: AgentLoop, pending: list[ToolCall]) -> None:
-        if pending:  # a workflow restarts its steps; calls left open by a crash are closed
-            loop.answer_dangling(self, "the workflow was restarted.")
+
+
+def _resume_index(loop: AgentLoop, steps: Sequence[Agent[Any]]) -> int:
+    """The step holding the agent whose calls await (it made the last assistant message)."""
+    last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
+    for i, step in enumerate(steps):
+        if last is not None and last.name and any(a.name == last.name for a in step.walk()):
+            return i
+    return 0
 
 
 async def _run_steps(loop: AgentLoop, owner: Agent[Any], steps: Sequence[Agent[Any]],
-                     span: Span, label: str) -> tuple[str, Agent[Any], str]:
-    final, last = "", owner
-    for i, step in enumerate(steps):
-        if i:
+                     span: Span, label: str,
+                     pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+    final, last, reason = "", owner, ""
+    first = _resume_index(loop, steps) if pending else 0
+    for i in range(first, len(steps)):
+        step = steps[i]
+        if i > first:
             loop.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
-        final, last, reason = await loop.drive(step, span, [])
-        if reason:
+        final, last, reason = await loop.drive(step, span, pending if i == first else [])
+        if loop.stopped:  # a Finish or a guardrail's block ends every enclosing workflow
             return final, last, reason
-    return final, last, ""
+    return final, last, reason
 
 
 class SequentialAgent(Composite):
@@ -69,8 +77,7 @@ class SequentialAgent(Composite):
 
     async def run_composite(self, loop: AgentLoop, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        self._steps(loop, pending)
-        return await _run_steps(loop, self, self.sub_agents, span, self.name)
+        return await _run_steps(loop, self, self.sub_agents, span, self.name, pending)
 
 
 class ParallelAgent(Composite):
@@ -83,22 +90,16 @@ class ParallelAgent(Composite):
 
     async def run_composite(self, loop: AgentLoop, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        self._steps(loop, pending)
+        if pending:  # branches restart: close the calls a crash left open
+            loop.answer_dangling(self, "the parallel step was restarted.")
         users = [m for m in loop.transcript if m.role == "user" and m.name is None]
         task = users[-1].content if users else ""
         history = bounded_history(loop.transcript[:-1]) if users else []
         ctx = loop.context_for(self, span=span)
-        gate = asyncio.Semaphore(self.max_concurrency or len(self.sub_agents))
-
-        async def branch(agent: Agent[Any]) -> str:
-            async with gate:
-                result = await run_child(ctx, agent, task, report=False, history=history)
-            return result.render()
-
-        async with asyncio.TaskGroup() as group:
-            running = [group.create_task(branch(a)) for a in self.sub_agents]
-        text = "\n\n".join(f"### {a.name}\n{r.result()}"
-                           for a, r in zip(self.sub_agents, running, strict=True))
+        results = await run_children(
+            [run_child(ctx, a, task, report=False, history=history) for a in self.sub_agents],
+            self.max_concurrency)
+        text = "\n\n".join(f"### {r.agent}\n{r.render()}" for r in results)
         message = Message.assistant(text, name=self.name)
         loop.push(message)
         loop.add(MessageEvent(agent=self.name, path=loop.path(self), message=message))
@@ -123,13 +124,13 @@ class LoopAgent(Composite):
 
     async def run_composite(self, loop: AgentLoop, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        self._steps(loop, pending)
         final, last = "", self.sub_agents[0]
         for i in range(self.max_iterations):
             if i:
                 loop.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
-            final, last, reason = await _run_steps(loop, self, self.sub_agents, span, self.name)
-            if reason:
+            final, last, reason = await _run_steps(loop, self, self.sub_agents, span, self.name,
+                                                   pending if i == 0 else [])
+            if loop.stopped:
                 return final, last, reason
             if self.until is not None and self.until(final):
                 return final, last, "until"

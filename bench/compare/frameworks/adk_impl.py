@@ -7,10 +7,13 @@ raised above ADK's default of 500 so S1 at 500 turns may run.
 Handoffs: native ``sub_agents`` + the ``transfer_to_agent(agent_name=...)`` tool; each agent has
 the next as its only sub-agent.
 Agent as tool: native ``google.adk.tools.agent_tool.AgentTool`` (parameter ``request``).
-History: ``InMemorySessionService``; SQLite: ADK's ``SqliteSessionService(db_path)`` (aiosqlite),
-the store ADK's own service registry uses for ``sqlite://`` URIs. (``DatabaseSessionService``
-with ``sqlite+aiosqlite`` needs the ``google-adk[db]`` extra / SQLAlchemy, which ADK now reserves
-for postgresql/mysql URIs.)
+History: ``InMemorySessionService``; SQLite: ``DatabaseSessionService(db_url="sqlite+aiosqlite:///
+<file>")`` (the ``google-adk[db]`` extra, SQLAlchemy async engine) with sqlite3's busy timeout and
+SQLAlchemy's pool timeout raised to 300 s: with their defaults (5 s, 30 s) 1,000 concurrent
+sessions fail with "database is locked" / "QueuePool limit of size 5 overflow 10 reached".
+ADK's other SQLite store, ``SqliteSessionService(db_path)`` (one aiosqlite connection per
+operation, no settings), fails with "database is locked" already at 100 concurrent sessions; set
+``BENCH_ADK_SQLITE=sqlite_session_service`` to measure it instead.
 Tracing: ADK always creates OpenTelemetry spans through the OTel API, but no SDK tracer provider
 or exporter is configured, so they are non-recording no-ops and nothing leaves the process.
 """
@@ -47,7 +50,8 @@ NOTES = {
     "handoff": "native sub_agents + transfer_to_agent",
     "agent_tool": "native AgentTool",
     "history_memory": "InMemorySessionService",
-    "history_sqlite": "SqliteSessionService(db_path) (aiosqlite), one file for all sessions",
+    "history_sqlite": "DatabaseSessionService(sqlite+aiosqlite:///file), busy timeout and "
+    "pool_timeout raised to 300 s (defaults fail at 1,000 concurrent sessions)",
 }
 
 APP = "bench"
