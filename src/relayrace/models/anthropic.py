@@ -13,7 +13,6 @@ import re
 import warnings
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from typing import Any, Literal, TypeAlias
 
 from ..exceptions import ModelProviderError, UserError
@@ -143,7 +142,7 @@ class AnthropicModel(Model):
         dict[str, Any] | None,
         float | anthropic.NotGiven,
     ]:
-        settings = _merge_settings(self.settings, request.settings)
+        settings = ModelSettings.merge(self.settings, request.settings)
         system, messages = _to_anthropic_messages(
             request.instructions, request.messages, tools=bool(request.tools)
         )
@@ -421,21 +420,6 @@ def _usage(usage: AnthropicUsage | MessageDeltaUsage) -> Usage:
         + (usage.cache_read_input_tokens or 0),
         output_tokens=usage.output_tokens,
     )
-
-
-def _merge_settings(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
-    """Field-by-field merge: a non-``None`` field of ``override`` wins; ``extra`` dicts merge."""
-    merged = ModelSettings()
-    for layer in (base, override):
-        if layer is None:
-            continue
-        for f in fields(ModelSettings):
-            value = getattr(layer, f.name)
-            if f.name == "extra":
-                merged.extra = {**merged.extra, **value}
-            elif value is not None:
-                setattr(merged, f.name, value)
-    return merged
 
 
 def _error_detail(e: anthropic.APIError) -> tuple[str, str]:

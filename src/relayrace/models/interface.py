@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..messages import Message
@@ -41,6 +41,21 @@ class ModelSettings:
     """Seconds before a request is abandoned (the SDK then retries)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific options passed through unchanged."""
+
+    @staticmethod
+    def merge(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
+        """Field by field: a non-``None`` field of ``override`` wins; ``extra`` dicts merge."""
+        merged = ModelSettings()
+        for layer in (base, override):
+            if layer is None:
+                continue
+            for f in fields(ModelSettings):
+                value = getattr(layer, f.name)
+                if f.name == "extra":
+                    merged.extra = {**merged.extra, **value}
+                elif value is not None:
+                    setattr(merged, f.name, value)
+        return merged
 
 
 @dataclass(slots=True, kw_only=True)

@@ -11,7 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ModelProviderError, UserError
@@ -138,7 +138,7 @@ class OpenAIChatModel(Model):
     def _params(
         self, request: ModelRequest
     ) -> tuple[completion_create_params.CompletionCreateParamsBase, ModelSettings]:
-        settings = _merge_settings(self.settings, request.settings)
+        settings = ModelSettings.merge(self.settings, request.settings)
         params: completion_create_params.CompletionCreateParamsBase = {
             "model": self.model,
             "messages": _to_openai_messages(request),
@@ -314,21 +314,6 @@ def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessagePara
         else:
             out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
     return out
-
-
-def _merge_settings(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
-    """Field-by-field merge: a non-``None`` field of ``override`` wins; ``extra`` dicts merge."""
-    merged = ModelSettings()
-    for layer in (base, override):
-        if layer is None:
-            continue
-        for f in fields(ModelSettings):
-            value = getattr(layer, f.name)
-            if f.name == "extra":
-                merged.extra = {**merged.extra, **value}
-            elif value is not None:
-                setattr(merged, f.name, value)
-    return merged
 
 
 def _usage(usage: CompletionUsage) -> Usage:
