@@ -229,6 +229,7 @@ class Agent(Generic[TContext]):
         report: bool = True,
         include_history: bool | InputFilter = False,
         timeout: float | None = None,
+        report_template: str | None = None,
     ) -> AgentTool:
         """This agent as a tool: each call runs it to completion in a fresh child session.
 
@@ -238,13 +239,17 @@ class Agent(Generic[TContext]):
         ``report=True`` the child ends with a structured ``<handoff>`` report, which is all
         the caller's model receives. ``include_history`` passes a bounded part of the caller's
         conversation (or what a filter keeps); by default the child sees only its task.
+        ``report_template`` replaces the Jinja2 text that asks for the report (it receives
+        ``audience``; see ``relayrace.reports.DEFAULT_REPORT_SUFFIX``).
         """
         from .delegation import AgentTool
+        from .reports import DEFAULT_REPORT_SUFFIX
 
         return AgentTool(
             self, name=name, description=description, parameters=parameters,
             context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,
             report=report, include_history=include_history, timeout=timeout,
+            report_template=report_template or DEFAULT_REPORT_SUFFIX,
         )
 
     def handoff_set(self) -> HandoffSet:
