@@ -1,4 +1,9 @@
-"""Shared helpers for the relayrace core tests: the tool-call protocol check and tracing setup."""
+"""Shared helpers for the relayrace core tests.
+
+The tool-call protocol check, what a run logged and what a test model was asked (who spoke,
+what they were shown), a small two-agent desk, and tracing setup. Scripted models come from
+``relayrace.testing``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from relayrace import Message, MessageEvent, ToolResultEvent
+from relayrace import Agent, Message, MessageEvent, ToolResultEvent, tool
 from relayrace.events import AgentEvent
 from relayrace.sessions import Session
 from relayrace.tracing import (
@@ -71,6 +76,37 @@ async def session_messages(session: Session) -> list[Message]:
 def of_type(events: Sequence[Any], cls: type[Any]) -> list[Any]:
     """The events of one type."""
     return [e for e in events if isinstance(e, cls)]
+
+
+def speakers(model: Any) -> list[str]:
+    """The agents that asked a test model for a turn, in the order they asked."""
+    return [r.agent for r in model.requests]
+
+
+def requests_of(model: Any, agent: str) -> list[Any]:
+    """The requests one agent made to a test model."""
+    return [r for r in model.requests if r.agent == agent]
+
+
+def shown(messages: Sequence[Message]) -> str:
+    """Every piece of text a model was shown: contents and tool-call arguments."""
+    parts: list[str] = []
+    for m in messages:
+        parts.append(m.content)
+        parts.extend(c.arguments for c in m.tool_calls)
+    return "\n".join(parts)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def root_with_billing(model: Any, tools: Sequence[Any] = (add,)) -> Agent:
+    """Agent ``root``, which may hand off to ``billing``; both share ``model`` and ``tools``."""
+    billing = Agent("billing", instructions="billing", model=model, tools=tools)
+    return Agent("root", instructions="root", model=model, tools=tools, sub_agents=[billing])
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, of_type, session_messages
+from conftest import assert_valid_protocol, of_type, requests_of, session_messages, speakers
 from relayrace import (
     Agent,
     ApprovalRequestedEvent,
@@ -20,7 +20,7 @@ from relayrace import (
 from relayrace.approvals import PendingRun
 from relayrace.meta_tools import DelegationConfig
 from relayrace.sessions import MemorySession, SQLiteSession
-from relayrace.testing import FunctionModel, text, tool_call
+from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.workflows import SequentialAgent
 
 EXECUTED: list[str] = []
@@ -45,18 +45,6 @@ def _clear() -> None:
     EXECUTED.clear()
 
 
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
 def banker(model: Any) -> Agent:
     return Agent("banker", instructions="You move money.", model=model,
                  tools=[wire_money, balance])
@@ -69,7 +57,7 @@ WIRE = tool_call("wire_money", {"amount": 50, "to": "bob"}, id="call_wire")
 
 
 async def test_a_tool_requiring_approval_stops_the_run() -> None:
-    model = per_agent({"banker": [WIRE]})
+    model = ScriptedModel(by_agent={"banker": [WIRE]})
     result = await Runner.run(banker(model), "pay bob 50")
     assert result.pending is not None
     [p] = result.pending.approvals
@@ -85,7 +73,7 @@ async def test_a_tool_requiring_approval_stops_the_run() -> None:
 
 
 async def test_other_calls_of_the_turn_still_run_and_nothing_is_lost() -> None:
-    model = per_agent({"banker": [[tool_call("balance", id="call_bal"), WIRE]]})
+    model = ScriptedModel(by_agent={"banker": [[tool_call("balance", id="call_bal"), WIRE]]})
     result = await Runner.run(banker(model), "check and pay")
     assert result.pending is not None
     assert [a.call_id for a in result.pending.approvals] == ["call_wire"]
@@ -93,7 +81,7 @@ async def test_other_calls_of_the_turn_still_run_and_nothing_is_lost() -> None:
 
 
 async def test_approved_call_runs_on_resume() -> None:
-    model = per_agent({"banker": [WIRE, text("Paid bob 50.")]})
+    model = ScriptedModel(by_agent={"banker": [WIRE, text("Paid bob 50.")]})
     first = await Runner.run(banker(model), "pay bob 50")
     assert first.pending is not None
     result = await Runner.resume(first.pending, approvals={"call_wire": True})
@@ -108,7 +96,7 @@ async def test_approved_call_runs_on_resume() -> None:
 
 
 async def test_a_rejection_is_told_to_the_model() -> None:
-    model = per_agent({"banker": [WIRE, text("I did not pay.")]})
+    model = ScriptedModel(by_agent={"banker": [WIRE, text("I did not pay.")]})
     first = await Runner.run(banker(model), "pay bob 50")
     assert first.pending is not None
     result = await Runner.resume(first.pending, approvals={"call_wire": False})
@@ -122,9 +110,11 @@ async def test_a_rejection_is_told_to_the_model() -> None:
 
 
 async def test_undecided_calls_stay_pending() -> None:
-    model = per_agent({"banker": [[WIRE, tool_call("wire_money", {"amount": 5, "to": "eve"},
-                                                   id="call_two")],
-                                  text("done")]})
+    model = ScriptedModel(by_agent={
+        "banker": [[WIRE, tool_call("wire_money", {"amount": 5, "to": "eve"},
+                                    id="call_two")],
+                   text("done")],
+    })
     first = await Runner.run(banker(model), "pay both")
     assert first.pending is not None
     assert [a.call_id for a in first.pending.approvals] == ["call_wire", "call_two"]
@@ -139,7 +129,7 @@ async def test_undecided_calls_stay_pending() -> None:
 
 
 async def test_resume_with_an_unknown_call_id_is_a_user_error() -> None:
-    model = per_agent({"banker": [WIRE]})
+    model = ScriptedModel(by_agent={"banker": [WIRE]})
     first = await Runner.run(banker(model), "pay")
     assert first.pending is not None
     with pytest.raises(UserError, match="call_nope"):
@@ -150,7 +140,7 @@ async def test_resume_with_an_unknown_call_id_is_a_user_error() -> None:
 
 
 async def test_pending_run_round_trips_through_json() -> None:
-    model = per_agent({"banker": [WIRE, text("Paid.")]})
+    model = ScriptedModel(by_agent={"banker": [WIRE, text("Paid.")]})
     agent = banker(model)
     session = MemorySession()
     first = await Runner.run(agent, "pay", session=session)
@@ -165,7 +155,7 @@ async def test_pending_run_round_trips_through_json() -> None:
 
 
 async def test_from_json_checks_the_session_and_the_text() -> None:
-    model = per_agent({"banker": [WIRE]})
+    model = ScriptedModel(by_agent={"banker": [WIRE]})
     agent = banker(model)
     first = await Runner.run(agent, "pay")
     assert first.pending is not None
@@ -176,7 +166,7 @@ async def test_from_json_checks_the_session_and_the_text() -> None:
 
 
 async def test_an_unbound_pending_run_cannot_be_resumed() -> None:
-    model = per_agent({"banker": [WIRE]})
+    model = ScriptedModel(by_agent={"banker": [WIRE]})
     first = await Runner.run(banker(model), "pay")
     assert first.pending is not None
     unbound = PendingRun(session_id=first.pending.session_id, agent="banker",
@@ -187,7 +177,7 @@ async def test_an_unbound_pending_run_cannot_be_resumed() -> None:
 
 async def test_from_session_rebuilds_the_pending_run_after_a_restart(tmp_path: Any) -> None:
     db = tmp_path / "approvals.db"
-    model = per_agent({"banker": [WIRE, text("Paid after restart.")]})
+    model = ScriptedModel(by_agent={"banker": [WIRE, text("Paid after restart.")]})
     first = await Runner.run(banker(model), "pay", session=SQLiteSession("s-1", db))
     assert first.pending is not None
     # A new process: new agent and session objects, the same file.
@@ -213,8 +203,8 @@ def desk(model: Any) -> Agent:
 
 
 async def test_a_handoff_requiring_approval_stops_and_resumes() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing", id="call_t")],
-                       "billing": [text("billing here")]})
+    model = ScriptedModel(by_agent={"triage": [tool_call("transfer_to_billing", id="call_t")],
+                                    "billing": [text("billing here")]})
     first = await Runner.run(desk(model), "refund")
     assert first.pending is not None
     [p] = first.pending.approvals
@@ -228,16 +218,16 @@ async def test_a_handoff_requiring_approval_stops_and_resumes() -> None:
 
 
 async def test_a_rejected_handoff_keeps_the_caller() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing", id="call_t"),
-                                  text("I'll handle it myself")],
-                       "billing": []})
+    model = ScriptedModel(by_agent={"triage": [tool_call("transfer_to_billing", id="call_t"),
+                                               text("I'll handle it myself")],
+                                    "billing": []})
     first = await Runner.run(desk(model), "refund")
     assert first.pending is not None
     result = await Runner.resume(first.pending, approvals={"call_t": False})
     assert result.final_output == "I'll handle it myself"
     assert result.last_agent.name == "triage"
     assert result.tool_results[0].is_error
-    assert [r.agent for r in model.requests] == ["triage", "triage"]
+    assert speakers(model) == ["triage", "triage"]
 
 
 # --------------------------------------------------------------------------- delegated children
@@ -250,7 +240,7 @@ def delegating(model: Any) -> Agent:
 
 
 async def test_a_request_inside_a_delegated_child_surfaces_and_resumes_there() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
                         text("Bob is paid.")],
         "banker": [WIRE, text("SUMMARY: paid bob 50")],
@@ -278,13 +268,13 @@ async def test_a_request_inside_a_delegated_child_surfaces_and_resumes_there() -
     [res] = result.tool_results
     assert res.message.tool_call_id == "call_agent" and "paid bob 50" in res.message.content
     # The banker's second request saw the wire result, not a fresh task.
-    banker_requests = [r for r in model.requests if r.agent == "banker"]
+    banker_requests = requests_of(model, "banker")
     assert len(banker_requests) == 2
     assert [m.content for m in banker_requests[1].messages if m.role == "user"] == ["pay bob"]
 
 
 async def test_a_rejection_inside_a_delegated_child() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
                         text("Not paid.")],
         "banker": [WIRE, text("SUMMARY: the payment was rejected")],
@@ -299,7 +289,7 @@ async def test_a_rejection_inside_a_delegated_child() -> None:
 
 async def test_a_child_request_survives_a_restart_with_sqlite(tmp_path: Any) -> None:
     db = tmp_path / "child.db"
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("banker", {"query": "pay bob"}, id="call_agent"),
                         text("Bob is paid.")],
         "banker": [WIRE, text("SUMMARY: paid")],
@@ -319,7 +309,7 @@ async def test_a_child_request_survives_a_restart_with_sqlite(tmp_path: Any) -> 
 
 
 async def test_a_request_inside_a_war_room_child_surfaces_on_the_outer_run() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "lead": [tool_call("war_room", {"agents": [{"type": "banker", "task": "pay bob"},
                                                    {"type": "clerk", "task": "file it"}]},
                            id="call_room"),
@@ -344,8 +334,8 @@ async def test_a_request_inside_a_war_room_child_surfaces_on_the_outer_run() -> 
 
 
 async def test_a_request_inside_a_workflow_step_resumes_that_step() -> None:
-    model = per_agent({"intake": [text("noted")],
-                       "banker": [WIRE, text("Paid bob.")]})
+    model = ScriptedModel(by_agent={"intake": [text("noted")],
+                                    "banker": [WIRE, text("Paid bob.")]})
     flow = SequentialAgent("flow", steps=[
         Agent("intake", instructions="x", model=model),
         Agent("banker", instructions="x", model=model, tools=[wire_money])])
@@ -356,5 +346,5 @@ async def test_a_request_inside_a_workflow_step_resumes_that_step() -> None:
     assert EXECUTED == ["50->bob"]
     assert result.pending is None
     assert result.final_output == "Paid bob."
-    assert [r.agent for r in model.requests] == ["intake", "banker", "banker"]
+    assert speakers(model) == ["intake", "banker", "banker"]
     assert_valid_protocol(await session_messages(result.session))

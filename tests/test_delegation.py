@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from conftest import assert_valid_protocol, of_type, session_messages
+from conftest import assert_valid_protocol, of_type, requests_of, session_messages, shown
 from relayrace import (
     Agent,
     DelegationEvent,
@@ -35,32 +35,6 @@ from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor
 
 # --------------------------------------------------------------------------- helpers
-
-
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    """A model that plays each agent's own list of turns, whatever the interleaving."""
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
-def requests_of(model: Any, agent: str) -> list[Any]:
-    return [r for r in model.requests if r.agent == agent]
-
-
-def all_text(messages: Sequence[Message]) -> str:
-    """Every piece of text a model was shown: contents and tool-call arguments."""
-    parts: list[str] = []
-    for m in messages:
-        parts.append(m.content)
-        parts.extend(c.arguments for c in m.tool_calls)
-    return "\n".join(parts)
 
 
 def tool_messages(messages: Sequence[Message]) -> list[Message]:
@@ -97,9 +71,11 @@ GAPS:
 
 
 async def test_default_parameters_take_one_required_query() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "Acme revenue"}),
-                                       text("final")],
-                       "researcher": [text("Acme made $1.2B")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "Acme revenue"}),
+                        text("final")],
+        "researcher": [text("Acme made $1.2B")],
+    })
     agent_tool = researcher(model).as_tool()
     schema = agent_tool.parameters
     assert schema["type"] == "object"
@@ -115,7 +91,7 @@ async def test_default_parameters_take_one_required_query() -> None:
 
 
 async def test_name_and_description_are_configurable() -> None:
-    model = per_agent({})
+    model = ScriptedModel()
     agent_tool = researcher(model).as_tool(name="ask researcher!", description="Ask it.")
     assert agent_tool.name == "ask_researcher_"
     assert agent_tool.description == "Ask it."
@@ -123,9 +99,9 @@ async def test_name_and_description_are_configurable() -> None:
 
 
 async def test_missing_query_is_a_tool_error_and_the_run_continues() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"topic": "Acme"}),
-                                       text("recovered")],
-                       "researcher": []})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"topic": "Acme"}),
+                                                    text("recovered")],
+                                    "researcher": []})
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [res] = result.tool_results
     assert res.is_error
@@ -136,9 +112,9 @@ async def test_missing_query_is_a_tool_error_and_the_run_continues() -> None:
 
 
 async def test_malformed_json_arguments_are_a_tool_error() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", '{"query": "Acme"'),
-                                       text("recovered")],
-                       "researcher": []})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", '{"query": "Acme"'),
+                                                    text("recovered")],
+                                    "researcher": []})
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [res] = result.tool_results
     assert res.is_error and "JSON" in res.message.content
@@ -153,7 +129,7 @@ JSON_SCHEMA: dict[str, Any] = {
 
 
 async def test_json_schema_parameters_are_offered_and_validated() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"company": "Acme", "year": "last"}),
                         tool_call("researcher", {"company": "Acme", "year": 2023}),
                         text("final")],
@@ -174,7 +150,7 @@ async def test_json_schema_parameters_are_offered_and_validated() -> None:
 
 async def test_invalid_json_schema_is_refused_at_construction() -> None:
     with pytest.raises(UserError, match="schema"):
-        researcher(per_agent({})).as_tool(parameters={"type": "no-such-type"})
+        researcher(ScriptedModel()).as_tool(parameters={"type": "no-such-type"})
 
 
 class CompanyQuery(BaseModel):
@@ -183,7 +159,7 @@ class CompanyQuery(BaseModel):
 
 
 async def test_pydantic_parameters_are_offered_and_validated() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"company": "Acme"}),
                         tool_call("researcher", {"company": "Acme", "year": 2021}),
                         text("final")],
@@ -201,7 +177,7 @@ async def test_pydantic_parameters_are_offered_and_validated() -> None:
 
 async def test_parameters_of_another_type_are_a_user_error() -> None:
     with pytest.raises(UserError):
-        researcher(per_agent({})).as_tool(parameters=[("query", str)])  # type: ignore[arg-type]
+        researcher(ScriptedModel()).as_tool(parameters=[("query", str)])  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- context transform
@@ -215,8 +191,8 @@ TRANSFORM_SCHEMA: dict[str, Any] = {
 
 async def run_transform(transform: str, args: dict[str, Any],
                         instructions: str) -> tuple[Any, FunctionModel]:
-    model = per_agent({"coordinator": [tool_call("researcher", args), text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", args), text("final")],
+                                    "researcher": [text("child answer")]})
     child = researcher(model, instructions=instructions)
     agent_tool = child.as_tool(parameters=TRANSFORM_SCHEMA, context_transform=transform)
     result = await Runner.run(coordinator(model, agent_tool), "go")
@@ -292,7 +268,7 @@ async def test_transform_values_are_not_rendered_again_as_templates() -> None:
 
 
 async def test_rate_limit_tells_the_model_when_to_call_again() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "a"}),
                         tool_call("researcher", {"query": "b"}), text("final")],
         "researcher": [text("first"), text("second")],
@@ -310,7 +286,7 @@ async def test_rate_limit_tells_the_model_when_to_call_again() -> None:
 
 
 async def test_rate_limit_applies_to_calls_in_the_same_turn() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [[tool_call("researcher", {"query": "a"}),
                          tool_call("researcher", {"query": "b"})], text("final")],
         "researcher": [text("one"), text("two")],
@@ -326,9 +302,11 @@ async def test_rate_limit_applies_to_calls_in_the_same_turn() -> None:
 
 
 async def test_child_runs_in_a_linked_memory_session() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}, id="call_r"),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}, id="call_r"),
+                        text("final")],
+        "researcher": [text("child answer")],
+    })
     session = MemorySession()
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go",
                               session=session)
@@ -348,9 +326,11 @@ async def test_child_runs_in_a_linked_memory_session() -> None:
 
 
 async def test_child_runs_in_a_linked_sqlite_session(tmp_path: Any) -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}, id="call_s"),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}, id="call_s"),
+                        text("final")],
+        "researcher": [text("child answer")],
+    })
     session = SQLiteSession("parent-1", tmp_path / "s.db")
     await Runner.run(coordinator(model, researcher(model).as_tool()), "go", session=session)
     [info] = await session.children()
@@ -374,18 +354,18 @@ def long_history() -> list[Message]:
 
 
 async def test_child_does_not_see_the_parent_history_by_default() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "the task"}),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"query": "the task"}),
+                                                    text("final")],
+                                    "researcher": [text("child answer")]})
     await Runner.run(coordinator(model, researcher(model).as_tool()), long_history())
     [child] = requests_of(model, "researcher")
     assert [(m.role, m.content) for m in child.messages] == [("user", "the task")]
 
 
 async def test_include_history_passes_a_bounded_recent_part() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "the task"}),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"query": "the task"}),
+                                                    text("final")],
+                                    "researcher": [text("child answer")]})
     agent_tool = researcher(model).as_tool(include_history=True)
     history = long_history()
     await Runner.run(coordinator(model, agent_tool), history)
@@ -393,7 +373,7 @@ async def test_include_history_passes_a_bounded_recent_part() -> None:
     seen = child.messages
     assert seen[-1].role == "user" and seen[-1].content == "the task"
     assert seen[0].role == "user"
-    contents = all_text(seen)
+    contents = shown(seen)
     assert "final user request" in contents  # the most recent part
     assert "user-marker-0" not in contents  # bounded: the oldest part is left out
     assert 2 <= len(seen) < len(history)
@@ -402,21 +382,21 @@ async def test_include_history_passes_a_bounded_recent_part() -> None:
 
 
 async def test_include_history_is_bounded_in_characters() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "the task"}),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"query": "the task"}),
+                                                    text("final")],
+                                    "researcher": [text("child answer")]})
     big = [Message.user("x" * 30_000), Message.assistant("y" * 30_000, name="coordinator"),
            Message.user("short question")]
     await Runner.run(coordinator(model, researcher(model).as_tool(include_history=True)), big)
     [child] = requests_of(model, "researcher")
     assert sum(len(m.content) for m in child.messages) < 20_000
-    assert "short question" in all_text(child.messages)
+    assert "short question" in shown(child.messages)
 
 
 async def test_include_history_filter_function() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "the task"}),
-                                       text("final")],
-                       "researcher": [text("child answer")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"query": "the task"}),
+                                                    text("final")],
+                                    "researcher": [text("child answer")]})
     seen_by_filter: list[list[Message]] = []
 
     def keep_markers(messages: list[Message]) -> list[Message]:
@@ -428,7 +408,7 @@ async def test_include_history_filter_function() -> None:
     [child] = requests_of(model, "researcher")
     assert [m.content for m in child.messages] == ["user-marker-3", "assistant-marker-3",
                                                    "the task"]
-    assert seen_by_filter and "user-marker-0" in all_text(seen_by_filter[0])
+    assert seen_by_filter and "user-marker-0" in shown(seen_by_filter[0])
 
 
 # --------------------------------------------------------------------------- the shared run
@@ -448,7 +428,7 @@ def recall(ctx: RunContext[dict[str, Any]], key: str) -> str:
 
 
 async def test_child_shares_the_run_context() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}),
                         tool_call("recall", {"key": "finding"}), text("final")],
         "researcher": [tool_call("remember", {"key": "finding", "value": "V-123"}),
@@ -465,8 +445,10 @@ async def test_child_shares_the_run_context() -> None:
 
 async def test_child_spans_nest_under_the_parent_tool_call(
         traces: InMemoryTraceProcessor) -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
-                       "researcher": [tool_call("lookup", {"q": "x"}), text("found")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
+        "researcher": [tool_call("lookup", {"q": "x"}), text("found")],
+    })
 
     @tool
     def lookup(q: str) -> str:
@@ -537,8 +519,10 @@ async def test_cancelling_the_outer_run_cancels_the_child() -> None:
 
 
 async def test_report_request_is_appended_to_the_child_instructions() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text(REPORT)]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text(REPORT)],
+    })
     await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [child] = requests_of(model, "researcher")
     assert child.instructions.startswith("You research companies.")
@@ -550,8 +534,10 @@ async def test_report_request_is_appended_to_the_child_instructions() -> None:
 
 
 async def test_no_report_request_without_report() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text("plain answer")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text("plain answer")],
+    })
     result = await Runner.run(coordinator(model, researcher(model).as_tool(report=False)), "go")
     [child] = requests_of(model, "researcher")
     assert "<handoff>" not in child.instructions
@@ -560,8 +546,10 @@ async def test_no_report_request_without_report() -> None:
 
 
 async def test_report_is_parsed_into_the_result_and_the_delegation_event() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text(REPORT)]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text(REPORT)],
+    })
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [report] = result.reports
     assert report.summary == "Acme grew 12% in 2023."
@@ -582,8 +570,10 @@ async def test_report_parser_is_tolerant() -> None:
              "## Key-Findings\n• Revenue up 12%\n1) Margins flat\n"
              "Sources: annual report, press release\n"
              "Confidence: Medium-high — two sources agree\n")  # no closing tag
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text(messy)]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text(messy)],
+    })
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [report] = result.reports
     assert report.summary == "Acme is growing fast."
@@ -593,8 +583,10 @@ async def test_report_parser_is_tolerant() -> None:
 
 
 async def test_without_a_block_the_summary_is_the_final_text() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text("  Acme made $1.2B last year.  ")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text("  Acme made $1.2B last year.  ")],
+    })
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [report] = result.reports
     assert report.summary == "Acme made $1.2B last year."
@@ -603,8 +595,10 @@ async def test_without_a_block_the_summary_is_the_final_text() -> None:
 
 
 async def test_an_empty_answer_is_reported_as_empty() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-                       "researcher": [text("   ")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [text("   ")],
+    })
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [res] = result.tool_results
     assert not res.is_error
@@ -625,7 +619,7 @@ async def test_sources_are_completed_with_tools_the_child_used() -> None:
         """Not used."""
         return x
 
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
         "researcher": [tool_call("web_search", {"query": "acme revenue"}), text(REPORT)],
     })
@@ -644,7 +638,7 @@ async def test_parent_gets_one_compact_result_never_the_child_transcript() -> No
         """Look something up."""
         return "RAW-LOOKUP-OUTPUT-7731 " * 20
 
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}, id="call_x"), text("final")],
         "researcher": [tool_call("lookup", {"q": "acme"}), text(REPORT)],
     })
@@ -657,11 +651,11 @@ async def test_parent_gets_one_compact_result_never_the_child_transcript() -> No
     assert results[0].content == report.render()
     assert "Acme grew 12% in 2023." in results[0].content
     for request in requests_of(model, "coordinator"):
-        assert "RAW-LOOKUP-OUTPUT-7731" not in all_text(request.messages)
-    assert "RAW-LOOKUP-OUTPUT-7731" not in all_text(parent_msgs)
+        assert "RAW-LOOKUP-OUTPUT-7731" not in shown(request.messages)
+    assert "RAW-LOOKUP-OUTPUT-7731" not in shown(parent_msgs)
     # The child's own session does hold it.
     child_msgs = await session_messages(result.session.child_sessions[0])  # type: ignore[attr-defined]
-    assert "RAW-LOOKUP-OUTPUT-7731" in all_text(child_msgs)
+    assert "RAW-LOOKUP-OUTPUT-7731" in shown(child_msgs)
 
 
 # --------------------------------------------------------------------------- failures
@@ -715,9 +709,9 @@ async def test_a_child_that_times_out_is_an_error_result() -> None:
 
 
 async def test_stream_yields_child_events_tagged_with_their_path() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}),
-                                       text("final answer")],
-                       "researcher": [text("child words here")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("researcher", {"query": "q"}),
+                                                    text("final answer")],
+                                    "researcher": [text("child words here")]})
     stream = Runner.stream(coordinator(model, researcher(model).as_tool()), "go")
     events = [e async for e in stream]
     child_events = [e for e in events if "/" in e.path]
@@ -735,7 +729,7 @@ async def test_stream_yields_child_events_tagged_with_their_path() -> None:
 
 
 async def test_nested_delegation_paths() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("analyst", {"query": "numbers"}), text("researched")],
         "analyst": [text("analysed")],

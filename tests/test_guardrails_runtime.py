@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conftest import assert_valid_protocol, of_type, session_messages
+from conftest import assert_valid_protocol, of_type, session_messages, shown, speakers
 from relayrace import (
     Agent,
     GuardrailTriggeredEvent,
-    Message,
     Runner,
     TextDeltaEvent,
     handoff,
@@ -23,34 +22,26 @@ from relayrace.guardrails import (
 )
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
 from relayrace.team import Team
-from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+from relayrace.testing import ScriptedModel, text, tool_call
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"
 
 
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
-def shown(messages: Sequence[Message]) -> str:
-    parts: list[str] = []
-    for m in messages:
-        parts.append(m.content)
-        parts.extend(c.arguments for c in m.tool_calls)
-    return "\n".join(parts)
-
-
 def guard_events(result: Any) -> list[GuardrailTriggeredEvent]:
     return of_type(result.new_events, GuardrailTriggeredEvent)
+
+
+def a_then_b(model: Any, *, a_options: dict[str, Any] | None = None, **team_options: Any) -> Team:
+    """Team ``t``: member ``a`` speaks, then ``b``, then the run ends.
+
+    ``a_options`` go to member ``a`` alone (its own guardrails), ``team_options`` to the team.
+    """
+    return Team("t", agents=[Agent("a", instructions="x", model=model, **(a_options or {})),
+                             Agent("b", instructions="x", model=model)],
+                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
+                       Rule(FromSpeaker("b"), TerminateTarget("done"))],
+                **team_options)
 
 
 # --------------------------------------------------------------------------- input
@@ -145,11 +136,13 @@ def front_desk(model: Any, *, billing_guards: Sequence[Any], **handoff_options: 
 
 
 async def test_a_blocking_input_guardrail_applies_at_the_handoff() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing", {"reason": "billing"})],
-                       "billing": []})
+    model = ScriptedModel(by_agent={
+        "triage": [tool_call("transfer_to_billing", {"reason": "billing"})],
+        "billing": [],
+    })
     agent = front_desk(model, billing_guards=[PIIGuardrail(action="block")])
     result = await Runner.run(agent, f"Refund to {EMAIL} please")
-    assert [r.agent for r in model.requests] == ["triage"]
+    assert speakers(model) == ["triage"]
     assert EMAIL in shown(model.requests[0].messages)  # triage has no guardrail
     assert "blocked" in result.final_output
     [event] = guard_events(result)
@@ -158,8 +151,10 @@ async def test_a_blocking_input_guardrail_applies_at_the_handoff() -> None:
 
 
 async def test_a_redacting_input_guardrail_applies_at_the_handoff() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing", {"reason": "billing"})],
-                       "billing": [text("refund queued")]})
+    model = ScriptedModel(by_agent={
+        "triage": [tool_call("transfer_to_billing", {"reason": "billing"})],
+        "billing": [text("refund queued")],
+    })
     agent = front_desk(model, billing_guards=[PIIGuardrail()])
     result = await Runner.run(agent, f"Refund to {EMAIL}, card {CARD}")
     triage_saw = shown(model.requests[0].messages)
@@ -171,7 +166,7 @@ async def test_a_redacting_input_guardrail_applies_at_the_handoff() -> None:
 
 
 async def test_the_receiver_guardrail_covers_what_the_sender_passes_on() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_billing", {"reason": f"customer is {EMAIL}"})],
         "billing": [text("ok")],
     })
@@ -182,8 +177,8 @@ async def test_the_receiver_guardrail_covers_what_the_sender_passes_on() -> None
 
 
 async def test_a_handoff_with_an_input_filter_still_redacts() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing")],
-                       "billing": [text("ok")]})
+    model = ScriptedModel(by_agent={"triage": [tool_call("transfer_to_billing")],
+                                    "billing": [text("ok")]})
     agent = front_desk(model, billing_guards=[PIIGuardrail()],
                        input_filter=lambda msgs: [m for m in msgs if m.role == "user"])
     await Runner.run(agent, f"Refund to {EMAIL}")
@@ -192,12 +187,8 @@ async def test_a_handoff_with_an_input_filter_still_redacts() -> None:
 
 
 async def test_team_input_guardrails_apply_to_every_member() -> None:
-    model = per_agent({"a": [text("A")], "b": [text("B")]})
-    team = Team("t", agents=[Agent("a", instructions="x", model=model),
-                             Agent("b", instructions="x", model=model)],
-                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
-                       Rule(FromSpeaker("b"), TerminateTarget("done"))],
-                input_guardrails=[PIIGuardrail()])
+    model = ScriptedModel(by_agent={"a": [text("A")], "b": [text("B")]})
+    team = a_then_b(model, input_guardrails=[PIIGuardrail()])
     await Runner.run(team, f"contact {EMAIL}")
     for request in model.requests:
         assert EMAIL not in shown(request.messages)
@@ -205,12 +196,8 @@ async def test_team_input_guardrails_apply_to_every_member() -> None:
 
 
 async def test_a_member_blocking_its_input_ends_the_team_run() -> None:
-    model = per_agent({"a": [], "b": [text("b answered the blocked request")]})
-    team = Team("t", agents=[Agent("a", instructions="x", model=model,
-                                   input_guardrails=[TopicDenyListGuardrail(["crypto"])]),
-                             Agent("b", instructions="x", model=model)],
-                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
-                       Rule(FromSpeaker("b"), TerminateTarget("done"))])
+    model = ScriptedModel(by_agent={"a": [], "b": [text("b answered the blocked request")]})
+    team = a_then_b(model, a_options={"input_guardrails": [TopicDenyListGuardrail(["crypto"])]})
     result = await Runner.run(team, "crypto tips?")
     assert model.requests == []
     assert "blocked" in result.final_output
@@ -218,7 +205,7 @@ async def test_a_member_blocking_its_input_ends_the_team_run() -> None:
 
 
 async def test_team_input_guardrail_block_is_an_answer() -> None:
-    model = per_agent({"a": []})
+    model = ScriptedModel(by_agent={"a": []})
     team = Team("t", agents=[Agent("a", instructions="x", model=model)],
                 input_guardrails=[TopicDenyListGuardrail(["crypto"])])
     result = await Runner.run(team, "crypto?")
@@ -250,12 +237,8 @@ async def test_output_guardrail_block_replaces_the_answer() -> None:
 
 
 async def test_team_output_guardrails_run_on_every_members_answer() -> None:
-    model = per_agent({"a": [text(f"A found {EMAIL}")], "b": [text("B done")]})
-    team = Team("t", agents=[Agent("a", instructions="x", model=model),
-                             Agent("b", instructions="x", model=model)],
-                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
-                       Rule(FromSpeaker("b"), TerminateTarget("done"))],
-                output_guardrails=[PIIGuardrail()])
+    model = ScriptedModel(by_agent={"a": [text(f"A found {EMAIL}")], "b": [text("B done")]})
+    team = a_then_b(model, output_guardrails=[PIIGuardrail()])
     result = await Runner.run(team, "go")
     b_saw = shown(model.requests[1].messages)
     assert EMAIL not in b_saw and "A found [EMAIL]" in b_saw
@@ -264,32 +247,30 @@ async def test_team_output_guardrails_run_on_every_members_answer() -> None:
 
 
 async def test_member_output_guardrail_runs_on_its_answer_not_only_the_last() -> None:
-    model = per_agent({"a": [text(f"A found {CARD}")], "b": [text("B done")]})
-    team = Team("t", agents=[Agent("a", instructions="x", model=model,
-                                   output_guardrails=[PIIGuardrail()]),
-                             Agent("b", instructions="x", model=model)],
-                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
-                       Rule(FromSpeaker("b"), TerminateTarget("done"))])
+    model = ScriptedModel(by_agent={"a": [text(f"A found {CARD}")], "b": [text("B done")]})
+    team = a_then_b(model, a_options={"output_guardrails": [PIIGuardrail()]})
     await Runner.run(team, "go")
     assert CARD not in shown(model.requests[1].messages)
 
 
 async def test_output_guardrail_on_a_single_turn_answer_before_it_returns() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_faq"), text("triage final")],
-                       "faq": [text(f"Write to {EMAIL}")]})
+    model = ScriptedModel(by_agent={"triage": [tool_call("transfer_to_faq"), text("triage final")],
+                                    "faq": [text(f"Write to {EMAIL}")]})
     faq = Agent("faq", instructions="x", model=model, mode="single_turn",
                 output_guardrails=[PIIGuardrail()])
     triage = Agent("triage", instructions="x", model=model, sub_agents=[faq])
     result = await Runner.run(triage, "contact?")
-    assert [r.agent for r in model.requests] == ["triage", "faq", "triage"]
+    assert speakers(model) == ["triage", "faq", "triage"]
     back = shown(model.requests[2].messages)
     assert "Write to [EMAIL]" in back and EMAIL not in back
     assert result.final_output == "triage final"
 
 
 async def test_output_guardrail_of_a_delegated_child() -> None:
-    model = per_agent({"coordinator": [tool_call("researcher", {"query": "q"}), text("done")],
-                       "researcher": [text(f"Found {EMAIL}")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("done")],
+        "researcher": [text(f"Found {EMAIL}")],
+    })
     child = Agent("researcher", instructions="x", model=model,
                   output_guardrails=[PIIGuardrail()])
     parent = Agent("coordinator", instructions="x", model=model, tools=[child.as_tool()])
@@ -314,19 +295,15 @@ async def test_streaming_does_not_leak_redacted_text() -> None:
 
 
 async def test_streaming_a_team_with_output_guardrails_does_not_leak() -> None:
-    model = per_agent({"a": [text(f"A found {EMAIL}")], "b": [text("B done")]})
-    team = Team("t", agents=[Agent("a", instructions="x", model=model),
-                             Agent("b", instructions="x", model=model)],
-                rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
-                       Rule(FromSpeaker("b"), TerminateTarget("done"))],
-                output_guardrails=[PIIGuardrail()])
+    model = ScriptedModel(by_agent={"a": [text(f"A found {EMAIL}")], "b": [text("B done")]})
+    team = a_then_b(model, output_guardrails=[PIIGuardrail()])
     events = [e async for e in Runner.stream(team, "go")]
     assert EMAIL not in "".join(dump_events(events))
 
 
 async def test_streaming_a_handoff_target_with_output_guardrails_does_not_leak() -> None:
-    model = per_agent({"triage": [tool_call("transfer_to_billing")],
-                       "billing": [text(f"Card on file: {CARD}")]})
+    model = ScriptedModel(by_agent={"triage": [tool_call("transfer_to_billing")],
+                                    "billing": [text(f"Card on file: {CARD}")]})
     billing = Agent("billing", instructions="x", model=model,
                     output_guardrails=[PIIGuardrail()])
     triage = Agent("triage", instructions="x", model=model, sub_agents=[billing])

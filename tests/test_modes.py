@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, session_messages
-from relayrace import Agent, Message, Runner, UserError, tool
+from conftest import assert_valid_protocol, session_messages, shown, speakers
+from relayrace import Agent, Runner, UserError, tool
 from relayrace.sessions import MemorySession
-from relayrace.testing import FunctionModel, text, tool_call
-
-
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
-def shown(messages: Sequence[Message]) -> str:
-    parts: list[str] = []
-    for m in messages:
-        parts.append(m.content)
-        parts.extend(c.arguments for c in m.tool_calls)
-    return "\n".join(parts)
-
-
-def speakers(model: Any) -> list[str]:
-    return [r.agent for r in model.requests]
+from relayrace.testing import ScriptedModel, text, tool_call
 
 
 def desk(model: Any, mode: str) -> Agent:
@@ -47,7 +22,7 @@ def desk(model: Any, mode: str) -> Agent:
 
 
 async def test_task_agent_returns_control_and_its_result_with_finish_task() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker", {"reason": "look up order"}),
                    text("Your order ships Monday.")],
         "worker": [tool_call("finish_task", {"result": "ORDER-RESULT: ships Monday"})],
@@ -66,7 +41,7 @@ async def test_task_agent_returns_control_and_its_result_with_finish_task() -> N
 
 
 async def test_finish_task_is_only_offered_when_there_is_a_caller() -> None:
-    model = per_agent({"worker": [text("alone")]})
+    model = ScriptedModel(by_agent={"worker": [text("alone")]})
     worker = Agent("worker", instructions="x", model=model, mode="task")
     result = await Runner.run(worker, "go")
     assert "finish_task" not in model.requests[0].tools
@@ -80,7 +55,7 @@ async def test_task_agent_may_use_tools_before_finishing() -> None:
         return f"{order}: in transit"
 
     worker = Agent("worker", instructions="x", mode="task", tools=[lookup])
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker"), text("It is in transit.")],
         "worker": [tool_call("lookup", {"order": "A1"}),
                    tool_call("finish_task", {"result": "A1 in transit"})],
@@ -93,7 +68,7 @@ async def test_task_agent_may_use_tools_before_finishing() -> None:
 
 
 async def test_task_agent_asking_the_user_ends_the_run_and_resumes_later() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker"), text("All set: refund issued.")],
         "worker": [text("Which account should I refund?"),
                    tool_call("finish_task", {"result": "refunded account ACC-7"})],
@@ -117,7 +92,7 @@ async def test_task_agent_asking_the_user_ends_the_run_and_resumes_later() -> No
 
 
 async def test_nested_task_agents_return_to_their_own_callers() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_lead"), text("triage final")],
         "lead": [tool_call("transfer_to_helper"),
                  tool_call("finish_task", {"result": "lead result"})],
@@ -136,7 +111,7 @@ async def test_nested_task_agents_return_to_their_own_callers() -> None:
 
 
 async def test_single_turn_agent_answers_once_and_returns() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker", {"reason": "faq"}),
                    text("As our FAQ says: 30 days.")],
         "worker": [text("FAQ: returns within 30 days")],
@@ -154,7 +129,7 @@ async def test_single_turn_agent_answers_once_and_returns() -> None:
 
 
 async def test_single_turn_agent_is_not_active_on_the_next_run() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker"), text("first"), text("second")],
         "worker": [text("faq answer")],
     })
@@ -170,7 +145,7 @@ async def test_single_turn_agent_is_not_active_on_the_next_run() -> None:
 
 
 async def test_chat_agent_keeps_the_conversation() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker")],
         "worker": [text("worker here"), text("still worker")],
     })

@@ -6,24 +6,12 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, session_messages
+from conftest import assert_valid_protocol, requests_of, session_messages, speakers
 from relayrace import Agent, MaxTurnsExceeded, Message, Runner, UserError, tool
 from relayrace.patterns import route_tool, swarm
 from relayrace.routing import Handoff
 from relayrace.sessions import MemorySession
-from relayrace.testing import FunctionModel, text, tool_call
-
-
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 
 def transfer_tools(request: Any) -> set[str]:
@@ -51,16 +39,18 @@ def supervisor(model: Any, *, max_turns: int | None = None) -> Agent:
 
 
 async def test_supervisor_is_offered_only_its_workers() -> None:
-    model = per_agent({"boss": [text("done")]})
+    model = ScriptedModel(by_agent={"boss": [text("done")]})
     await Runner.run(supervisor(model), "go")
     assert set(model.requests[0].tools) == {"writer", "checker"}
 
 
 async def test_supervisor_delegates_to_workers() -> None:
-    model = per_agent({"boss": [tool_call("writer", {"query": "draft"}),
-                                tool_call("checker", {"query": "check"}), text("all done")],
-                       "writer": [text("SUMMARY: draft written")],
-                       "checker": [text("SUMMARY: facts ok")]})
+    model = ScriptedModel(by_agent={
+        "boss": [tool_call("writer", {"query": "draft"}),
+                 tool_call("checker", {"query": "check"}), text("all done")],
+        "writer": [text("SUMMARY: draft written")],
+        "checker": [text("SUMMARY: facts ok")],
+    })
     result = await Runner.run(supervisor(model), "go")
     assert [d.child_agent for d in result.delegations] == ["writer", "checker"]
     assert result.final_output == "all done"
@@ -69,8 +59,8 @@ async def test_supervisor_delegates_to_workers() -> None:
 
 async def test_supervisor_calling_an_ordinary_tool_is_refused() -> None:
     CALLS.clear()
-    model = per_agent({"boss": [tool_call("send_email", {"to": "x@example.com"}),
-                                text("ok, I will not")]})
+    model = ScriptedModel(by_agent={"boss": [tool_call("send_email", {"to": "x@example.com"}),
+                                             text("ok, I will not")]})
     result = await Runner.run(supervisor(model), "go")
     [res] = result.tool_results
     assert res.is_error
@@ -86,7 +76,7 @@ async def test_supervisor_turns_are_bounded_by_max_turns() -> None:
                           if req.agent == "boss" else text("draft"))
     with pytest.raises(MaxTurnsExceeded):
         await Runner.run(supervisor(model, max_turns=3), "go")
-    assert len([r for r in model.requests if r.agent == "boss"]) == 3
+    assert len(requests_of(model, "boss")) == 3
 
 
 def test_supervisor_without_workers_is_a_user_error() -> None:
@@ -103,7 +93,7 @@ def test_supervisor_with_specialists_counts_them_as_workers() -> None:
 
 
 async def test_supervisor_is_not_offered_handoffs() -> None:
-    model = per_agent({"boss": [text("done")]})
+    model = ScriptedModel(by_agent={"boss": [text("done")]})
     sub = Agent("sub", instructions="x", model=model)
     writer = Agent("writer", instructions="x", model=model)
     boss = Agent("boss", instructions="x", model=model, pattern="supervisor",
@@ -121,11 +111,13 @@ def members(model: Any) -> list[Agent]:
 
 
 async def test_swarm_members_hand_off_as_peers() -> None:
-    model = per_agent({"sales": [tool_call("transfer_to_billing", {"reason": "invoice"})],
-                       "billing": [text("billing here")]})
+    model = ScriptedModel(by_agent={
+        "sales": [tool_call("transfer_to_billing", {"reason": "invoice"})],
+        "billing": [text("billing here")],
+    })
     team = swarm("desk", members(model))
     result = await Runner.run(team, "I have an invoice question")
-    assert [r.agent for r in model.requests] == ["sales", "billing"]
+    assert speakers(model) == ["sales", "billing"]
     assert transfer_tools(model.requests[0]) == {"transfer_to_billing", "transfer_to_support"}
     assert transfer_tools(model.requests[1]) == {"transfer_to_sales", "transfer_to_support"}
     assert result.final_output == "billing here"
@@ -133,38 +125,40 @@ async def test_swarm_members_hand_off_as_peers() -> None:
 
 
 async def test_swarm_remembers_the_active_agent_across_runs() -> None:
-    model = per_agent({"sales": [tool_call("transfer_to_billing")],
-                       "billing": [text("first answer"), text("second answer")]})
+    model = ScriptedModel(by_agent={"sales": [tool_call("transfer_to_billing")],
+                                    "billing": [text("first answer"), text("second answer")]})
     team = swarm("desk", members(model))
     session = MemorySession()
     await Runner.run(team, "question one", session=session)
     result = await Runner.run(team, "question two", session=session)
-    assert [r.agent for r in model.requests] == ["sales", "billing", "billing"]
+    assert speakers(model) == ["sales", "billing", "billing"]
     assert result.final_output == "second answer"
     assert_valid_protocol(await session_messages(session))
 
 
 async def test_swarm_hides_and_refuses_handoffs_after_max_handoffs() -> None:
-    model = per_agent({"sales": [tool_call("transfer_to_billing")],
-                       "billing": [tool_call("transfer_to_support"), text("I'll answer myself")],
-                       "support": []})
+    model = ScriptedModel(by_agent={
+        "sales": [tool_call("transfer_to_billing")],
+        "billing": [tool_call("transfer_to_support"), text("I'll answer myself")],
+        "support": [],
+    })
     team = swarm("desk", members(model), max_handoffs=1)
     result = await Runner.run(team, "go")
-    billing_requests = [r for r in model.requests if r.agent == "billing"]
+    billing_requests = requests_of(model, "billing")
     assert transfer_tools(billing_requests[0]) == set()
     assert transfer_tools(billing_requests[1]) == set()
     refused = [r for r in result.tool_results if r.tool_name == "transfer_to_support"]
     assert len(refused) == 1 and refused[0].is_error
-    assert not [r for r in model.requests if r.agent == "support"]
+    assert not requests_of(model, "support")
     assert result.final_output == "I'll answer myself"
     assert len(result.handoffs) == 1
     assert_valid_protocol(await session_messages(result.session))
 
 
 async def test_swarm_handoff_budget_is_per_run() -> None:
-    model = per_agent({"sales": [tool_call("transfer_to_billing")],
-                       "billing": [text("one"), tool_call("transfer_to_support")],
-                       "support": [text("support here")]})
+    model = ScriptedModel(by_agent={"sales": [tool_call("transfer_to_billing")],
+                                    "billing": [text("one"), tool_call("transfer_to_support")],
+                                    "support": [text("support here")]})
     team = swarm("desk", members(model), max_handoffs=1)
     session = MemorySession()
     await Runner.run(team, "go", session=session)
@@ -174,13 +168,13 @@ async def test_swarm_handoff_budget_is_per_run() -> None:
 
 
 async def test_swarm_receiver_sees_a_bounded_transcript_by_turns() -> None:
-    model = per_agent({"sales": [text("old answer"), tool_call("transfer_to_billing")],
-                       "billing": [text("billing here")]})
+    model = ScriptedModel(by_agent={"sales": [text("old answer"), tool_call("transfer_to_billing")],
+                                    "billing": [text("billing here")]})
     team = swarm("desk", members(model), transcript_turns=1)
     session = MemorySession()
     await Runner.run(team, "OLD-TOPIC question", session=session)
     await Runner.run(team, "NEW-TOPIC question", session=session)
-    billing = [r for r in model.requests if r.agent == "billing"][0]
+    billing = requests_of(model, "billing")[0]
     seen = "\n".join(m.content for m in billing.messages)
     assert "NEW-TOPIC" in seen
     assert "OLD-TOPIC" not in seen and "old answer" not in seen
@@ -190,20 +184,20 @@ async def test_swarm_receiver_sees_a_bounded_transcript_by_turns() -> None:
 
 
 async def test_swarm_receiver_sees_a_bounded_transcript_by_chars() -> None:
-    model = per_agent({"sales": [tool_call("transfer_to_billing")],
-                       "billing": [text("billing here")]})
+    model = ScriptedModel(by_agent={"sales": [tool_call("transfer_to_billing")],
+                                    "billing": [text("billing here")]})
     team = swarm("desk", members(model), transcript_chars=300)
     history = [Message.user("A" * 2000), Message.assistant("B" * 2000, name="sales"),
                Message.user("latest question")]
     await Runner.run(team, history)
-    billing = [r for r in model.requests if r.agent == "billing"][0]
+    billing = requests_of(model, "billing")[0]
     assert sum(len(m.content) for m in billing.messages) <= 600
     assert "latest question" in [m.content for m in billing.messages]
     assert_valid_protocol(billing.messages)
 
 
 async def test_first_swarm_member_sees_everything() -> None:
-    model = per_agent({"sales": [text("hello")]})
+    model = ScriptedModel(by_agent={"sales": [text("hello")]})
     team = swarm("desk", members(model), transcript_turns=1)
     history = [Message.user("first"), Message.assistant("reply", name="sales"),
                Message.user("second")]
@@ -212,7 +206,7 @@ async def test_first_swarm_member_sees_everything() -> None:
 
 
 def test_swarm_needs_two_agents() -> None:
-    model = per_agent({})
+    model = ScriptedModel()
     with pytest.raises(UserError):
         swarm("desk", members(model)[:1])
     with pytest.raises(UserError):
@@ -220,7 +214,7 @@ def test_swarm_needs_two_agents() -> None:
 
 
 def test_swarm_does_not_take_over_the_given_agents() -> None:
-    model = per_agent({})
+    model = ScriptedModel()
     agents = members(model)
     swarm("desk", agents)
     swarm("desk2", agents)  # the originals can be reused: members are cloned

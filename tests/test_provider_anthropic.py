@@ -15,6 +15,7 @@ import anthropic
 import httpx2
 import pytest
 
+from provider_helpers import FakeServer, collect, replay
 from relayrace.exceptions import ModelProviderError, UserError
 from relayrace.messages import Message, ToolCall
 from relayrace.models import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
@@ -33,41 +34,18 @@ WEATHER = ToolDefinition(
 )
 
 
-class FakeServer:
-    """Replays queued responses (or raises queued transport errors) and records requests."""
-
-    def __init__(self, *replies: httpx2.Response | type[Exception]) -> None:
-        self.replies = list(replies)
-        self.requests: list[httpx2.Request] = []
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, type):
-            raise reply("simulated transport failure", request=request)
-        return reply
-
-    def body(self, index: int = -1) -> dict[str, Any]:
-        return json.loads(self.requests[index].content)
-
-
 def recorded(
     name: str, status: int = 200, headers: dict[str, str] | None = None
 ) -> httpx2.Response:
-    """A recorded payload as the server's response (SSE for ``.sse`` files)."""
-    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
-    return httpx2.Response(
-        status,
-        content=(PAYLOADS / name).read_bytes(),
-        headers={"content-type": kind, **(headers or {})},
-    )
+    """A recorded payload from ``payloads/anthropic/`` as the server's response."""
+    return replay(PAYLOADS / name, status, headers)
 
 
 def make_client(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> Any:
     return anthropic.AsyncAnthropic(
         base_url=BASE_URL,
         max_retries=max_retries,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server.handle)),
+        http_client=server.http_client(),
         **{"api_key": "test-key", **kwargs},
     )
 
@@ -96,13 +74,6 @@ def text(value: str) -> dict[str, Any]:
 
 def all_blocks(body: dict[str, Any]) -> list[dict[str, Any]]:
     return [block for message in body["messages"] for block in message["content"]]
-
-
-async def collect(model: AnthropicModel, request: ModelRequest) -> tuple[list[str], ModelResponse]:
-    items = [item async for item in model.stream(request)]
-    *deltas, final = items
-    assert isinstance(final, ModelResponse)
-    return [d for d in deltas if isinstance(d, str)], final
 
 
 async def test_text_answer_sends_system_parameter_and_parses_text_and_usage() -> None:

@@ -15,9 +15,10 @@ import httpx2
 import openai
 import pytest
 
+from provider_helpers import FakeServer, collect, replay
 from relayrace.exceptions import ModelProviderError, UserError
 from relayrace.messages import Message, ToolCall
-from relayrace.models import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
+from relayrace.models import ModelRequest, ModelSettings, ToolDefinition
 from relayrace.models.openai import OpenAIChatModel
 
 PAYLOADS = Path(__file__).parent / "payloads" / "openai"
@@ -34,40 +35,11 @@ WEATHER = ToolDefinition(
 )
 
 
-class FakeServer:
-    """Replays queued responses (or raises queued transport errors) and records requests."""
-
-    def __init__(self, *replies: httpx2.Response | type[Exception]) -> None:
-        self.replies = list(replies)
-        self.requests: list[httpx2.Request] = []
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        reply = self.replies.pop(0)
-        if isinstance(reply, type):
-            raise reply("simulated transport failure", request=request)
-        return reply
-
-    def body(self, index: int = -1) -> dict[str, Any]:
-        return json.loads(self.requests[index].content)
-
-
 def recorded(
     name: str, status: int = 200, headers: dict[str, str] | None = None
 ) -> httpx2.Response:
-    """A recorded JSON payload as the server's response."""
-    return httpx2.Response(
-        status,
-        content=(PAYLOADS / name).read_bytes(),
-        headers={"content-type": "application/json", **(headers or {})},
-    )
-
-
-def recorded_stream(name: str) -> httpx2.Response:
-    """A recorded SSE stream as the server's response."""
-    return httpx2.Response(
-        200, content=(PAYLOADS / name).read_bytes(), headers={"content-type": "text/event-stream"}
-    )
+    """A recorded payload from ``payloads/openai/`` as the server's response."""
+    return replay(PAYLOADS / name, status, headers)
 
 
 def make_model(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> OpenAIChatModel:
@@ -75,21 +47,13 @@ def make_model(server: FakeServer, *, max_retries: int = 0, **kwargs: Any) -> Op
         api_key="test-key",
         base_url=BASE_URL,
         max_retries=max_retries,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(server.handle)),
+        http_client=server.http_client(),
     )
     return OpenAIChatModel("gpt-4o-mini", client=client, **kwargs)
 
 
 def ask(text: str = "What is the capital of France?", **kwargs: Any) -> ModelRequest:
     return ModelRequest(instructions="You are terse.", messages=[Message.user(text)], **kwargs)
-
-
-async def collect(model: OpenAIChatModel, request: ModelRequest) -> tuple[list[str], ModelResponse]:
-    items = [item async for item in model.stream(request)]
-    *deltas, final = items
-    assert all(isinstance(d, str) for d in deltas)
-    assert isinstance(final, ModelResponse)
-    return [d for d in deltas if isinstance(d, str)], final
 
 
 async def test_text_answer_sends_system_then_user_and_parses_text_and_usage() -> None:
@@ -244,7 +208,7 @@ async def test_missing_tool_call_ids_are_synthesized_and_object_arguments_serial
 
 
 async def test_stream_yields_text_deltas_then_the_complete_response() -> None:
-    server = FakeServer(recorded_stream("stream_text.sse"))
+    server = FakeServer(recorded("stream_text.sse"))
     deltas, final = await collect(make_model(server), ask())
 
     body = server.body()
@@ -257,7 +221,7 @@ async def test_stream_yields_text_deltas_then_the_complete_response() -> None:
 
 
 async def test_stream_assembles_parallel_tool_calls_by_index() -> None:
-    server = FakeServer(recorded_stream("stream_tool_calls.sse"))
+    server = FakeServer(recorded("stream_tool_calls.sse"))
     deltas, final = await collect(make_model(server), ask(tools=[WEATHER]))
     assert deltas == ["Checking both."]
     assert final.message.content == "Checking both."

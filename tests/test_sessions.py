@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, messages_of, of_type, session_messages
+from conftest import (
+    assert_valid_protocol,
+    messages_of,
+    of_type,
+    root_with_billing,
+    session_messages,
+)
 from relayrace import (
     Agent,
+    AgentEvent,
     HandoffEvent,
     Message,
     MessageEvent,
@@ -27,15 +34,13 @@ from relayrace.sessions import MemorySession, Session, SQLiteSession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 
-@tool
-def add(a: int, b: int) -> int:
-    """Add."""
-    return a + b
-
-
-def team(model: Any, tools: tuple[Any, ...] = (add,)) -> Agent:
-    billing = Agent("billing", instructions="billing", model=model, tools=tools)
-    return Agent("root", instructions="root", model=model, tools=tools, sub_agents=[billing])
+def root_stopped_after(prompt: str, *calls: ToolCall) -> list[AgentEvent]:
+    """The log root leaves when its run dies right after the model asked for ``calls``."""
+    return [
+        RunStartedEvent(agent="root", path="root"),
+        MessageEvent(agent="root", path="root", message=Message.user(prompt)),
+        MessageEvent(agent="root", path="root", message=Message.assistant("", calls, name="root")),
+    ]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -51,7 +56,7 @@ def make_session(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 async def test_session_accumulates_runs(make_session: Any) -> None:
     session = make_session()
     model = ScriptedModel([text("one"), tool_call("add", {"a": 1, "b": 2}), text("two")])
-    agent = team(model)
+    agent = root_with_billing(model)
     await Runner.run(agent, "first", session=session)
     await Runner.run(agent, "second", session=session)
     events = await session.get_events()
@@ -73,7 +78,7 @@ async def test_export_jsonl_round_trips(make_session: Any) -> None:
         tool_call("transfer_to_billing", {"reason": "money"}),
         text("done"),
     ])
-    await Runner.run(team(model), "go", session=session)
+    await Runner.run(root_with_billing(model), "go", session=session)
     exported = await session.export_jsonl()
     assert exported.endswith("\n")
     lines = exported.splitlines()
@@ -137,7 +142,7 @@ async def test_sqlite_resume_from_a_second_object(tmp_path: Path) -> None:
         text("billing answers"),
         text("billing again"),
     ])
-    agent = team(model)
+    agent = root_with_billing(model)
     await Runner.run(agent, "invoice?", session=SQLiteSession("conv", path))
     again = SQLiteSession("conv", path)
     before = await again.get_events()
@@ -163,7 +168,7 @@ async def test_sqlite_concurrent_runs_of_different_sessions(tmp_path: Path) -> N
         return text(f"answer {last.content}")
 
     model = FunctionModel(fn, delay=0.005)
-    agent = team(model)
+    agent = root_with_billing(model)
     sessions = [SQLiteSession(f"s{i}", path) for i in range(20)]
     results = await asyncio.gather(
         *(Runner.run(agent, f"number {i}", session=s) for i, s in enumerate(sessions))
@@ -191,15 +196,10 @@ async def test_resume_executes_dangling_tool_calls(make_session: Any) -> None:
         executed.append(amount)
         return f"charged {amount}"
 
-    calls = (ToolCall("c1", "charge", '{"amount": 5}'), ToolCall("c2", "charge", '{"amount": 7}'))
-    await session.append([
-        RunStartedEvent(agent="root", path="root"),
-        MessageEvent(agent="root", path="root", message=Message.user("charge me")),
-        MessageEvent(agent="root", path="root",
-                     message=Message.assistant("", calls, name="root")),
-    ])
+    await session.append(root_stopped_after("charge me", ToolCall("c1", "charge", '{"amount": 5}'),
+                                            ToolCall("c2", "charge", '{"amount": 7}')))
     model = ScriptedModel([text("charged both")])
-    agent = team(model, tools=(charge,))
+    agent = root_with_billing(model, tools=(charge,))
     result = await Runner.run(agent, None, session=session)
     assert sorted(executed) == [5, 7]
     assert result.final_output == "charged both"
@@ -212,10 +212,7 @@ async def test_resume_executes_dangling_tool_calls(make_session: Any) -> None:
 async def test_resume_runs_dangling_calls_as_the_active_agent(make_session: Any) -> None:
     session = make_session("crashed2")
     await session.append([
-        RunStartedEvent(agent="root", path="root"),
-        MessageEvent(agent="root", path="root", message=Message.user("bill me")),
-        MessageEvent(agent="root", path="root", message=Message.assistant(
-            "", (ToolCall("h", "transfer_to_billing", '{"reason": "bill"}'),), name="root")),
+        *root_stopped_after("bill me", ToolCall("h", "transfer_to_billing", '{"reason": "bill"}')),
         ToolResultEvent(agent="root", path="root", message=Message.tool("h", "Transferred"),
                         tool_name="transfer_to_billing"),
         HandoffEvent(agent="root", path="root", to_agent="billing", reason="bill",
@@ -224,7 +221,7 @@ async def test_resume_runs_dangling_calls_as_the_active_agent(make_session: Any)
             "", (ToolCall("x", "add", '{"a": 2, "b": 3}'),), name="billing")),
     ])
     model = ScriptedModel([text("5 it is")])
-    result = await Runner.run(team(model), None, session=session)
+    result = await Runner.run(root_with_billing(model), None, session=session)
     assert model.requests[0].agent == "billing"
     assert result.last_agent.name == "billing"
     (ev,) = result.tool_results
@@ -234,14 +231,10 @@ async def test_resume_runs_dangling_calls_as_the_active_agent(make_session: Any)
 
 async def test_resume_performs_a_dangling_handoff(make_session: Any) -> None:
     session = make_session("crashed-handoff")
-    await session.append([
-        RunStartedEvent(agent="root", path="root"),
-        MessageEvent(agent="root", path="root", message=Message.user("bill me")),
-        MessageEvent(agent="root", path="root", message=Message.assistant(
-            "", (ToolCall("h", "transfer_to_billing", '{"reason": "money"}'),), name="root")),
-    ])
+    await session.append(
+        root_stopped_after("bill me", ToolCall("h", "transfer_to_billing", '{"reason": "money"}')))
     model = ScriptedModel([text("billing here")])
-    result = await Runner.run(team(model), None, session=session)
+    result = await Runner.run(root_with_billing(model), None, session=session)
     assert [(h.agent, h.to_agent) for h in result.handoffs] == [("root", "billing")]
     assert model.requests[0].agent == "billing"
     assert result.final_output == "billing here"
@@ -250,14 +243,9 @@ async def test_resume_performs_a_dangling_handoff(make_session: Any) -> None:
 
 async def test_new_input_on_dangling_calls_answers_them_first(make_session: Any) -> None:
     session = make_session("crashed3")
-    await session.append([
-        RunStartedEvent(agent="root", path="root"),
-        MessageEvent(agent="root", path="root", message=Message.user("go")),
-        MessageEvent(agent="root", path="root", message=Message.assistant(
-            "", (ToolCall("d", "add", '{"a": 1, "b": 1}'),), name="root")),
-    ])
+    await session.append(root_stopped_after("go", ToolCall("d", "add", '{"a": 1, "b": 1}')))
     model = ScriptedModel([text("fresh start")])
-    await Runner.run(team(model), "something else", session=session)
+    await Runner.run(root_with_billing(model), "something else", session=session)
     assert_valid_protocol(model.requests[0].messages)
     assert_valid_protocol(await session_messages(session))
     assert model.requests[0].messages[-1].content == "something else"

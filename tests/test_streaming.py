@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conftest import add, root_with_billing
 from relayrace import (
     Agent,
     AgentEvent,
@@ -19,21 +20,9 @@ from relayrace import (
     RunStartedEvent,
     TextDeltaEvent,
     ToolResultEvent,
-    tool,
 )
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add."""
-    return a + b
-
-
-def team(model: Any) -> Agent:
-    billing = Agent("billing", instructions="b", model=model, tools=[add])
-    return Agent("root", instructions="r", model=model, tools=[add], sub_agents=[billing])
 
 
 async def collect(stream: Any) -> list[AgentEvent]:
@@ -78,7 +67,7 @@ async def test_stream_yields_every_logged_event_in_order() -> None:
         text("Billing says four."),
     ])
     session = MemorySession()
-    stream = Runner.stream(team(model), "2+2", session=session)
+    stream = Runner.stream(root_with_billing(model), "2+2", session=session)
     events = await collect(stream)
     logged = [e for e in events if not isinstance(e, TextDeltaEvent)]
     assert logged == await session.get_events()
@@ -142,8 +131,8 @@ async def test_stream_rejects_unknown_options() -> None:
 
 async def test_stream_usage_matches_a_plain_run() -> None:
     turns = [tool_call("add", {"a": 1, "b": 2}), text("three")]
-    plain = await Runner.run(team(ScriptedModel(turns)), "sum")
-    stream = Runner.stream(team(ScriptedModel(turns)), "sum")
+    plain = await Runner.run(root_with_billing(ScriptedModel(turns)), "sum")
+    stream = Runner.stream(root_with_billing(ScriptedModel(turns)), "sum")
     await collect(stream)
     assert stream.result is not None
     assert stream.result.usage == plain.usage

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, session_messages
+from conftest import assert_valid_protocol, session_messages, speakers
 from relayrace import Agent, ConfigError, HandoffEvent, RunContext, Runner, tool
 from relayrace.patterns import route_tool
 from relayrace.routing import (
@@ -26,23 +26,7 @@ from relayrace.routing import (
     rule_to_dict,
 )
 from relayrace.team import Team
-from relayrace.testing import FunctionModel, text, tool_call
-
-
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
-def speakers(model: Any) -> list[str]:
-    return [r.agent for r in model.requests]
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 
 @tool
@@ -84,7 +68,7 @@ def members(model: Any, **tools: list[Any]) -> list[Agent]:
 
 
 async def test_from_speaker_rules_route_and_terminate_with_a_reason() -> None:
-    model = per_agent({"writer": [text("draft v1")], "reviewer": [text("looks good")]})
+    model = ScriptedModel(by_agent={"writer": [text("draft v1")], "reviewer": [text("looks good")]})
     team = Team("t", agents=members(model)[:2], rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
@@ -101,8 +85,8 @@ async def test_from_speaker_rules_route_and_terminate_with_a_reason() -> None:
 
 
 async def test_tool_called_rule() -> None:
-    model = per_agent({"writer": [tool_call("publish"), text("published it")],
-                       "reviewer": []})
+    model = ScriptedModel(by_agent={"writer": [tool_call("publish"), text("published it")],
+                                    "reviewer": []})
     team = Team("t", agents=members(model, writer=[publish])[:2], rules=[
         Rule(ToolCalled("publish"), TerminateTarget("published")),
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
@@ -114,8 +98,8 @@ async def test_tool_called_rule() -> None:
 
 
 async def test_tool_called_only_counts_the_current_turn() -> None:
-    model = per_agent({"writer": [tool_call("publish"), text("w1"), text("w2")],
-                       "reviewer": [text("r1")]})
+    model = ScriptedModel(by_agent={"writer": [tool_call("publish"), text("w1"), text("w2")],
+                                    "reviewer": [text("r1")]})
     team = Team("t", agents=members(model, writer=[publish])[:2], rules=[
         Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
         Rule(ToolCalled("publish"), AgentTarget("reviewer")),
@@ -130,7 +114,7 @@ async def test_tool_called_only_counts_the_current_turn() -> None:
 @pytest.mark.parametrize(("mode", "expected"), [("fast", ["writer"]),
                                                 ("careful", ["writer", "reviewer"])])
 async def test_context_equals_rule(mode: str, expected: list[str]) -> None:
-    model = per_agent({"writer": [text("draft")], "reviewer": [text("ok")]})
+    model = ScriptedModel(by_agent={"writer": [text("draft")], "reviewer": [text("ok")]})
     team = Team("t", agents=members(model)[:2], rules=[
         Rule(ContextEquals("mode", "fast"), TerminateTarget("fast path")),
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
@@ -148,8 +132,8 @@ async def test_context_equals_sees_changes_made_by_tools() -> None:
         ctx.context["done"] = True
         return "marked"
 
-    model = per_agent({"writer": [text("w1"), tool_call("set_done"), text("w2")],
-                       "reviewer": [text("r1")]})
+    model = ScriptedModel(by_agent={"writer": [text("w1"), tool_call("set_done"), text("w2")],
+                                    "reviewer": [text("r1")]})
     team = Team("t", agents=members(model, writer=[set_done])[:2], rules=[
         Rule(ContextEquals("done", True), TerminateTarget("done")),
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
@@ -162,7 +146,7 @@ async def test_context_equals_sees_changes_made_by_tools() -> None:
 
 async def test_priority_orders_rules_before_list_order() -> None:
     def build(low: int, high: int) -> tuple[Team, FunctionModel]:
-        model = per_agent({"writer": [text("draft")], "reviewer": [text("ok")]})
+        model = ScriptedModel(by_agent={"writer": [text("draft")], "reviewer": [text("ok")]})
         team = Team("t", agents=members(model)[:2], rules=[
             Rule(Always(), TerminateTarget("always"), priority=low),
             Rule(FromSpeaker("writer"), AgentTarget("reviewer"), priority=high),
@@ -198,8 +182,8 @@ async def test_round_robin_rotates_until_the_turn_limit() -> None:
 
 
 async def test_stay_lets_the_speaker_go_on() -> None:
-    model = per_agent({"writer": [tool_call("more"), text("part 1"), text("part 2")],
-                       "reviewer": []})
+    model = ScriptedModel(by_agent={"writer": [tool_call("more"), text("part 1"), text("part 2")],
+                                    "reviewer": []})
     team = Team("t", agents=members(model, writer=[more])[:2], rules=[
         Rule(ToolCalled("more"), Stay()),
         Rule(FromSpeaker("writer"), TerminateTarget("written")),
@@ -210,8 +194,10 @@ async def test_stay_lets_the_speaker_go_on() -> None:
 
 
 async def test_revert_to_initiator() -> None:
-    model = per_agent({"writer": [text("draft 1"), text("draft 2")],
-                       "reviewer": [tool_call("reject"), text("try again"), text("fine")]})
+    model = ScriptedModel(by_agent={
+        "writer": [text("draft 1"), text("draft 2")],
+        "reviewer": [tool_call("reject"), text("try again"), text("fine")],
+    })
     team = Team("t", agents=members(model, reviewer=[reject])[:2], rules=[
         Rule(ToolCalled("reject"), RevertToInitiator()),
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
@@ -223,7 +209,7 @@ async def test_revert_to_initiator() -> None:
 
 
 async def test_initial_speaker_can_be_chosen() -> None:
-    model = per_agent({"reviewer": [text("r")]})
+    model = ScriptedModel(by_agent={"reviewer": [text("r")]})
     team = Team("t", agents=members(model)[:2], initial="reviewer",
                 rules=[Rule(FromSpeaker("reviewer"), TerminateTarget("done"))])
     await Runner.run(team, "go")
@@ -231,7 +217,7 @@ async def test_initial_speaker_can_be_chosen() -> None:
 
 
 async def test_default_target_applies_when_no_rule_matches() -> None:
-    model = per_agent({"writer": [text("w")], "reviewer": [text("r")]})
+    model = ScriptedModel(by_agent={"writer": [text("w")], "reviewer": [text("r")]})
     team = Team("t", agents=members(model)[:2], default_target=AgentTarget("reviewer"),
                 rules=[Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed"))])
     result = await Runner.run(team, "go")
@@ -240,7 +226,7 @@ async def test_default_target_applies_when_no_rule_matches() -> None:
 
 
 async def test_the_default_default_terminates() -> None:
-    model = per_agent({"writer": [text("w")]})
+    model = ScriptedModel(by_agent={"writer": [text("w")]})
     team = Team("t", agents=members(model)[:2])
     result = await Runner.run(team, "go")
     assert speakers(model) == ["writer"]
@@ -264,8 +250,10 @@ async def test_turn_limit_applies_last() -> None:
 
 
 async def test_typed_handoff_takes_precedence_over_rules() -> None:
-    model = per_agent({"writer": [tool_call("delegate_editor", {"reason": "fix grammar"})],
-                       "editor": [text("edited")], "reviewer": []})
+    model = ScriptedModel(by_agent={
+        "writer": [tool_call("delegate_editor", {"reason": "fix grammar"})],
+        "editor": [text("edited")], "reviewer": [],
+    })
     team = Team("t", agents=members(model, writer=[route_tool("editor")]), rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("editor"), TerminateTarget("edited")),
@@ -279,7 +267,7 @@ async def test_typed_handoff_takes_precedence_over_rules() -> None:
 
 
 async def test_first_typed_handoff_in_a_batch_wins() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "writer": [[tool_call("delegate_reviewer", {"reason": "r"}),
                     tool_call("delegate_editor", {"reason": "e"})]],
         "reviewer": [text("reviewed")], "editor": [],
@@ -298,7 +286,7 @@ async def test_first_typed_handoff_in_a_batch_wins() -> None:
 
 
 async def test_typed_finish_ends_the_run_with_its_reason_and_summary() -> None:
-    model = per_agent({"writer": [text("draft")], "reviewer": [tool_call("approve")]})
+    model = ScriptedModel(by_agent={"writer": [text("draft")], "reviewer": [tool_call("approve")]})
     team = Team("t", agents=members(model, reviewer=[approve])[:2], rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("reviewer"), AgentTarget("writer")),
@@ -311,7 +299,8 @@ async def test_typed_finish_ends_the_run_with_its_reason_and_summary() -> None:
 
 
 async def test_handoff_events_record_each_change_of_speaker() -> None:
-    model = per_agent({"writer": [text("w")], "reviewer": [text("r")], "editor": [text("e")]})
+    model = ScriptedModel(by_agent={
+        "writer": [text("w")], "reviewer": [text("r")], "editor": [text("e")]})
     team = Team("t", agents=members(model), rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("reviewer"), AgentTarget("editor")),
@@ -436,10 +425,10 @@ def test_unknown_agents_in_rules_are_rejected() -> None:
 
 
 async def test_a_team_as_a_tool_reports_its_final_answer() -> None:
-    model = per_agent({"coordinator": [tool_call("review", {"query": "check this"}),
-                                       text("coordinated")],
-                       "writer": [text("draft")],
-                       "reviewer": [text("SUMMARY: REVIEWED-OK")]})
+    model = ScriptedModel(by_agent={"coordinator": [tool_call("review", {"query": "check this"}),
+                                                    text("coordinated")],
+                                    "writer": [text("draft")],
+                                    "reviewer": [text("SUMMARY: REVIEWED-OK")]})
     team = Team("review", agents=members(model)[:2], description="Reviews drafts.", rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),

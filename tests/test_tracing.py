@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from conftest import add
 from relayrace import (
     Agent,
     MaxTurnsExceeded,
@@ -17,12 +18,6 @@ from relayrace import (
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor, Span, get_trace_processors
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add."""
-    return a + b
 
 
 def team(model: Any) -> Agent:

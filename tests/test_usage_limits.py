@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, of_type, session_messages
+from conftest import assert_valid_protocol, of_type, requests_of, session_messages
 from relayrace import (
     Agent,
     DelegationEvent,
@@ -28,18 +28,6 @@ from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 def ping(n: int) -> str:
     """Ping."""
     return f"pong {n}"
-
-
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
 
 
 def tree(model: Any, *, child_tools: Sequence[Any] = ()) -> Agent:
@@ -70,7 +58,7 @@ async def assert_consistent(session: MemorySession) -> None:
 
 
 async def test_usage_rolls_up_over_the_tree_with_child_paths() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), tool_call("ping", {"n": 1}),
                         text("final")],
         "researcher": [tool_call("ping", {"n": 2}), text("child answer")],
@@ -91,7 +79,7 @@ async def test_usage_rolls_up_over_the_tree_with_child_paths() -> None:
 
 
 async def test_usage_of_a_grandchild_is_rolled_up_too() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("analyst", {"query": "n"}), text("researched")],
         "analyst": [text("analysed")],
@@ -113,7 +101,7 @@ async def test_usage_of_a_grandchild_is_rolled_up_too() -> None:
 
 
 async def test_usage_of_a_failed_child_is_still_counted() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("ping", {"n": 1}), RuntimeError("boom")],
     })
@@ -164,7 +152,7 @@ async def test_parent_hitting_max_tool_calls_raises_and_the_log_matches_what_ran
 
 async def test_input_token_budget_counts_the_whole_tree() -> None:
     long_task = "describe " * 200
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": long_task}), text("final")],
         "researcher": [text("ok")],
     })
@@ -177,7 +165,7 @@ async def test_input_token_budget_counts_the_whole_tree() -> None:
 
 
 async def test_output_tokens_of_a_child_count_against_the_parent() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [text("x" * 800)],
     })
@@ -196,7 +184,7 @@ async def test_output_tokens_of_a_child_count_against_the_parent() -> None:
 
 
 async def test_child_hitting_max_tool_calls_is_an_error_result_for_the_parent() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("ping", {"n": 1}), tool_call("ping", {"n": 2}),
                        text("never")],
@@ -213,7 +201,7 @@ async def test_child_hitting_max_tool_calls_is_an_error_result_for_the_parent() 
 
 async def test_child_hitting_max_requests_is_an_error_result_for_the_parent() -> None:
     # coordinator 1, researcher 1 (ping) + refused; coordinator then needs a 3rd request.
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("ping", {"n": 1}), text("never")],
     })
@@ -228,7 +216,7 @@ async def test_child_hitting_max_requests_is_an_error_result_for_the_parent() ->
 
 
 async def test_max_agent_calls_refuses_further_children() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "a"}),
                         tool_call("researcher", {"query": "b"}), text("final")],
         "researcher": [text("first")],
@@ -237,12 +225,12 @@ async def test_max_agent_calls_refuses_further_children() -> None:
     first, second = result.tool_results
     assert not first.is_error
     assert second.is_error and "max_agent_calls" in second.message.content
-    assert len([r for r in model.requests if r.agent == "researcher"]) == 1
+    assert len(requests_of(model, "researcher")) == 1
     assert result.final_output == "final"
 
 
 async def test_max_depth_bounds_nesting() -> None:
-    model = per_agent({
+    model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("final")],
         "researcher": [tool_call("analyst", {"query": "n"}), text("researched anyway")],
         "analyst": [text("never")],
@@ -252,8 +240,8 @@ async def test_max_depth_bounds_nesting() -> None:
     coordinator = Agent("coordinator", instructions="x", model=model,
                         tools=[researcher.as_tool()])
     result = await Runner.run(coordinator, "go", usage_limits=UsageLimits(max_depth=1))
-    assert not [r for r in model.requests if r.agent == "analyst"]
-    researcher_requests = [r for r in model.requests if r.agent == "researcher"]
+    assert not requests_of(model, "analyst")
+    researcher_requests = requests_of(model, "researcher")
     told = [m for m in researcher_requests[-1].messages if m.role == "tool"]
     assert told and "max_depth" in told[0].content
     assert result.tool_results[0].is_error is False

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, session_messages
+from conftest import assert_valid_protocol, requests_of, session_messages, speakers
 from relayrace import Agent, Runner, UserError, tool
 from relayrace.patterns import swarm
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
@@ -18,33 +18,17 @@ from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
 
 
-def per_agent(script: dict[str, list[Any]]) -> FunctionModel:
-    queues = {name: list(turns) for name, turns in script.items()}
-
-    def fn(request: Any) -> Any:
-        queue = queues.get(request.agent)
-        if not queue:
-            raise AssertionError(f"no scripted turn left for agent {request.agent!r}")
-        return queue.pop(0)
-
-    return FunctionModel(fn)
-
-
 def agent(name: str, model: Any, **options: Any) -> Agent:
     return Agent(name, instructions=f"You are {name}.", description=f"{name} step",
                  model=model, **options)
-
-
-def speakers(model: Any) -> list[str]:
-    return [r.agent for r in model.requests]
 
 
 # --------------------------------------------------------------------------- sequential
 
 
 async def test_sequential_runs_steps_in_order_in_one_session() -> None:
-    model = per_agent({"outline": [text("OUTLINE-1")], "draft": [text("DRAFT-1")],
-                       "polish": [text("FINAL-1")]})
+    model = ScriptedModel(by_agent={"outline": [text("OUTLINE-1")], "draft": [text("DRAFT-1")],
+                                    "polish": [text("FINAL-1")]})
     flow = SequentialAgent("flow", steps=[agent("outline", model), agent("draft", model),
                                           agent("polish", model)])
     result = await Runner.run(flow, "write an essay")
@@ -62,8 +46,8 @@ async def test_sequential_step_may_use_tools() -> None:
         """Count characters."""
         return len(text)
 
-    model = per_agent({"a": [tool_call("count", {"text": "abcd"}), text("four")],
-                       "b": [text("done")]})
+    model = ScriptedModel(by_agent={"a": [tool_call("count", {"text": "abcd"}), text("four")],
+                                    "b": [text("done")]})
     flow = SequentialAgent("flow", steps=[agent("a", model, tools=[count]), agent("b", model)])
     result = await Runner.run(flow, "go")
     assert result.final_output == "done"
@@ -109,8 +93,10 @@ async def test_parallel_branch_failure_does_not_sink_the_others() -> None:
 
 
 async def test_loop_stops_when_the_until_marker_appears() -> None:
-    model = per_agent({"writer": [text("v1"), text("v2"), text("v3")],
-                       "critic": [text("needs work"), text("APPROVED"), text("unused")]})
+    model = ScriptedModel(by_agent={
+        "writer": [text("v1"), text("v2"), text("v3")],
+        "critic": [text("needs work"), text("APPROVED"), text("unused")],
+    })
     flow = LoopAgent("loop", steps=[agent("writer", model), agent("critic", model)],
                      max_iterations=3, until="APPROVED")
     result = await Runner.run(flow, "write")
@@ -120,7 +106,7 @@ async def test_loop_stops_when_the_until_marker_appears() -> None:
 
 
 async def test_loop_until_may_be_a_function() -> None:
-    model = per_agent({"counter": [text("1"), text("2"), text("3"), text("4")]})
+    model = ScriptedModel(by_agent={"counter": [text("1"), text("2"), text("3"), text("4")]})
     flow = LoopAgent("loop", steps=[agent("counter", model)], max_iterations=4,
                      until=lambda out: int(out) >= 3)
     result = await Runner.run(flow, "count")
@@ -150,9 +136,11 @@ def test_invalid_workflows_are_user_errors() -> None:
 
 
 async def test_workflows_nest() -> None:
-    model = per_agent({"research_a": [text("A-FACTS")], "research_b": [text("B-FACTS")],
-                       "writer": [text("draft 1"), text("draft 2")],
-                       "critic": [text("more"), text("APPROVED")]})
+    model = ScriptedModel(by_agent={
+        "research_a": [text("A-FACTS")], "research_b": [text("B-FACTS")],
+        "writer": [text("draft 1"), text("draft 2")],
+        "critic": [text("more"), text("APPROVED")],
+    })
     flow = SequentialAgent("flow", steps=[
         ParallelAgent("gather", branches=[agent("research_a", model),
                                           agent("research_b", model)]),
@@ -161,15 +149,15 @@ async def test_workflows_nest() -> None:
     ])
     result = await Runner.run(flow, "topic")
     assert result.final_output == "APPROVED"
-    first_writer = next(r for r in model.requests if r.agent == "writer")
+    first_writer = requests_of(model, "writer")[0]
     seen = "\n".join(m.content for m in first_writer.messages)
     assert "A-FACTS" in seen and "B-FACTS" in seen
     assert_valid_protocol(await session_messages(result.session))
 
 
 async def test_a_team_step_is_followed_by_the_next_step() -> None:
-    model = per_agent({"writer": [text("w")], "reviewer": [text("r")],
-                       "summarizer": [text("SUMMARY-DONE")]})
+    model = ScriptedModel(by_agent={"writer": [text("w")], "reviewer": [text("r")],
+                                    "summarizer": [text("SUMMARY-DONE")]})
     team = Team("review", agents=[agent("writer", model), agent("reviewer", model)], rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("reviewer"), TerminateTarget("reviewed")),
@@ -181,10 +169,12 @@ async def test_a_team_step_is_followed_by_the_next_step() -> None:
 
 
 async def test_a_supervisor_and_a_swarm_as_steps() -> None:
-    model = per_agent({"boss": [tool_call("worker", {"query": "do it"}), text("BOSS-DONE")],
-                       "worker": [text("worked")],
-                       "sales": [tool_call("transfer_to_billing")],
-                       "billing": [text("BILLING-DONE")]})
+    model = ScriptedModel(by_agent={
+        "boss": [tool_call("worker", {"query": "do it"}), text("BOSS-DONE")],
+        "worker": [text("worked")],
+        "sales": [tool_call("transfer_to_billing")],
+        "billing": [text("BILLING-DONE")],
+    })
     boss = Agent("boss", instructions="x", model=model, pattern="supervisor",
                  tools=[agent("worker", model).as_tool()])
     desk = swarm("desk", [agent("sales", model), agent("billing", model)])
@@ -192,12 +182,12 @@ async def test_a_supervisor_and_a_swarm_as_steps() -> None:
     result = await Runner.run(flow, "go")
     assert speakers(model) == ["boss", "worker", "boss", "sales", "billing"]
     assert result.final_output == "BILLING-DONE"
-    billing = [r for r in model.requests if r.agent == "billing"][0]
+    billing = requests_of(model, "billing")[0]
     assert "BOSS-DONE" in "\n".join(m.content for m in billing.messages)
 
 
 async def test_a_workflow_inside_a_team() -> None:
-    model = per_agent({"a": [text("A")], "b": [text("B")], "judge": [text("JUDGED")]})
+    model = ScriptedModel(by_agent={"a": [text("A")], "b": [text("B")], "judge": [text("JUDGED")]})
     pipeline = SequentialAgent("pipeline", steps=[agent("a", model), agent("b", model)])
     team = Team("t", agents=[pipeline, agent("judge", model)], rules=[
         Rule(FromSpeaker("pipeline"), AgentTarget("judge")),
@@ -210,10 +200,12 @@ async def test_a_workflow_inside_a_team() -> None:
 
 
 async def test_a_workflow_as_a_tool() -> None:
-    model = per_agent({"coordinator": [tool_call("flow", {"query": "make a plan"}),
-                                       text("coordinated")],
-                       "outline": [text("OUTLINE")],
-                       "draft": [text("SUMMARY: PLAN-DRAFTED\nCONFIDENCE: high - simple")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("flow", {"query": "make a plan"}),
+                        text("coordinated")],
+        "outline": [text("OUTLINE")],
+        "draft": [text("SUMMARY: PLAN-DRAFTED\nCONFIDENCE: high - simple")],
+    })
     flow = SequentialAgent("flow", steps=[agent("outline", model), agent("draft", model)],
                            description="Plans things.")
     coordinator = Agent("coordinator", instructions="x", model=model, tools=[flow.as_tool()])
@@ -223,7 +215,7 @@ async def test_a_workflow_as_a_tool() -> None:
     [res] = result.tool_results
     assert not res.is_error and "PLAN-DRAFTED" in res.message.content
     assert "OUTLINE" not in res.message.content  # the report, not the transcript
-    outline = next(r for r in model.requests if r.agent == "outline")
+    outline = requests_of(model, "outline")[0]
     assert outline.messages[-1].content == "make a plan"
     [child] = session.child_sessions
     assert child.info.path == "coordinator/flow"
@@ -231,9 +223,11 @@ async def test_a_workflow_as_a_tool() -> None:
 
 
 async def test_a_loop_as_a_tool_reports_its_last_answer() -> None:
-    model = per_agent({"coordinator": [tool_call("refine", {"query": "improve"}), text("ok")],
-                       "writer": [text("v1"), text("v2")],
-                       "critic": [text("again"), text("APPROVED v2")]})
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("refine", {"query": "improve"}), text("ok")],
+        "writer": [text("v1"), text("v2")],
+        "critic": [text("again"), text("APPROVED v2")],
+    })
     loop = LoopAgent("refine", steps=[agent("writer", model), agent("critic", model)],
                      max_iterations=3, until="APPROVED")
     coordinator = Agent("coordinator", instructions="x", model=model,
