@@ -35,7 +35,6 @@ from .events import (
     ToolResultEvent,
 )
 from .exceptions import (
-    HandoffError,
     MaxTurnsExceeded,
     ModelBehaviorError,
     RunTimeout,
@@ -86,7 +85,7 @@ class AgentLoop:
         self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
         self._paths: dict[str, str] = {}
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
-        self._redact: dict[int, Message] = {}
+        self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
         self._returns: list[str] = []
         self.hops: list[str] = []  # agents passed through by handoffs since the last real work
         self.handoff_error: Exception | None = None
@@ -96,6 +95,11 @@ class AgentLoop:
         self.blocked: str | None = None  # a guardrail's answer that ends the run
         self.finished = False  # a tool returned Finish: the run ends, workflows included
         self.handoff_note: Message | None = None  # the result of the last transfer call
+        self.running: set[str] = set()  # tool calls started and not yet finished
+        self.child_counts: dict[str, int] = {}  # delegated children started per tool call
+        self.resuming = False  # the run continues the log (input=None), e.g. after approval
+        self._filter: InputFilter | None = None  # the input filter of the active view
+        self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
         self.team_input: tuple[Guardrail, ...] = ()
         self.team_output: tuple[Guardrail, ...] = ()
         self.local = Usage()  # what this loop used, its delegated children included
@@ -163,26 +167,29 @@ class AgentLoop:
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, so the session stays valid for every API."""
         for call in unanswered_calls(self.transcript):
-            ev = self.tool_result(agent, call, f"Not executed: {why}", is_error=True)
+            text = (f"Outcome unknown: {why} while this call was running; check its effect "
+                    "before retrying." if call.id in self.running else f"Not executed: {why}.")
+            ev = self.tool_result(agent, call, text, is_error=True)
             self.push(ev.message)
             self.add(ev)
 
     # -- guardrails --------------------------------------------------------------------------
 
-    def input_block(self, agent: Agent[Any]) -> str | None:
+    def input_block(self, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
         """Run ``agent``'s input guardrails on what it is about to see and has not checked.
 
         That is every message since its last check: the user's, other agents' text and tool
-        calls, tool results and transfer reasons. Returns the answer to give if one blocks;
-        redactions are applied to its view when it takes over.
+        calls, tool results and transfer reasons, plus ``extra`` (results about to be logged).
+        Returns the answer to give if one blocks; redactions apply to its view only.
         """
         if not agent.input_guardrails and not self.team_input:
             return None
         guards = self.team_input + agent.input_guardrails
         start = self._checked.get(agent.name, 0)
-        self._checked[agent.name] = len(self.transcript)
-        for m in self.transcript[start:]:
-            current = self._redact.get(id(m), m)
+        self._checked[agent.name] = len(self.transcript) + len(extra)
+        redact = self._redact.setdefault(agent.name, {})
+        for m in [*self.transcript[start:], *extra]:
+            current = redact.get(id(m), m)
             texts = [current.content, *(c.arguments for c in current.tool_calls)]
             checked: list[str] = []
             for text in texts:
@@ -200,31 +207,34 @@ class AgentLoop:
             if checked != texts:
                 calls = tuple(ToolCall(c.id, c.name, a)
                               for c, a in zip(current.tool_calls, checked[1:], strict=True))
-                self._redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
+                redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
         return None
 
-    def _output_guard(self, agent: Agent[Any], message: Message) -> None:
-        guards = self.team_output + agent.output_guardrails
-        if not guards:
-            return
-        text, results = apply_guardrails(guards, message.content, self.state.context)
+    def guard_text(self, agent: Agent[Any], text: str) -> str:
+        """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
+        if not (agent.output_guardrails or self.team_output) or not text:
+            return text
+        kept, results = apply_guardrails(self.team_output + agent.output_guardrails, text,
+                                         self.state.context)
         for r in results:
             self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
                                              guardrail=r.guardrail, stage="output",
                                              action=r.action, message=r.message))
         if results and results[-1].action == "block":
-            self.blocked = message.content = block_message(results[-1], stage="output")
-        else:
-            message.content = text
+            self.blocked = kept = block_message(results[-1], stage="output")
+        return kept
 
-    def set_view(self, input_filter: InputFilter | None = None) -> None:
-        """What the agent taking over sees: all, or what a filter keeps, with redactions."""
-        view = self.transcript if input_filter is None else input_filter(list(self.transcript))
-        if input_filter is not None and self.handoff_note is not None and (
-                not view or view[-1] is not self.handoff_note):
-            view.append(Message.system(self.handoff_note.content))  # keep the reason visible
-        if self._redact:
-            view = [self._redact.get(id(m), m) for m in view]
+    def set_view(self, agent: Agent[Any], input_filter: InputFilter | None = None) -> None:
+        """What ``agent`` sees from now on: all, or what a filter keeps; redacted first."""
+        self._filter = input_filter
+        redact = self._redact.get(agent.name)
+        base = [redact.get(id(m), m) for m in self.transcript] if redact else self.transcript
+        view = base if input_filter is None else input_filter(list(base))
+        note = self.handoff_note
+        if input_filter is not None and note is not None:
+            note = redact.get(id(note), note) if redact else note
+            if not view or view[-1] is not note:
+                view.append(Message.system(note.content))  # keep the reason visible
         self.view = view
 
     def blocked_answer(self, agent: Agent[Any], text: str) -> str:
@@ -251,9 +261,10 @@ class AgentLoop:
         self.add(RunStartedEvent(agent=agent.name, path=self.path(agent),
                                  trace_id=state.trace.trace_id))
         pending = unanswered_calls(self.transcript)
+        self.resuming = input is None
         if input is not None:
             if pending:
-                self.answer_dangling(agent, "the run was interrupted before this call ran.")
+                self.answer_dangling(agent, "the run was interrupted before this call ran")
                 pending = []
             for message in [Message.user(input)] if isinstance(input, str) else input:
                 self.push(message)
@@ -282,7 +293,7 @@ class AgentLoop:
             state.trace.end(span)
             raise
         except BaseException as exc:
-            self.answer_dangling(agent, f"the run stopped ({type(exc).__name__}).")
+            self.answer_dangling(agent, f"the run stopped ({type(exc).__name__})")
             self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
                                       output=f"{type(exc).__name__}: {exc}"))
             await asyncio.shield(self.flush())
@@ -314,9 +325,14 @@ class AgentLoop:
         if getattr(agent, "is_composite", False):
             composite: Composite = agent  # type: ignore[assignment]
             return await composite.run_composite(self, parent, pending)
-        if agent.pattern == "swarm":  # a swarm never speaks: its first member starts
-            self.swarm_limit, self.max_handoffs = True, agent.max_handoffs
-            agent = agent.sub_agents[0]
+        if agent.pattern == "swarm" and agent is not self.entry:
+            # A swarm inside a workflow or team: its hop limit holds while it runs, only.
+            saved = self.swarm_limit, self.max_handoffs, self.handoff_count
+            self.swarm_limit, self.max_handoffs, self.handoff_count = True, agent.max_handoffs, 0
+            try:
+                return await self.drive(agent.sub_agents[0], parent, pending)
+            finally:
+                self.swarm_limit, self.max_handoffs, self.handoff_count = saved
         final, last, route = await self.turns_of(agent, parent, pending)
         if route is not None and route.kind == "finish":
             self.finished = True
@@ -337,13 +353,16 @@ class AgentLoop:
         """
         state = self.state
         self.called = set()
+        self.team_mode = team
         blocked = self.input_block(agent)
         if blocked is not None:
             self.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
-        self.set_view(None)
+        self.set_view(agent)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
+        if pending:
+            self._turn_flags(agent)
         try:
             while True:
                 if pending:
@@ -351,6 +370,15 @@ class AgentLoop:
                 else:
                     if self.turns >= self.max_turns:
                         raise MaxTurnsExceeded(self.max_turns)
+                    if agent.input_guardrails or self.team_input:
+                        # What arrived during its own turn (tool results) is checked too.
+                        known = len(self._redact.get(agent.name, ()))
+                        blocked = self.input_block(agent)
+                        if blocked is not None:
+                            self.blocked = blocked
+                            return self.blocked_answer(agent, blocked), agent, None
+                        if len(self._redact.get(agent.name, ())) != known:
+                            self.set_view(agent, self._filter)
                     self.turns += 1
                     message = await self._model_turn(agent, agent_span)
                     if message.content:
@@ -361,8 +389,9 @@ class AgentLoop:
                             self._return(agent, caller, "answered")
                             self.note(caller, f"[{agent.name} answered and returned control to "
                                               f"{caller.name}]")
-                            agent = self._switch(agent, caller, agent_span, run_span)
-                            agent_span = self._span
+                            agent, agent_span = self._switch(agent, caller, agent_span, run_span)
+                            if self.blocked is not None:
+                                return self.blocked_answer(agent, self.blocked), agent, None
                             continue
                         return message.content, agent, None
                     calls = list(message.tool_calls)
@@ -374,15 +403,10 @@ class AgentLoop:
                 if route is None:
                     continue
                 if route.kind == "finish":
-                    return route.summary or last_text, agent, route
-                if route.kind == "handoff":
-                    if team:
-                        return last_text, agent, route
-                    found = agent.find_agent(route.name)
-                    if found is None:
-                        raise HandoffError(f"A tool of {agent.name!r} returned Handoff to "
-                                           f"{route.name!r}, which is not in the team.")
-                    route.target = found
+                    final = route.summary or self.guard_text(agent, last_text)
+                    return final, agent, route
+                if route.kind == "handoff" and team:
+                    return last_text, agent, route
                 target = route.target
                 assert target is not None
                 if route.kind == "return":
@@ -395,14 +419,11 @@ class AgentLoop:
                                           to_agent=target.name,
                                           reason=route.reason or f"requested by {agent.name}",
                                           tool_call_id=route.call.id, returns_to=returns_to))
-                    if route.kind == "handoff":
-                        blocked = self.input_block(target)
-                        if blocked is not None:
-                            self.blocked = blocked
-                            return self.blocked_answer(agent, blocked), agent, None
-                self._view_filter = route.handoff.input_filter if route.handoff else None
-                agent = self._switch(agent, target, agent_span, run_span)
-                agent_span = self._span
+                view_filter = route.handoff.input_filter if route.handoff else None
+                agent, agent_span = self._switch(agent, target, agent_span, run_span,
+                                                 view_filter)
+                if self.blocked is not None:
+                    return self.blocked_answer(agent, self.blocked), agent, None
         except BaseException as exc:
             state.trace.end(agent_span, exc)
             raise
@@ -410,23 +431,25 @@ class AgentLoop:
             if not agent_span.end_ns:
                 state.trace.end(agent_span)
 
-    _view_filter: InputFilter | None = None
-    _span: Span
-
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self._returns:
             self._returns.pop()
         self.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
                               reason=f"returned: {result}"[:500], is_return=True))
 
-    def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span,
-                run_span: Span) -> Agent[Any]:
-        """Make ``target`` the active agent: its view, guardrail redactions, and span."""
+    def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
+                view_filter: InputFilter | None = None) -> tuple[Agent[Any], Span]:
+        """Make ``target`` the active agent: its guardrails, its view, and its span.
+
+        A transfer's target was checked before the transfer was confirmed; a return is
+        checked here, and a block there ends the run (``self.blocked``).
+        """
         self.state.trace.end(agent_span)
-        self.input_block(target)  # redactions only: a blocking input was refused before
-        self.set_view(self._view_filter)
-        self._span = self.state.trace.start("agent", target.name, run_span)
-        return target
+        blocked = self.input_block(target)
+        if blocked is not None:
+            self.blocked = blocked
+        self.set_view(target, view_filter)
+        return target, self.state.trace.start("agent", target.name, run_span)
 
     def _model(self, agent: Agent[Any]) -> Model:
         model = self.state.model_override or agent.model
@@ -437,10 +460,14 @@ class AgentLoop:
             model = agent.model = infer_model(model)  # resolve a "provider:model" string once
         return model  # type: ignore[return-value]
 
-    def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
+    def _turn_flags(self, agent: Agent[Any]) -> None:
+        """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
         self.finish_task = agent.mode == "task" and bool(self._returns)
         self.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
                                 and self.handoff_count >= self.max_handoffs)
+
+    def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
+        self._turn_flags(agent)
         no_handoffs = self.refuse_handoffs or (agent.mode == "single_turn"
                                                and bool(self._returns))
         if not (ts.handoffs.dynamic or self.finish_task or no_handoffs):
@@ -474,6 +501,8 @@ class AgentLoop:
         usage.total.requests += 1
         agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
         agent_usage.requests += 1
+        local = self.local
+        local.requests += 1
         span = state.trace.start("model", model.name, parent, agent=agent.name)
         try:
             response = await self._call_model(model, request, agent, path)
@@ -485,8 +514,6 @@ class AgentLoop:
         usage.total.output_tokens += u.output_tokens
         agent_usage.input_tokens += u.input_tokens
         agent_usage.output_tokens += u.output_tokens
-        local = self.local
-        local.requests += 1
         local.input_tokens += u.input_tokens
         local.output_tokens += u.output_tokens
         attrs = span.attributes
@@ -495,13 +522,15 @@ class AgentLoop:
         attrs["response_model"] = response.model
         state.trace.end(span)
         message = response.message
-        message.name = agent.name
         if not message.content and not message.tool_calls:
             raise ModelBehaviorError(
                 f"The model of agent {agent.name!r} returned an empty turn (no text and no "
                 "tool call); check the model's output limits or its stop sequences.")
-        if not message.tool_calls:
-            self._output_guard(agent, message)
+        content = message.content if message.tool_calls else self.guard_text(agent,
+                                                                            message.content)
+        if message.name != agent.name or content is not message.content:
+            # A copy: the model may hand out shared messages (test doubles, caches).
+            message = Message("assistant", content, message.tool_calls, None, agent.name)
         self.push(message)
         self.add(MessageEvent(agent=agent.name, path=path, message=message, usage=u,
                               model=response.model or model.name))

@@ -20,7 +20,7 @@ from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceede
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool
 from .messages import ToolCall
 from .routing import Finish, Handoff
-from .tools import Tool, ToolRetry, render_tool_output
+from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
 
 if TYPE_CHECKING:
     from ._engine import AgentLoop
@@ -69,10 +69,25 @@ class _Outcome:
 async def run_tools(
     loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span
 ) -> Route | None:
-    """Answer every call; return the winning route, if any. Raise ``Interrupted``."""
+    """Answer every call; return the winning route, if any. Raise ``Interrupted``.
+
+    Results are kept as each call completes, and logged however the turn ends: a timeout,
+    a cancellation or an error never turns a call that ran into one marked "not executed".
+    """
+    results: list[ToolResultEvent | None] = [None] * len(calls)
+    try:
+        return await _run_tools(loop, agent, calls, parent, results)
+    except BaseException:
+        push_results(loop, results)
+        raise
+
+
+async def _run_tools(
+    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    results: list[ToolResultEvent | None],
+) -> Route | None:
     ts = loop.toolset(agent)
     approvals = loop.state.approvals
-    results: list[ToolResultEvent | None] = [None] * len(calls)
     waiting: list[int] = []
     child_waiting: list[PendingApproval] = []
     ordinary: list[tuple[int, Tool, ToolCall]] = []
@@ -83,7 +98,7 @@ async def run_tools(
         if tool is not None:
             needs_approval = tool.requires_approval
         elif call.name == FINISH_TASK and loop.finish_task:
-            summary = _argument(call, "result")
+            summary = loop.guard_text(agent, _argument(call, "result"))
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:
@@ -113,22 +128,14 @@ async def run_tools(
             routes.append((i, route))
     if ordinary:
         loop.hops.clear()  # real work happened: this is not a ping-pong
-        ordinary, over_limit = _admit(loop, agent, ordinary, results)
-        outcomes = await _execute(loop, agent, ordinary, parent) if ordinary else []
-        for (i, _, call), out in zip(ordinary, outcomes, strict=True):
-            results[i] = out.event
-            if out.pending is not None:
-                child_waiting.extend(out.pending)
-            elif out.signal is not None:
-                routes.append((i, _signal_route(call, out.signal)))
+        admitted, over_limit = _admit(loop, agent, ordinary, results)
+        signals = await _execute(loop, agent, admitted, parent, results, child_waiting)
+        routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
-            push_results(loop, results)
             raise over_limit
     if waiting or child_waiting:
         # Routes wait too: they are decided again when the run resumes.
-        for i, _ in routes:
-            if results[i] is None:
-                waiting.append(i)
+        waiting.extend(i for i, _ in routes if results[i] is None)
         push_results(loop, results)
         pending = [_pending(loop, agent, calls[i]) for i in sorted(waiting)]
         for p in pending:
@@ -149,6 +156,7 @@ async def run_tools(
         push_results(loop, results)
         return None
     return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
+
 
 def _admit(
     loop: AgentLoop, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
@@ -190,55 +198,80 @@ async def _take_route(
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
     call = route.call
-    if route.kind == "transfer":
-        assert route.target is not None and route.handoff is not None
-        refusal = _check_handoff(loop, agent, route.target)
+    if route.kind == "handoff" and not loop.team_mode:
+        # A typed Handoff outside a team is a transfer by name, under the same limits.
+        found = agent.find_agent(route.name)
+        if found is None:
+            results[index] = loop.tool_result(
+                agent, call, f"The tool ran, but its Handoff names no agent {route.name!r} in "
+                "this team; control stays here.", is_error=True)
+            push_results(loop, results)
+            return None
+        route.target = found
+    if route.kind == "transfer" or (route.kind == "handoff" and not loop.team_mode):
+        target = route.target
+        assert target is not None
+        refusal = _check_handoff(loop, agent, target)
+        if refusal is None:
+            others = [ev.message for j, ev in enumerate(results) if ev is not None and j != index]
+            blocked = loop.input_block(target, others)
+            if blocked is not None:  # the run ends with the guardrail's answer
+                loop.blocked = blocked
+                refusal = f"{target.name}'s input guardrail blocked the request."
+        if refusal is None and route.handoff is not None:
+            failure = await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
+            if failure is not None:
+                results[index] = loop.tool_result(
+                    agent, call, f"Not performed: the transfer to {target.name} failed "
+                    f"({failure[0]}).", is_error=True, tb=failure[1])
+                push_results(loop, results)
+                return None
+        elif refusal is None:
+            loop.handoff_count += 1
         if refusal is not None:
-            results[index] = loop.tool_result(agent, call, f"Not performed: {refusal}",
+            prefix = "The tool ran, but routing was refused" if route.kind == "handoff" else \
+                "Not performed"
+            results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
                                               is_error=True)
             push_results(loop, results)
             if loop.handoff_error is not None:
                 await loop.flush()
                 raise loop.handoff_error  # the session is complete and valid here
             return None
-        blocked = loop.input_block(route.target)
-        if blocked is not None:
-            results[index] = loop.tool_result(
-                agent, call, f"Not performed: {route.target.name}'s input guardrail "
-                "blocked the request.", is_error=True)
-            push_results(loop, results)
-            loop.blocked = blocked
-            return None
-        await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
-        text = f"Transferred from {agent.name} to {route.target.name}."
-    elif route.kind == "return":
-        assert route.target is not None
-        text = f"Returned to {route.target.name} with the result."
-    elif route.kind == "handoff":
-        text = f"Routing to {route.name} after this turn."
+        text = f"Transferred from {agent.name} to {target.name}."
         if route.reason:
             text += f" Reason: {route.reason}"
-    else:
-        text = f"Finishing the run: {route.reason}"
-    if results[index] is None or route.kind in ("transfer", "return"):
-        if route.kind == "transfer" and route.reason:
-            text += f" Reason: {route.reason}"
         results[index] = loop.tool_result(agent, call, text)
-    if route.kind == "transfer":
         loop.handoff_note = results[index].message  # type: ignore[union-attr]
+    elif route.kind == "return":
+        assert route.target is not None
+        results[index] = loop.tool_result(
+            agent, call, f"Returned to {route.target.name} with the result.")
+    elif route.kind == "handoff":
+        text = f"Routing to {route.name} after this turn."
+        results[index] = loop.tool_result(agent, call, text + (
+            f" Reason: {route.reason}" if route.reason else ""))
+    else:
+        route.summary = loop.guard_text(agent, route.summary) if route.summary else ""
+        results[index] = loop.tool_result(agent, call, f"Finishing the run: {route.reason}")
     push_results(loop, results)
     return route
 
+
 def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
-    for ev in results:
+    """Log the results gathered so far, in call order; each is logged once."""
+    for i, ev in enumerate(results):
         if ev is not None:
             loop.push(ev.message)
             loop.add(ev)
+            results[i] = None
+
 
 def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
                            agent=agent.name, path=loop.path(agent),
                            session_id=loop.session.session_id)
+
 
 def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     offered = sorted(d.name for d in ts.definitions)
@@ -254,26 +287,24 @@ def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     if name.startswith("transfer_to_"):
         wanted = name.removeprefix("transfer_to_")
         if agent.find_agent(wanted) is not None:
-            return _forbidden(loop, agent, wanted, ts)
+            return _forbidden(agent, wanted, ts)
     return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
 
-def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
+
+def _forbidden(agent: Agent[Any], target: str, ts: Toolset) -> str:
     allowed = ", ".join(ts.handoffs.by_agent) or "none"
     return (f"Transfer to {target!r} is not allowed from {agent.name!r}: an agent may "
             "transfer to its sub-agents, and to its parent or peers only if its transfer "
             f"policy allows. Allowed targets: {allowed}.")
 
+
 def _parse_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
 ) -> tuple[HandoffTool | None, str, str | None]:
-    raw = call.arguments.strip()
     try:
-        args = json.loads(raw) if raw and raw != "{}" else {}
-    except json.JSONDecodeError as exc:
-        return None, "", (f"Invalid arguments for {call.name}: not valid JSON ({exc.msg}). "
-                          'Send a JSON object such as {"reason": "..."}.')
-    if not isinstance(args, dict):
-        return None, "", f"Invalid arguments for {call.name}: expected a JSON object."
+        args = parse_arguments(call.arguments, call.name, '{"reason": "..."}')
+    except ToolRetry as exc:
+        return None, "", str(exc)
     reason = args.get("reason")
     reason = reason.strip() if isinstance(reason, str) else ""
     handoffs = ts.handoffs
@@ -285,7 +316,7 @@ def _parse_handoff(
         h = handoffs.by_agent.get(name)
         if h is None:
             if agent.find_agent(name) is not None:
-                return None, "", _forbidden(loop, agent, name, ts)
+                return None, "", _forbidden(agent, name, ts)
             return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}."
     else:
         h = handoffs.by_tool[call.name]
@@ -294,6 +325,7 @@ def _parse_handoff(
         return None, "", (f"The transfer to {h.agent.name} is not available right now; "
                           "continue without it.")
     return h, reason, None
+
 
 def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> str | None:
     """Why a transfer must not happen (a limit or a ping-pong), or ``None``."""
@@ -311,6 +343,7 @@ def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> st
         loop.handoff_error = HandoffLoopError(hops[-4:])
         return "handoff loop detected (control went back and forth with no work done)."
     return None
+
 
 async def _on_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: HandoffTool, reason: str,
@@ -334,30 +367,41 @@ async def _on_handoff(
     loop.state.trace.end(span)
     return None
 
+
 async def _execute(
     loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
-    parent: Span,
-) -> list[_Outcome]:
-    """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order."""
-    outcomes: list[_Outcome] = []
+    parent: Span, results: list[ToolResultEvent | None], child_waiting: list[PendingApproval],
+) -> list[tuple[int, Handoff | Finish]]:
+    """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
+
+    Each result lands in ``results`` as soon as its call completes.
+    """
+    signals: list[tuple[int, Handoff | Finish]] = []
+
+    async def one(i: int, tool: Tool, call: ToolCall) -> None:
+        loop.running.add(call.id)
+        out = await _call_tool(loop, agent, tool, call, parent)
+        loop.running.discard(call.id)
+        results[i] = out.event
+        if out.pending is not None:
+            child_waiting.extend(out.pending)
+        elif out.signal is not None:
+            signals.append((i, out.signal))
+
     group: list[tuple[int, Tool, ToolCall]] = []
-
-    async def flush_group() -> None:
-        if len(group) == 1:
-            outcomes.append(await _call_tool(loop, agent, group[0][1], group[0][2], parent))
-        elif group:
-            outcomes.extend(await asyncio.gather(
-                *(_call_tool(loop, agent, t, c, parent) for _, t, c in group)))
-        group.clear()
-
-    for item in calls:
-        if item[1].sequential:
-            await flush_group()
-            outcomes.append(await _call_tool(loop, agent, item[1], item[2], parent))
+    for item in [*calls, None]:
+        if item is None or item[1].sequential:
+            if len(group) == 1:
+                await one(*group[0])
+            elif group:
+                await asyncio.gather(*(one(*g) for g in group))
+            group = []
+            if item is not None:
+                await one(*item)
         else:
             group.append(item)
-    await flush_group()
-    return outcomes
+    return signals
+
 
 async def _call_tool(
     loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
@@ -401,8 +445,8 @@ def _describe(route: Route) -> str:
 
 def _argument(call: ToolCall, key: str) -> str:
     try:
-        value = json.loads(call.arguments or "{}").get(key, "")
-    except (json.JSONDecodeError, AttributeError):
+        value = parse_arguments(call.arguments, call.name).get(key, "")
+    except ToolRetry:
         return call.arguments
     return value if isinstance(value, str) else json.dumps(value)
 

@@ -90,10 +90,21 @@ class Agent(Generic[TContext]):
             tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
                                                delegation or DelegationConfig())]
         for t in tools:
+            if isinstance(t, Agent):
+                raise UserError(f"Agent {name!r}: {t.name!r} is an agent, not a tool; offer it "
+                                f"with {t.name}.as_tool(), or put it in sub_agents for handoffs.")
             if not isinstance(t, Tool):
                 raise UserError(
                     f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool."
                 )
+        for s in sub_agents:
+            if not isinstance(s, Agent | HandoffTool):
+                raise UserError(f"Agent {name!r}: sub_agents takes agents (or handoff(agent)), "
+                                f"not {type(s).__name__} {s!r}.")
+        if timeout is not None and timeout <= 0:
+            raise UserError(f"Agent {name!r}: timeout must be positive, got {timeout}.")
+        if max_handoffs is not None and max_handoffs < 0:
+            raise UserError(f"Agent {name!r}: max_handoffs must be >= 0, got {max_handoffs}.")
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -139,16 +150,23 @@ class Agent(Generic[TContext]):
                         "names must be unique within a tree so transfers are unambiguous."
                     )
                 seen.add(agent.name)
-        for h in self.handoffs:
-            h.agent.parent = self
-            h.agent._handoff_cache = None  # its parent and peers just changed
-            h.agent._toolset = None
         if pattern == "supervisor" and not any(t.delegates for t in self.tools):
             raise UserError(f"Agent {name!r} uses the supervisor pattern but has no workers; "
                             "give it agent tools (worker.as_tool()) or specialists.")
         if pattern == "swarm" and not self.handoffs:
             raise UserError(f"Agent {name!r} uses the swarm pattern but has no members; build "
                             "swarms with relayrace.patterns.swarm(name, agents).")
+        if not getattr(self, "is_composite", False):
+            for h in self.handoffs:
+                if getattr(h.agent, "is_composite", False) or h.agent.pattern == "swarm":
+                    raise UserError(
+                        f"{h.agent.name!r} is a workflow, team or swarm and cannot be a handoff "
+                        f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
+                        "make it a step of a workflow.")
+        for h in self.handoffs:  # only now, so a failed construction changes no child
+            h.agent.parent = self
+            h.agent._handoff_cache = None  # its parent and peers just changed
+            h.agent._toolset = None
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -194,7 +212,7 @@ class Agent(Generic[TContext]):
             "input_guardrails": self.input_guardrails,
             "output_guardrails": self.output_guardrails,
             "specialists": self.specialists,
-            "meta_tools": self.meta_tools or None,
+            "meta_tools": self.meta_tools if self.specialists else None,
             "delegation": self.delegation,
             "pattern": self.pattern,
             "max_handoffs": self.max_handoffs,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._templates import ContextTransform, ContextTransformError
 from ._toolexec import Interrupted
 from .approvals import PendingApproval
-from .events import DelegationEvent, MessageEvent, ToolResultEvent
+from .events import DelegationEvent, MessageEvent, RunFinishedEvent, ToolResultEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
 from .messages import Message
@@ -132,7 +132,7 @@ async def run_child(
     timeout: float | None = None,  # noqa: ASYNC109 - the child's own deadline, enforced inside
     variables: dict[str, Any] | None = None,
     history: Sequence[Message] = (),
-    session: Session | None = None,
+    key: str | None = None,
 ) -> ChildResult:
     """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves.
 
@@ -158,14 +158,21 @@ async def run_child(
     if refused is not None:
         return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
                            error=f"not started: {refused}")
+    if key is None:  # children of one tool call are numbered, so a resume finds each again
+        key = str(loop.child_counts.get(ctx.tool_call_id, 0))
+        loop.child_counts[ctx.tool_call_id] = int(key) + 1
     child_input: list[Message] | None = [*history, Message.user(task)]
-    if session is None and state.approvals:
-        session = await _waiting_child(loop.session, ctx.tool_call_id, path)
+    session: Session | None = None
+    if state.approvals:  # resuming: continue a waiting child, reuse a finished one
+        session, finished = await _earlier_child(loop.session, ctx.tool_call_id, key)
+        if finished is not None:
+            return finished
         if session is not None:
-            child_input = None  # resume the child where it stopped for approval
+            child_input = None
     if child_input is not None:
         state.agent_calls += 1
-    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id)
+    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
+                                                  key=key)
     instructions_suffix = _report_instructions(audience, report_template) if report else ""
     if suffix:
         instructions_suffix = f"{instructions_suffix}\n\n{suffix}".strip()
@@ -174,16 +181,16 @@ async def run_child(
                       instructions_suffix=instructions_suffix, variables=variables)
     result = ChildResult(agent=agent.name, path=path, ok=False,
                          session_id=child_session.session_id, usage=child.local)
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             outcome = await child.run(child_input)
     except Interrupted:
         loop.local.add(child.local)
         raise  # the approval request surfaces on the outer run
-    except TimeoutError:
-        result.error = f"timed out after {timeout:g} s"
     except Exception as exc:  # the parent's model is told; the child's log has the details
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = (f"timed out after {timeout:g} s" if deadline.expired()
+                        else f"{type(exc).__name__}: {exc}")
     else:
         result.ok = True
         result.output = outcome.final_output
@@ -225,16 +232,28 @@ async def run_children(children: Sequence[Awaitable[T]], limit: int | None = Non
     return [r.result() for r in running]  # type: ignore[misc]
 
 
-async def _waiting_child(parent: Session, tool_call_id: str, path: str) -> Session | None:
-    """The child session of ``tool_call_id`` that stopped for approval, if any."""
+async def _earlier_child(
+    parent: Session, tool_call_id: str, key: str
+) -> tuple[Session | None, ChildResult | None]:
+    """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
     from ._state import history, unanswered_calls
 
     for info in reversed(await parent.children()):
-        if info.parent_tool_call_id == tool_call_id and info.path == path:
-            child = parent.open_child(info)
-            if unanswered_calls(history(await child.get_events())):
-                return child
-    return None
+        if info.parent_tool_call_id != tool_call_id or info.key != key:
+            continue
+        child = parent.open_child(info)
+        events = await child.get_events()
+        if unanswered_calls(history(events)):
+            return child, None
+        done = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)), None)
+        if done is not None and done.status == "completed":
+            report = parse_report(done.output)
+            report.merge_sources(_sources(events))
+            return None, ChildResult(agent=done.agent, path=info.path, ok=True,
+                                     output=done.output, report=report,
+                                     session_id=info.session_id, usage=Usage())
+        break
+    return None, None
 
 
 class AgentTool(Tool):

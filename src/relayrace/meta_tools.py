@@ -27,7 +27,6 @@ from .tools import Tool, ToolRetry
 if TYPE_CHECKING:
     from .agent import Agent
     from .context import RunContext
-    from .sessions import Session
 
 __all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "build_meta_tools"]
 
@@ -100,12 +99,12 @@ class _MetaTool(Tool):
 
     async def _child(self, ctx: RunContext[Any], agent: Agent[Any], task: str, *,
                      audience: str = "", report: bool = True, suffix: str = "",
-                     session: Session | None = None) -> ChildResult:
+                     key: str | None = None) -> ChildResult:
         cfg = self.config
         return await run_child(ctx, agent, task, report=report, audience=audience,
                                report_template=cfg.report_template, suffix=suffix,
                                max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
-                               session=session)
+                               key=key)
 
 
 def _task_list_schema(description: str) -> dict[str, Any]:
@@ -250,6 +249,9 @@ class DebateTool(_MetaTool):
         if not isinstance(names, list) or len(names) < 2:
             raise ToolRetry("debate_ensemble needs at least two participants, from: "
                             + ", ".join(self.debaters))
+        if len(set(names)) != len(names):
+            raise ToolRetry("Each debate participant may appear only once; got "
+                            f"{', '.join(map(str, names))}.")
         unknown = [n for n in names if n not in self.debaters]
         if unknown:
             raise ToolRetry(f"Unknown participant(s) {unknown}. Valid participants: "
@@ -258,24 +260,24 @@ class DebateTool(_MetaTool):
         if not isinstance(rounds, int) or not 1 <= rounds <= 5:
             raise ToolRetry("rounds must be an integer from 1 to 5.")
         question = str(data["question"])
-        sessions: dict[str, Session] = {}
         answers: dict[str, str] = {}
 
-        async def speak(name: str, prompt: str) -> ChildResult:
-            agent = self.debaters[name]
-            if name not in sessions:
-                sessions[name] = ctx.loop.session.child(
-                    path=f"{ctx.path}/{agent.name}", tool_call_id=ctx.tool_call_id)
-            return await self._child(ctx, agent, prompt, report=False, suffix=DEBATE_SUFFIX,
-                                     session=sessions[name])
+        async def speak(name: str, prompt: str, r: int) -> ChildResult:
+            # One child session per participant and round: a resume finds each again.
+            return await self._child(ctx, self.debaters[name], prompt, report=False,
+                                     suffix=DEBATE_SUFFIX, key=f"{name}.round{r}")
 
         for r in range(1, rounds + 1):
             prompts = {n: question if r == 1 else self._rebuttal(r, n, question, answers)
                        for n in names}
-            said = await run_children([speak(n, prompts[n]) for n in names],
+            said = await run_children([speak(n, prompts[n], r) for n in names],
                                       self.config.max_concurrency)
+            failed = False
             for n, res in zip(names, said, strict=True):
                 answers[n] = final_answer(res.output) if res.ok else f"(failed: {res.error})"
+                failed = failed or not res.ok
+            if failed:  # a participant that failed cannot agree: no consensus this round
+                continue
             agreed, answer = await self._consensus(ctx, question, answers)
             if agreed:
                 return (f"CONSENSUS after {r} round(s): {answer}\n"
@@ -308,9 +310,13 @@ class DebateTool(_MetaTool):
 
     @staticmethod
     def _no_consensus(rounds: int, answers: Mapping[str, str]) -> str:
-        counts = Counter(normalize_answer(a) for a in answers.values())
+        valid = {n: a for n, a in answers.items() if not a.startswith("(failed:")}
+        if not valid:
+            failures = "\n".join(f"- {n}: {a}" for n, a in answers.items())
+            return f"NO CONSENSUS: every participant failed.\nCONFIDENCE: low\n{failures}"
+        counts = Counter(normalize_answer(a) for a in valid.values())
         top, votes = counts.most_common(1)[0]
-        majority = next(a for a in answers.values() if normalize_answer(a) == top)
+        majority = next(a for a in valid.values() if normalize_answer(a) == top)
         share = votes / len(answers)
         level = "medium" if share > 0.5 else "low"
         dissent = "\n".join(f"- {n}: {a}" for n, a in answers.items()

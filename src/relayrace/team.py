@@ -84,7 +84,15 @@ class Team(Composite):
 
     async def run_composite(self, loop: AgentLoop, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        saved = loop.team_input, loop.team_output
         loop.team_input, loop.team_output = self.team_input, self.team_output
+        try:
+            return await self._run(loop, span, pending)
+        finally:  # the team's guardrails hold for its members only
+            loop.team_input, loop.team_output = saved
+
+    async def _run(self, loop: AgentLoop, span: Span,
+                   pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         speaker = self._member(self.initial)
         if pending:  # resume with the member whose calls await (e.g. approval)
             last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
@@ -94,7 +102,8 @@ class Team(Composite):
         for _ in range(self.team_turns):
             reason = ""
             spoke = speaker  # for rules: the member, even when it is a workflow of agents
-            if getattr(speaker, "is_composite", False):  # a workflow member runs as a whole
+            if getattr(speaker, "is_composite", False) or speaker.pattern == "swarm":
+                # A workflow or swarm member runs as a whole.
                 final, last_agent, reason = await loop.drive(speaker, span, pending)
                 route = None
             else:

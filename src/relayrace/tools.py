@@ -20,7 +20,15 @@ from .context import RunContext
 from .exceptions import UserError
 from .models.interface import ToolDefinition
 
-__all__ = ["FunctionTool", "RateLimit", "Tool", "ToolRetry", "render_tool_output", "tool"]
+__all__ = [
+    "FunctionTool",
+    "RateLimit",
+    "Tool",
+    "ToolRetry",
+    "parse_arguments",
+    "render_tool_output",
+    "tool",
+]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -156,6 +164,23 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
         prop.pop("title", None)
     schema.setdefault("properties", {})
     return schema
+
+
+def parse_arguments(raw: str, tool_name: str, example: str = "") -> dict[str, Any]:
+    """A call's arguments as a JSON object, or ``ToolRetry`` telling the model what is wrong."""
+    text = raw.strip()
+    if not text or text == "{}":
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = f" Send a JSON object such as {example}." if example else ""
+        raise ToolRetry(f"Invalid arguments for {tool_name}: not valid JSON ({exc.msg}).{hint}") \
+            from None
+    if not isinstance(value, dict):
+        raise ToolRetry(f"Invalid arguments for {tool_name}: expected a JSON object, got "
+                        f"{type(value).__name__}.")
+    return value
 
 
 def describe_validation_error(exc: ValidationError) -> str:

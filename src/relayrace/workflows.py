@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._engine import NOTE
 from .agent import Agent
 from .delegation import bounded_history, run_child, run_children
 from .events import MessageEvent
@@ -44,12 +45,22 @@ class Composite(Agent[Any], ABC):
 
 
 
-def _resume_index(loop: AgentLoop, steps: Sequence[Agent[Any]]) -> int:
-    """The step holding the agent whose calls await (it made the last assistant message)."""
-    last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
-    for i, step in enumerate(steps):
-        if last is not None and last.name and any(a.name == last.name for a in step.walk()):
-            return i
+def _resume_index(loop: AgentLoop, steps: Sequence[Agent[Any]], label: str,
+                  pending: list[ToolCall]) -> int:
+    """Where a resumed workflow stopped: the step whose agent's calls await, or else the
+    last step this workflow announced (a step waiting inside a delegated child)."""
+    if pending:
+        last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
+        for i, step in enumerate(steps):
+            if last is not None and last.name and any(a.name == last.name for a in step.walk()):
+                return i
+    marker = f"[{label}: step "
+    for m in reversed(loop.transcript):
+        if m.role == "user" and m.name == NOTE and m.content.startswith(marker):
+            number = m.content[len(marker):].split(" ", 1)[0]
+            return int(number) - 1 if number.isdigit() else 0
+        if m.role == "user" and m.name != NOTE:
+            break  # the workflow's current run started here
     return 0
 
 
@@ -57,7 +68,7 @@ async def _run_steps(loop: AgentLoop, owner: Agent[Any], steps: Sequence[Agent[A
                      span: Span, label: str,
                      pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
     final, last, reason = "", owner, ""
-    first = _resume_index(loop, steps) if pending else 0
+    first = _resume_index(loop, steps, label, pending) if loop.resuming else 0
     for i in range(first, len(steps)):
         step = steps[i]
         if i > first:

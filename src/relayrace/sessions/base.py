@@ -29,6 +29,8 @@ class SessionInfo:
     """For a delegated child: the parent's tool call that started it."""
     path: str = ""
     """For a delegated child: its agent path, e.g. ``coordinator/researcher``."""
+    key: str = ""
+    """For a delegated child: which child of the parent's tool call it is (stable on resume)."""
     created_at: float = 0.0
     """When the session was created (seconds since the epoch)."""
     updated_at: float = 0.0
@@ -58,7 +60,7 @@ class Session(ABC):
         """Append ``events`` atomically, in order."""
 
     @abstractmethod
-    def child(self, *, path: str, tool_call_id: str) -> Session:
+    def child(self, *, path: str, tool_call_id: str, key: str = "") -> Session:
         """A new session in the same store, linked to this one, for a delegated child run."""
 
     @abstractmethod

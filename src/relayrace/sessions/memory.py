@@ -28,13 +28,14 @@ class MemorySession(Session):
         self.events.extend(events)
         self.info.event_count = len(self.events)
 
-    def child(self, *, path: str, tool_call_id: str) -> MemorySession:
+    def child(self, *, path: str, tool_call_id: str, key: str = "") -> MemorySession:
         now = time.time()
         info = SessionInfo(
             session_id=f"{self.session_id}.{len(self.child_sessions) + 1}",
             parent_id=self.session_id,
             parent_tool_call_id=tool_call_id,
             path=path,
+            key=key,
             created_at=now,
             updated_at=now,
         )

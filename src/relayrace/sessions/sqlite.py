@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     parent_id TEXT,
     parent_tool_call_id TEXT,
     path TEXT NOT NULL DEFAULT '',
+    child_key TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     event_count INTEGER NOT NULL DEFAULT 0
@@ -69,19 +70,21 @@ class _Database:
             return db
 
 
-def _info(row: tuple[str, str | None, str | None, str, float, float, int]) -> SessionInfo:
+def _info(row: tuple[str, str | None, str | None, str, str, float, float, int]) -> SessionInfo:
     return SessionInfo(
         session_id=row[0],
         parent_id=row[1],
         parent_tool_call_id=row[2],
         path=row[3],
-        created_at=row[4],
-        updated_at=row[5],
-        event_count=row[6],
+        key=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+        event_count=row[7],
     )
 
 
-_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, created_at, updated_at, event_count"
+_COLUMNS = ("session_id, parent_id, parent_tool_call_id, path, child_key, created_at, "
+            "updated_at, event_count")
 
 
 class SQLiteSession(Session):
@@ -95,6 +98,7 @@ class SQLiteSession(Session):
         parent_id: str | None = None,
         parent_tool_call_id: str | None = None,
         agent_path: str = "",
+        child_key: str = "",
     ) -> None:
         self.session_id = session_id or new_session_id()
         self.path = Path(path)
@@ -102,8 +106,9 @@ class SQLiteSession(Session):
         now = time.time()
         with self._db.lock:
             self._db.conn.execute(
-                f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 0)",
-                (self.session_id, parent_id, parent_tool_call_id, agent_path, now, now),
+                f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                (self.session_id, parent_id, parent_tool_call_id, agent_path, child_key, now,
+                 now),
             )
             row = self._db.conn.execute(
                 f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (self.session_id,)
@@ -142,13 +147,14 @@ class SQLiteSession(Session):
         self.info.updated_at = now
         self.info.event_count += len(rows)
 
-    def child(self, *, path: str, tool_call_id: str) -> SQLiteSession:
+    def child(self, *, path: str, tool_call_id: str, key: str = "") -> SQLiteSession:
         return SQLiteSession(
             f"{self.session_id}.{new_session_id()[:8]}",
             self.path,
             parent_id=self.session_id,
             parent_tool_call_id=tool_call_id,
             agent_path=path,
+            child_key=key,
         )
 
     async def children(self) -> list[SessionInfo]:
