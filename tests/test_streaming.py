@@ -123,10 +123,10 @@ async def test_stream_error_is_raised_typed_and_result_stays_unset() -> None:
 async def test_stream_rejects_unknown_options() -> None:
     from relayrace import UserError
 
-    stream = Runner.stream(Agent("a", instructions="x", model=ScriptedModel([text("x")])), "hi",
-                           sesion=MemorySession())
-    with pytest.raises((UserError, TypeError), match="sesion"):
-        await collect(stream)
+    # The misspelled option is named as soon as the stream is created, before any work.
+    with pytest.raises(UserError, match="sesion"):
+        Runner.stream(Agent("a", instructions="x", model=ScriptedModel([text("x")])), "hi",
+                      sesion=MemorySession())
 
 
 async def test_stream_usage_matches_a_plain_run() -> None:

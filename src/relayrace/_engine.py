@@ -35,6 +35,7 @@ from .events import (
     ToolResultEvent,
 )
 from .exceptions import (
+    GuardrailTripwireTriggered,
     MaxTurnsExceeded,
     ModelBehaviorError,
     RunTimeout,
@@ -202,6 +203,9 @@ class AgentLoop:
                                                      guardrail=r.guardrail, stage="input",
                                                      action=r.action, message=r.message))
                 if results and results[-1].action == "block":
+                    if results[-1].tripwire:
+                        raise GuardrailTripwireTriggered(results[-1].guardrail,
+                                                         results[-1].message)
                     return block_message(results[-1], stage="input")
                 checked.append(kept)
             if checked != texts:
@@ -221,6 +225,8 @@ class AgentLoop:
                                              guardrail=r.guardrail, stage="output",
                                              action=r.action, message=r.message))
         if results and results[-1].action == "block":
+            if results[-1].tripwire:
+                raise GuardrailTripwireTriggered(results[-1].guardrail, results[-1].message)
             self.blocked = kept = block_message(results[-1], stage="output")
         return kept
 
@@ -253,6 +259,9 @@ class AgentLoop:
         state = self.state
         events = await self.session.get_events()
         self.transcript.extend(history(events))
+        if input is None and not self.transcript:
+            raise UserError(f"Session {self.session.session_id!r} holds no conversation to "
+                            "resume; give the run an input.")
         self._returns = return_stack(events)
         agent = start_agent or self._active(events)
         span = state.trace.start("run" if self.parent_span is None else "delegation",

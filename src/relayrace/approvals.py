@@ -47,6 +47,8 @@ class PendingRun:
     """The entry agent, when the run is resumed in the same process."""
     session: Session | None = None
     """The session object, when the run is resumed in the same process."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The stopped run's settings (context, limits, ...), reused by ``Runner.resume``."""
 
     def to_json(self) -> str:
         """The state as JSON (without the live agent and session objects)."""

@@ -14,7 +14,7 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     ├── HandoffError                  control cannot move between agents as asked
     │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
     │   └── HandoffLoopError          agents pass control back and forth without doing work
-    └── GuardrailTripwireTriggered    a guardrail configured to raise was tripped
+    └── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
 
 Mistakes the *model* makes (bad tool arguments, unknown tools or agents, forbidden transfers,
 a crashing tool) are not errors: the model is told in a tool result and the run goes on.
@@ -131,7 +131,7 @@ class HandoffLoopError(HandoffError):
 
 
 class GuardrailTripwireTriggered(RelayraceError):
-    """A guardrail whose action is ``raise`` was tripped."""
+    """A guardrail wrapped in ``relayrace.guardrails.Tripwire`` blocked input or output."""
 
     def __init__(self, guardrail: str, message: str) -> None:
         self.guardrail = guardrail

@@ -30,6 +30,7 @@ __all__ = [
     "PIIGuardrail",
     "PIIMatch",
     "TopicDenyListGuardrail",
+    "Tripwire",
     "apply_guardrails",
     "block_message",
     "find_pii",
@@ -54,6 +55,8 @@ class GuardrailResult:
     """What was found, never the sensitive content itself, e.g. ``2 e-mail addresses``."""
     guardrail: str = ""
     """Name of the guardrail that decided (filled in for custom guardrails that leave it empty)."""
+    tripwire: bool = False
+    """For a block: raise ``GuardrailTripwireTriggered`` instead of answering (see ``Tripwire``)."""
 
     def __post_init__(self) -> None:
         if self.action not in _ACTIONS:
@@ -95,6 +98,26 @@ def apply_guardrails(
         if result.action == "block":
             break
     return text, results
+
+
+class Tripwire(Guardrail):
+    """Wraps a guardrail so that its blocks end the run with ``GuardrailTripwireTriggered``.
+
+    A plain block answers the user and keeps the run's result; a tripwire is for content that
+    must stop the program instead (an alert, a human review).
+    """
+
+    def __init__(self, inner: Guardrail) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """The inner guardrail's result, with its blocks marked as tripwires."""
+        result = self.inner.check(text, context)
+        if result.action == "block":
+            result.tripwire = True
+            result.guardrail = result.guardrail or self.name
+        return result
 
 
 def block_message(result: GuardrailResult, *, stage: Literal["input", "output"] = "input") -> str:

@@ -32,6 +32,10 @@ __all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "build_meta_tools"]
 
 MetaToolName = Literal["delegate", "parallel", "pipeline", "debate"]
 META_TOOLS: tuple[MetaToolName, ...] = ("delegate", "parallel", "pipeline", "debate")
+_TOOL_NAMES: dict[str, MetaToolName] = {
+    "delegate_to_agent": "delegate", "war_room": "parallel",
+    "agent_pipeline": "pipeline", "debate_ensemble": "debate",
+}  # the tools' own names are accepted too
 
 
 @dataclass(slots=True, kw_only=True)
@@ -349,9 +353,10 @@ def build_meta_tools(owner: str, specialists: Sequence[Agent[Any]],
         raise UserError(f"Agent {owner!r}: meta_tools need at least one specialist.")
     tools: list[Tool] = []
     for name in names:
-        builder = _BUILDERS.get(cast(MetaToolName, name))
+        builder = _BUILDERS.get(_TOOL_NAMES.get(name, cast(MetaToolName, name)))
         if builder is None:
-            raise UserError(f"Agent {owner!r}: unknown meta tool {name!r}; "
-                            f"choose from {', '.join(META_TOOLS)}.")
+            raise UserError(f"Agent {owner!r}: unknown meta tool {name!r}; choose from "
+                            f"{', '.join(META_TOOLS)} (or the tool names "
+                            f"{', '.join(_TOOL_NAMES)}).")
         tools.append(builder(owner, specialists, config))
     return tools

@@ -32,9 +32,11 @@ __all__ = [
     "TerminateTarget",
     "ToolCalled",
     "check_rules",
+    "condition_from_dict",
     "describe",
     "rule_from_dict",
     "rule_to_dict",
+    "target_from_dict",
 ]
 
 
@@ -163,6 +165,12 @@ class RoundRobin:
 
     agents: tuple[str, ...]
     """The rotation."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.agents, str) or not self.agents or not all(
+                isinstance(a, str) for a in self.agents):
+            raise ConfigError(f"RoundRobin needs a non-empty tuple of agent names, got "
+                              f"{self.agents!r}.")
 
     def next_after(self, speaker: str) -> str:
         """Who follows ``speaker`` in the rotation."""
@@ -376,5 +384,3 @@ def _cycle_from(start: str, edges: Mapping[str, set[str]]) -> list[str]:
             return path[path.index(nxt):] + [nxt]
         path.append(nxt)
 
-
-RoutingSignal = Handoff | Finish

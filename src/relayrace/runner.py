@@ -68,10 +68,10 @@ class RunResult:
 
 
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str | None) -> Agent[Any] | None:
-    if start is None or isinstance(start, Agent):
-        return start
-    found = agent.find_agent(start)
-    if found is None:
+    if start is None:
+        return None
+    found = agent.find_agent(start if isinstance(start, str) else start.name)
+    if found is None or (isinstance(start, Agent) and found is not start):
         names = ", ".join(a.name for a in agent.root.walk())
         raise UserError(f"start_agent {start!r} is not in the team; agents: {names}.")
     return found
@@ -125,6 +125,11 @@ class Runner:
     ) -> RunResult:
         if not isinstance(agent, Agent):
             raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
+        if input is not None and not isinstance(input, str | list | tuple):
+            raise UserError(f"Runner.run's input is a string, a list of Messages, or None to "
+                            f"resume; got {type(input).__name__}.")
+        if max_handoffs is not None and max_handoffs < 0:
+            raise UserError(f"max_handoffs must be >= 0, got {max_handoffs}.")
         if max_turns is not None and max_turns < 1:
             raise UserError(f"max_turns must be at least 1, got {max_turns}.")
         session = session if session is not None else MemorySession()
@@ -141,7 +146,10 @@ class Runner:
             outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
         except Interrupted as stop:
             pending = PendingRun(session_id=session.session_id, agent=agent.name,
-                                 approvals=stop.approvals, entry=agent, session=session)
+                                 approvals=stop.approvals, entry=agent, session=session,
+                                 options={"context": context, "max_turns": max_turns,
+                                          "max_handoffs": max_handoffs, "model": model,
+                                          "usage_limits": usage_limits})
             return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
                              usage=state.usage, trace_id=state.trace.trace_id, session=session,
                              pending=pending, reason="awaiting approval")
@@ -179,10 +187,16 @@ class Runner:
         if unknown:
             raise UserError(f"No pending call has the id(s) {sorted(unknown)}; pending: "
                             f"{[a.call_id for a in pending.approvals]}.")
+        # Settings not given again are the stopped run's (when it stopped in this process).
+        was = pending.options
         return await cls._run(
-            pending.entry, None, session=pending.session, context=context, max_turns=max_turns,
-            max_handoffs=max_handoffs, start_agent=None, model=model,
-            usage_limits=usage_limits, emit=None, approvals=approvals,
+            pending.entry, None, session=pending.session,
+            context=context if context is not None else was.get("context"),
+            max_turns=max_turns or was.get("max_turns"),
+            max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
+            start_agent=None, model=model or was.get("model"),
+            usage_limits=usage_limits or was.get("usage_limits"), emit=None,
+            approvals=approvals,
         )
 
     @classmethod
@@ -210,12 +224,20 @@ class Runner:
         return RunStream(cls, agent, input, options)
 
 
+_STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
+                   "usage_limits", "approvals")
+
+
 class RunStream:
     """The events of a running run; ``result`` is set once iteration ends."""
 
     def __init__(
         self, runner: type[Runner], agent: Agent[Any], input: Any, options: dict[str, Any]
     ) -> None:
+        unknown = set(options) - set(_STREAM_OPTIONS)
+        if unknown:
+            raise UserError(f"Runner.stream got unknown option(s): {', '.join(sorted(unknown))}; "
+                            f"valid: {', '.join(_STREAM_OPTIONS)}.")
         self._runner = runner
         self._agent = agent
         self._input = input
@@ -225,14 +247,7 @@ class RunStream:
 
     async def __aiter__(self) -> AsyncIterator[AgentEvent]:
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        options = {
-            "session": None, "context": None, "max_turns": None, "max_handoffs": None,
-            "start_agent": None, "model": None, "usage_limits": None, "approvals": None,
-        }
-        unknown = set(self._options) - set(options)
-        if unknown:
-            raise UserError(f"Runner.stream got unknown option(s): {', '.join(sorted(unknown))}.")
-        options.update(self._options)
+        options = dict.fromkeys(_STREAM_OPTIONS) | self._options
         task = asyncio.ensure_future(
             self._runner._run(self._agent, self._input, emit=queue.put_nowait, **options)
         )

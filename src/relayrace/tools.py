@@ -125,6 +125,7 @@ class Tool(ABC):
         """
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\*{0,2}\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?)\s*:\s*$")
 
@@ -209,6 +210,9 @@ class FunctionTool(Tool):
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
+        if not _TOOL_NAME.fullmatch(self.name):
+            raise UserError(f"Tool name {self.name!r} is not valid for model APIs; use 1-64 "
+                            "characters of [A-Za-z0-9_-], e.g. @tool(name='lookup_invoice').")
         self.sequential = sequential
         self.requires_approval = requires_approval
         self.rate_limit = rate_limit

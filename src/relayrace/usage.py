@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .exceptions import UsageLimitExceeded
+from .exceptions import UsageLimitExceeded, UserError
 
 __all__ = ["RunUsage", "Usage", "UsageLimits"]
 
@@ -78,6 +78,14 @@ class UsageLimits:
     """Delegated child runs (agent tools and meta-tool children)."""
     max_depth: int | None = None
     """How deep delegation may nest: 1 lets the top agent delegate, but not its children."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_requests", "max_input_tokens", "max_output_tokens", "max_tool_calls",
+                     "max_agent_calls", "max_depth"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise UserError(f"UsageLimits({name}={value!r}): use a whole number >= 0, or "
+                                "None for no limit.")
 
     def reserve_request(self, total: Usage) -> None:
         """Count one more request, or raise if it would pass a budget."""

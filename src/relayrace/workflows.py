@@ -128,6 +128,9 @@ class LoopAgent(Composite):
                  max_turns: int | None = None) -> None:
         if max_iterations < 1:
             raise UserError(f"LoopAgent {name!r}: max_iterations must be at least 1.")
+        if until is not None and not isinstance(until, str) and not callable(until):
+            raise UserError(f"LoopAgent {name!r}: until must be a string the answer contains, "
+                            f"or a function of the answer; got {until!r}.")
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
         self.max_iterations = max_iterations
         self.until: Callable[[str], bool] | None = (

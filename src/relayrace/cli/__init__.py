@@ -247,6 +247,9 @@ def resume(
     """Continue a run that stopped for approval, approving or rejecting the pending calls."""
     if not db.exists() or not SQLiteSession.exists(session, db):
         raise _unknown_session(session, db)
+    both = sorted(set(approve or []) & set(reject or []))
+    if both:
+        raise _fail(f"Call id(s) {both} are both approved and rejected; choose one.")
     decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
     with _errors():
         agent = resolve_target(target, agent_name)

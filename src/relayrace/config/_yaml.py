@@ -99,8 +99,12 @@ def yaml_files(path: Path) -> list[Path]:
 
 def _check_duplicate_keys(node: yaml.Node, file: str) -> None:
     stack = [node]
+    seen_nodes: set[int] = set()  # aliases share nodes, and may even point at themselves
     while stack:
         current = stack.pop()
+        if id(current) in seen_nodes:
+            continue
+        seen_nodes.add(id(current))
         if isinstance(current, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in current.value:

@@ -25,7 +25,7 @@ __all__ = [
     "set_trace_processors",
 ]
 
-SpanKind = Literal["run", "agent", "model", "tool", "handoff", "delegation", "guardrail"]
+SpanKind = Literal["run", "agent", "model", "tool", "handoff", "delegation"]
 
 
 @dataclass(slots=True, kw_only=True)
