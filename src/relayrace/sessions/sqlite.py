@@ -30,15 +30,14 @@ CREATE TABLE IF NOT EXISTS sessions (
     parent_tool_call_id TEXT,
     path TEXT NOT NULL DEFAULT '',
     child_key TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    event_count INTEGER NOT NULL DEFAULT 0
+    created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id TEXT NOT NULL REFERENCES sessions(session_id),
     kind TEXT NOT NULL,
+    time REAL NOT NULL,
     data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_session ON events(session_id, id);
@@ -60,17 +59,24 @@ class _Database:
 
     @classmethod
     def get(cls, path: str | os.PathLike[str]) -> _Database:
-        file = Path(path)
+        raw = os.fspath(path)
+        db = cls._open.get(raw)  # the common case: a path already opened, as it was written
+        if db is not None:
+            return db
+        file = Path(raw)
         file.parent.mkdir(parents=True, exist_ok=True)
         key = str(file.resolve())
         with cls._open_lock:
             db = cls._open.get(key)
             if db is None:
                 db = cls._open[key] = _Database(key)
+            cls._open[raw] = db
             return db
 
 
-def _info(row: tuple[str, str | None, str | None, str, str, float, float, int]) -> SessionInfo:
+def _info(
+    row: tuple[str, str | None, str | None, str, str, float, float | None, int]
+) -> SessionInfo:
     return SessionInfo(
         session_id=row[0],
         parent_id=row[1],
@@ -78,13 +84,16 @@ def _info(row: tuple[str, str | None, str | None, str, str, float, float, int]) 
         path=row[3],
         key=row[4],
         created_at=row[5],
-        updated_at=row[6],
+        updated_at=row[6] or row[5],
         event_count=row[7],
     )
 
 
-_COLUMNS = ("session_id, parent_id, parent_tool_call_id, path, child_key, created_at, "
-            "updated_at, event_count")
+_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at"
+# Counts and times come from the events themselves: appends touch one table only.
+_SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM events e WHERE e.session_id = "
+           "s.session_id), (SELECT COUNT(*) FROM events e WHERE e.session_id = s.session_id) "
+           "FROM sessions s")
 
 
 class SQLiteSession(Session):
@@ -106,12 +115,11 @@ class SQLiteSession(Session):
         now = time.time()
         with self._db.lock:
             self._db.conn.execute(
-                f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                (self.session_id, parent_id, parent_tool_call_id, agent_path, child_key, now,
-                 now),
+                f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (self.session_id, parent_id, parent_tool_call_id, agent_path, child_key, now),
             )
             row = self._db.conn.execute(
-                f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (self.session_id,)
+                f"{_SELECT} WHERE session_id = ?", (self.session_id,)
             ).fetchone()
         self.info = _info(row)
 
@@ -126,25 +134,24 @@ class SQLiteSession(Session):
         if not events:
             return
         lines = dump_events(events)
-        rows = [(self.session_id, e.kind, line) for e, line in zip(events, lines, strict=True)]  # type: ignore[attr-defined]
-        now = time.time()
+        sid = self.session_id
+        rows = [(sid, e.kind, e.time, line)  # type: ignore[attr-defined]
+                for e, line in zip(events, lines, strict=True)]
         with self._db.lock:
             conn = self._db.conn
-            conn.execute("BEGIN")
-            try:
-                conn.executemany(
-                    "INSERT INTO events (session_id, kind, data) VALUES (?, ?, ?)", rows
-                )
-                conn.execute(
-                    "UPDATE sessions SET updated_at = ?, event_count = event_count + ? "
-                    "WHERE session_id = ?",
-                    (now, len(rows), self.session_id),
-                )
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        self.info.updated_at = now
+            if len(rows) == 1:  # one statement is its own transaction
+                conn.execute("INSERT INTO events (session_id, kind, time, data) "
+                             "VALUES (?, ?, ?, ?)", rows[0])
+            else:
+                conn.execute("BEGIN")
+                try:
+                    conn.executemany("INSERT INTO events (session_id, kind, time, data) "
+                                     "VALUES (?, ?, ?, ?)", rows)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        self.info.updated_at = events[-1].time
         self.info.event_count += len(rows)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> SQLiteSession:
@@ -172,9 +179,7 @@ class SQLiteSession(Session):
         where = "parent_id IS NULL" if parent_id is None else "parent_id = ?"
         args: tuple[str, ...] = () if parent_id is None else (parent_id,)
         with db.lock:
-            rows = db.conn.execute(
-                f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY created_at", args
-            ).fetchall()
+            rows = db.conn.execute(f"{_SELECT} WHERE {where} ORDER BY created_at", args).fetchall()
         return [_info(r) for r in rows]
 
     @staticmethod
