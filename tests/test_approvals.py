@@ -20,8 +20,8 @@ from relayrace import (
 from relayrace.approvals import PendingRun
 from relayrace.meta_tools import DelegationConfig
 from relayrace.sessions import MemorySession, SQLiteSession
-from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import SequentialAgent
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+from relayrace.workflows import ParallelAgent, SequentialAgent
 
 EXECUTED: list[str] = []
 
@@ -348,3 +348,131 @@ async def test_a_request_inside_a_workflow_step_resumes_that_step() -> None:
     assert result.final_output == "Paid bob."
     assert speakers(model) == ["intake", "banker", "banker"]
     assert_valid_protocol(await session_messages(result.session))
+
+
+async def _assert_children_complete(session: MemorySession) -> None:
+    """Every child session answers each of its calls (none left open by a resume)."""
+    infos = await session.children()
+    assert infos
+    for info in infos:
+        assert_valid_protocol(await session_messages(session.open_child(info)))
+
+
+async def test_war_room_children_of_one_specialist_each_resume_their_own_call() -> None:
+    """Two children of the same specialist: each approved call runs exactly once, in its child."""
+    model = ScriptedModel(by_agent={
+        "lead": [tool_call("war_room", {"agents": [{"type": "banker", "task": "pay ann"},
+                                                   {"type": "banker", "task": "pay bob"}]},
+                           id="call_room"),
+                 text("All done.")],
+        "banker": [tool_call("wire_money", {"amount": 10, "to": "ann"}, id="c1"),
+                   tool_call("wire_money", {"amount": 20, "to": "bob"}, id="c2"),
+                   text("SUMMARY: paid"), text("SUMMARY: paid"),
+                   # Spare turns, so a child wrongly run again fails on the assertions.
+                   text("SUMMARY: extra"), text("SUMMARY: extra")],
+    })
+    banker_agent = Agent("banker", instructions="x", description="pays", model=model,
+                         tools=[wire_money])
+    lead = Agent("lead", instructions="x", model=model, specialists=[banker_agent],
+                 meta_tools=["parallel"])
+    session = MemorySession()
+    first = await Runner.run(lead, "go", session=session)
+    assert first.pending is not None
+    assert sorted(p.call_id for p in first.pending.approvals) == ["c1", "c2"]
+    assert len({p.session_id for p in first.pending.approvals}) == 2
+    assert EXECUTED == []
+    result = await Runner.resume(first.pending, approvals={"c1": True, "c2": True})
+    assert result.pending is None
+    assert sorted(EXECUTED) == ["10->ann", "20->bob"]
+    assert result.final_output == "All done."
+    [room] = [t for t in result.tool_results if t.tool_name == "war_room"]
+    assert "2 succeeded, 0 failed" in room.message.content
+    assert len(await session.children()) == 2
+    await _assert_children_complete(session)
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_approvals_inside_a_debate_resume_once_and_the_debate_completes() -> None:
+    def fn(request: Any) -> Any:
+        answered = any(m.role == "tool" for m in request.messages)
+        if request.agent == "lead":
+            return text("lead done") if answered else tool_call(
+                "debate_ensemble", {"question": "2+2?", "participants": ["a", "b"],
+                                    "rounds": 1}, id="call_debate")
+        if answered:
+            return text("FINAL ANSWER: 4")
+        amount = 1 if request.agent == "a" else 2
+        return tool_call("wire_money", {"amount": amount, "to": request.agent},
+                         id=f"wire_{request.agent}_{len(model.requests)}")
+
+    model = FunctionModel(fn)
+    a = Agent("a", instructions="a", model=model, tools=[wire_money])
+    b = Agent("b", instructions="b", model=model, tools=[wire_money])
+    lead = Agent("lead", instructions="l", model=model, specialists=[a, b],
+                 meta_tools=["debate"])
+    session = MemorySession()
+    first = await Runner.run(lead, "go", session=session)
+    assert first.pending is not None
+    assert len(first.pending.approvals) == 2
+    result = await Runner.resume(
+        first.pending, approvals={p.call_id: True for p in first.pending.approvals})
+    assert result.pending is None, "the resumed debate asked for new approvals"
+    assert sorted(EXECUTED) == ["1->a", "2->b"]
+    assert result.final_output == "lead done"
+    [debate] = [t for t in result.tool_results if t.tool_name == "debate_ensemble"]
+    assert "CONSENSUS" in debate.message.content
+    assert "NO CONSENSUS" not in debate.message.content
+    await _assert_children_complete(session)
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_a_task_agent_returns_after_resume_of_a_call_before_finish_task() -> None:
+    """[call needing approval, finish_task] in one turn: on resume, finish_task still returns."""
+    model = ScriptedModel([
+        tool_call("transfer_to_worker", {}),
+        [tool_call("wire_money", {"amount": 7, "to": "bob"}, id="w1"),
+         tool_call("finish_task", {"result": "paid bob 7"}, id="f1")],
+        text("lead: all done"),
+        text("worker: an extra turn it should never get"),
+    ])
+    worker = Agent("worker", instructions="w", model=model, mode="task", tools=[wire_money])
+    lead = Agent("lead", instructions="l", model=model, sub_agents=[worker])
+    first = await Runner.run(lead, "pay bob")
+    assert first.pending is not None
+    assert "w1" in [p.call_id for p in first.pending.approvals]
+    result = await Runner.resume(first.pending, approvals={"w1": True})
+    assert result.pending is None
+    assert EXECUTED == ["7->bob"]
+    by_id = {t.message.tool_call_id: t for t in result.tool_results}
+    assert by_id["w1"].message.content == "wired 7 to bob"
+    assert not by_id["f1"].is_error, by_id["f1"].message.content
+    assert by_id["f1"].message.content == "Returned to lead with the result."
+    assert result.final_output == "lead: all done"
+    assert result.last_agent.name == "lead"
+    assert speakers(model) == ["lead", "worker", "lead"]
+    [back] = [h for h in result.handoffs if h.is_return]
+    assert (back.agent, back.to_agent) == ("worker", "lead")
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_resuming_a_parallel_branch_reruns_no_finished_step_or_branch() -> None:
+    model = ScriptedModel(by_agent={
+        "step1": [text("step1 answer"), text("step1 answer AGAIN")],
+        "b1": [tool_call("wire_money", {"amount": 1, "to": "ann"}, id="c1"), text("b1 done")],
+        "b2": [text("b2 done"), text("b2 done AGAIN")],
+    })
+    flow = SequentialAgent("flow", steps=[
+        Agent("step1", instructions="s", model=model),
+        ParallelAgent("par", branches=[
+            Agent("b1", instructions="b", model=model, tools=[wire_money]),
+            Agent("b2", instructions="b", model=model)])])
+    first = await Runner.run(flow, "go", session=MemorySession())
+    assert first.pending is not None
+    assert [p.call_id for p in first.pending.approvals] == ["c1"]
+    assert sorted(speakers(model)) == ["b1", "b2", "step1"]
+    result = await Runner.resume(first.pending, approvals={"c1": True})
+    assert result.pending is None
+    assert EXECUTED == ["1->ann"]
+    assert speakers(model)[3:] == ["b1"], speakers(model)
+    assert "b1 done" in result.final_output and "b2 done" in result.final_output
+    assert "AGAIN" not in result.final_output

@@ -705,6 +705,24 @@ async def test_a_child_that_times_out_is_an_error_result() -> None:
     assert "timed out" in res.message.content
 
 
+async def test_a_child_raising_its_own_timeout_error_is_reported_as_that_error() -> None:
+    """No as_tool timeout: a TimeoutError from inside the child is a failure, not a time-out."""
+    parent = ScriptedModel([tool_call("researcher", {"query": "q"}), text("carried on")])
+    child = researcher(ScriptedModel([TimeoutError("socket read timed out")]))
+    result = await Runner.run(coordinator(parent, child.as_tool()), "go")
+    [res] = result.tool_results
+    assert res.is_error
+    assert "TimeoutError: socket read timed out" in res.message.content
+    assert "timed out after" not in res.message.content
+    assert "TypeError" not in res.message.content
+    [event] = result.delegations
+    assert event.child_agent == "researcher" and not event.ok
+    assert event.error is not None and "socket read timed out" in event.error
+    assert "timed out after" not in event.error
+    assert result.final_output == "carried on"
+    assert_valid_protocol(await session_messages(result.session))
+
+
 # --------------------------------------------------------------------------- streaming
 
 

@@ -5,13 +5,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conftest import assert_valid_protocol, of_type, session_messages, shown, speakers
+import pytest
+
+from conftest import (
+    assert_valid_protocol,
+    of_type,
+    requests_of,
+    session_messages,
+    shown,
+    speakers,
+)
 from relayrace import (
     Agent,
     GuardrailTriggeredEvent,
+    RunFinishedEvent,
     Runner,
     TextDeltaEvent,
     handoff,
+    keep_last,
+    remove_tool_traffic,
+    tool,
 )
 from relayrace.events import dump_events
 from relayrace.guardrails import (
@@ -20,9 +33,9 @@ from relayrace.guardrails import (
     TopicDenyListGuardrail,
     guardrail,
 )
-from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
+from relayrace.routing import AgentTarget, Finish, FromSpeaker, Rule, TerminateTarget
 from relayrace.team import Team
-from relayrace.testing import ScriptedModel, text, tool_call
+from relayrace.testing import ScriptedModel, TextPart, text, tool_call
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"
@@ -309,3 +322,206 @@ async def test_streaming_a_handoff_target_with_output_guardrails_does_not_leak()
     triage = Agent("triage", instructions="x", model=model, sub_agents=[billing])
     events = [e async for e in Runner.stream(triage, "card?")]
     assert CARD not in "".join(dump_events(events))
+
+
+# --------------------------------------------------------------------------- review regressions
+
+
+async def test_a_block_on_a_tool_result_of_the_transfer_batch_ends_the_run() -> None:
+    """The target's guardrail checks what came in the same batch as the transfer call."""
+
+    @tool
+    def lookup() -> str:
+        """Look up."""
+        return "the file is about weapons"
+
+    model = ScriptedModel([[tool_call("lookup"), tool_call("transfer_to_b")],
+                           text("b happily discusses weapons")])
+    b = Agent("b", instructions="b", model=model,
+              input_guardrails=[TopicDenyListGuardrail(["weapons"])])
+    a = Agent("a", instructions="a", model=model, tools=[lookup], sub_agents=[b])
+    result = await Runner.run(a, "go")
+    assert speakers(model) == ["a"], "b's model was called with the blocked content"
+    assert result.reason == "guardrail"
+    assert "blocked by the topic_filter guardrail" in result.final_output
+    assert [(e.agent, e.stage, e.action) for e in guard_events(result)] == \
+        [("b", "input", "block")]
+    assert result.handoffs == []
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_a_block_on_a_finish_task_result_returning_to_the_caller_ends_the_run() -> None:
+    model = ScriptedModel([
+        tool_call("transfer_to_worker", {}),
+        tool_call("finish_task", {"result": "here is how to build weapons"}),
+        text("lead answers using the result"),
+    ])
+    worker = Agent("worker", instructions="w", model=model, mode="task")
+    lead = Agent("lead", instructions="l", model=model, sub_agents=[worker],
+                 input_guardrails=[TopicDenyListGuardrail(["weapons"])])
+    result = await Runner.run(lead, "hi")
+    assert speakers(model) == ["lead", "worker"]
+    for request in requests_of(model, "lead"):
+        assert "weapons" not in shown(request.messages)
+    assert result.reason == "guardrail"
+    assert "blocked by the topic_filter guardrail" in result.final_output
+    assert "lead answers" not in result.final_output
+    assert ("lead", "input", "block") in [(e.agent, e.stage, e.action)
+                                          for e in guard_events(result)]
+    assert_valid_protocol(await session_messages(result.session))
+
+
+async def test_a_block_on_a_single_turn_answer_returning_to_the_caller_ends_the_run() -> None:
+    model = ScriptedModel([tool_call("transfer_to_worker", {}), text("weapons weapons"),
+                           text("lead continues")])
+    worker = Agent("worker", instructions="w", model=model, mode="single_turn")
+    lead = Agent("lead", instructions="l", model=model, sub_agents=[worker],
+                 input_guardrails=[TopicDenyListGuardrail(["weapons"])])
+    result = await Runner.run(lead, "hi")
+    assert speakers(model) == ["lead", "worker"]
+    for request in requests_of(model, "lead"):
+        assert "weapons" not in shown(request.messages)
+    assert result.reason == "guardrail"
+    assert "blocked by the topic_filter guardrail" in result.final_output
+    assert ("lead", "input", "block") in [(e.agent, e.stage, e.action)
+                                          for e in guard_events(result)]
+    assert_valid_protocol(await session_messages(result.session))
+
+
+FILTERS = pytest.mark.parametrize(
+    "input_filter", [None, keep_last(1), keep_last(10), remove_tool_traffic],
+    ids=["no_filter", "keep_last_1", "keep_last_10", "remove_tool_traffic"])
+
+
+def redacting_desk(model: Any, input_filter: Any, tools: Sequence[Any] = ()) -> Agent:
+    """``triage`` hands off to ``billing`` (which redacts PII) through ``input_filter``."""
+    billing = Agent("billing", instructions="b", model=model, input_guardrails=[PIIGuardrail()])
+    return Agent("triage", instructions="t", model=model, tools=tools,
+                 sub_agents=[handoff(billing, input_filter=input_filter)])
+
+
+def assert_billing_saw_no_raw_mail(model: Any, input_filter: Any, *raw: str) -> None:
+    assert speakers(model) == ["triage", "billing"]
+    request = model.requests[1]
+    seen = shown(request.messages) + "\n" + request.instructions
+    for mail in raw:
+        assert mail not in seen, (mail, seen)
+    notes = [m for m in request.messages if "Transferred from triage" in m.content]
+    assert notes, "the transfer reason must stay visible"
+    assert {m.content for m in notes} == \
+        {"Transferred from triage to billing. Reason: customer is [EMAIL]"}
+    if input_filter is remove_tool_traffic:
+        assert request.messages[-1].role == "system"
+
+
+@FILTERS
+async def test_an_input_filter_at_a_handoff_never_bypasses_redaction(input_filter: Any) -> None:
+    """The target sees redacted content only, the system note with the reason included."""
+    model = ScriptedModel([
+        [TextPart("Forwarding ops@acme.example to billing"),
+         tool_call("transfer_to_billing", {"reason": "customer is boss@acme.example"})],
+        text("ok"),
+    ])
+    await Runner.run(redacting_desk(model, input_filter), f"mail me at {EMAIL}")
+    assert_billing_saw_no_raw_mail(model, input_filter,
+                                   "ops@acme.example", "boss@acme.example", EMAIL)
+    if input_filter is remove_tool_traffic:
+        assert "Forwarding [EMAIL] to billing" in shown(model.requests[1].messages)
+
+
+@FILTERS
+async def test_the_transfer_reason_is_redacted_when_a_call_follows_the_transfer(
+    input_filter: Any,
+) -> None:
+    """[transfer, lookup] in one turn: the transfer note comes before the lookup's result."""
+
+    @tool
+    def lookup() -> str:
+        """Look up."""
+        return "nothing found"
+
+    model = ScriptedModel([
+        [tool_call("transfer_to_billing", {"reason": "customer is boss@acme.example"}),
+         tool_call("lookup")],
+        text("ok"),
+    ])
+    await Runner.run(redacting_desk(model, input_filter, tools=[lookup]), "hello")
+    assert_billing_saw_no_raw_mail(model, input_filter, "boss@acme.example")
+
+
+async def test_output_guardrail_redacts_a_finish_summary() -> None:
+    @tool
+    def done(summary: str) -> Finish:
+        """End the run."""
+        return Finish("done", summary)
+
+    model = ScriptedModel([tool_call("done", {"summary": f"Card holder email is {EMAIL}"})])
+    agent = Agent("a", instructions="x", model=model, tools=[done],
+                  output_guardrails=[PIIGuardrail()])
+    result = await Runner.run(agent, "hi")
+    assert result.final_output == "Card holder email is [EMAIL]"
+    assert ("output", "redact") in [(e.stage, e.action) for e in guard_events(result)]
+
+
+async def test_output_guardrail_redacts_text_of_a_tool_turn_that_becomes_the_answer() -> None:
+    @tool
+    def done(summary: str) -> Finish:
+        """End the run."""
+        return Finish("done", summary)
+
+    model = ScriptedModel([[TextPart(f"Email is {EMAIL}"), tool_call("done", {"summary": ""})]])
+    agent = Agent("a", instructions="x", model=model, tools=[done],
+                  output_guardrails=[PIIGuardrail()])
+    result = await Runner.run(agent, "hi")
+    assert result.final_output == "Email is [EMAIL]"
+    [finished] = of_type(result.new_events, RunFinishedEvent)
+    assert EMAIL not in finished.output
+
+
+async def test_output_guardrail_redacts_a_finish_task_result() -> None:
+    model = ScriptedModel([tool_call("transfer_to_worker", {}),
+                           tool_call("finish_task", {"result": f"contact {EMAIL}"}),
+                           text("ok")])
+    worker = Agent("worker", instructions="w", model=model, mode="task",
+                   output_guardrails=[PIIGuardrail()])
+    lead = Agent("lead", instructions="l", model=model, sub_agents=[worker])
+    result = await Runner.run(lead, "hi")
+    [back] = [h for h in result.handoffs if h.is_return]
+    assert back.reason == "returned: contact [EMAIL]"
+    assert all(EMAIL not in h.reason for h in result.handoffs)
+    assert [(e.agent, e.stage, e.action) for e in guard_events(result)] == \
+        [("worker", "output", "redact")]
+    assert result.final_output == "ok"
+
+
+async def test_a_redacted_finish_task_result_never_reaches_the_callers_model() -> None:
+    """As for a single_turn answer: the caller's model must not see the raw returned result."""
+    model = ScriptedModel([tool_call("transfer_to_worker", {}),
+                           tool_call("finish_task", {"result": f"contact {EMAIL}"}),
+                           text("ok")])
+    worker = Agent("worker", instructions="w", model=model, mode="task",
+                   output_guardrails=[PIIGuardrail()])
+    lead = Agent("lead", instructions="l", model=model, sub_agents=[worker])
+    await Runner.run(lead, "hi")
+    assert speakers(model) == ["lead", "worker", "lead"]
+    assert EMAIL not in shown(model.requests[2].messages)
+
+
+async def test_a_tool_result_is_redacted_in_the_guarded_agents_next_request() -> None:
+    @tool
+    def lookup() -> str:
+        """Look up."""
+        return "customer email: bob@x.example"
+
+    model = ScriptedModel([tool_call("lookup"), text("done")])
+    agent = Agent("a", instructions="a", model=model, tools=[lookup],
+                  input_guardrails=[PIIGuardrail()])
+    result = await Runner.run(agent, f"contact {EMAIL}")
+    assert speakers(model) == ["a", "a"]
+    for request in model.requests:
+        seen = shown(request.messages)
+        assert "bob@x.example" not in seen and EMAIL not in seen
+    assert "customer email: [EMAIL]" in [m.content for m in model.requests[1].messages]
+    assert result.final_output == "done"
+    # The session keeps the real result; only the model's view is redacted.
+    assert result.tool_results[0].message.content == "customer email: bob@x.example"

@@ -18,6 +18,7 @@ from relayrace import (
     Runner,
     ToolResultEvent,
     TransferPolicy,
+    UserError,
     handoff,
     keep_last,
     remove_tool_traffic,
@@ -25,6 +26,7 @@ from relayrace import (
 )
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+from relayrace.workflows import SequentialAgent
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -693,3 +695,40 @@ async def test_failing_on_handoff_hook_loses_no_tool_result() -> None:
     assert results["n"].message.content == "noted a"
     assert_valid_protocol(messages_of(events))
     assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_an_on_handoff_hook_that_raises_stops_the_transfer() -> None:
+    def hook(ctx: Any, reason: str) -> None:
+        raise RuntimeError("CRM is down")
+
+    model = ScriptedModel([tool_call("transfer_to_billing", {"reason": "x"}, id="h"),
+                           text("triage carries on")])
+    billing = Agent("billing", instructions="b", model=model)
+    triage = Agent("triage", instructions="t", model=model,
+                   sub_agents=[handoff(billing, on_handoff=hook)])
+    result = await Runner.run(triage, "hi")
+    assert result.last_agent.name == "triage"
+    assert result.handoffs == []
+    assert [r.agent for r in model.requests] == ["triage", "triage"]
+    assert result.final_output == "triage carries on"
+    [res] = result.tool_results
+    assert res.message.tool_call_id == "h" and res.is_error
+    assert "transfer to billing failed" in res.message.content
+    assert "CRM is down" in res.message.content
+    assert res.traceback is not None
+    assert "RuntimeError: CRM is down" in res.traceback and "Traceback" in res.traceback
+    assert res.message in model.requests[1].messages
+    assert_valid_protocol(await session_messages(result.session))
+
+
+def test_a_workflow_cannot_be_a_handoff_target() -> None:
+    model = ScriptedModel([text("unused")])
+    flow = SequentialAgent("wf", steps=[Agent("s1", instructions="x", model=model),
+                                        Agent("s2", instructions="x", model=model)])
+    with pytest.raises(UserError, match="'wf'"):
+        Agent("root", instructions="r", model=model, sub_agents=[flow])
+    with pytest.raises(UserError, match="'wf'"):
+        Agent("root", instructions="r", model=model, sub_agents=[handoff(flow)])
+    # A failed construction leaves the workflow untouched, usable as a tool.
+    assert flow.parent is None
+    Agent("root", instructions="r", model=model, tools=[flow.as_tool()])

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conftest import assert_valid_protocol, session_messages
-from relayrace import Agent, Runner, ToolResultEvent, UserError
+from relayrace import Agent, ModelProviderError, Runner, ToolResultEvent, UserError
 from relayrace.meta_tools import DelegationConfig
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
@@ -423,3 +423,39 @@ async def test_debate_unknown_participant_lists_the_valid_ones() -> None:
     assert "oracle" in res.message.content
     assert "alice" in res.message.content and "bob" in res.message.content
     assert child_requests(alice) == []
+
+
+async def test_debate_refuses_duplicate_participants() -> None:
+    alice = debater("alice", ["FINAL ANSWER: 42", "FINAL ANSWER: 7"])
+    bob = debater("bob", ["FINAL ANSWER: 42"])
+    agent, _ = lead([alice, bob], [
+        tool_call("debate_ensemble", {"question": "q", "participants": ["alice", "alice"],
+                                      "rounds": 1}),
+        text("done")])
+    result = await Runner.run(agent, "go")
+    res = await one_result(result)
+    assert res.is_error
+    assert "only once" in res.message.content and "alice" in res.message.content
+    assert "CONSENSUS" not in res.message.content
+    assert child_requests(alice) == [] and child_requests(bob) == []
+    assert await result.session.children() == []
+    assert result.final_output == "done"
+
+
+async def test_debate_where_every_participant_fails_has_no_consensus() -> None:
+    def broken(request: Any) -> Any:
+        raise ModelProviderError("HTTP 429")
+
+    alice, bob = specialist("alice", broken), specialist("bob", broken)
+    agent, _ = lead([alice, bob], [
+        tool_call("debate_ensemble", {"question": "q", "participants": ["alice", "bob"],
+                                      "rounds": 2}),
+        text("done")])
+    result = await Runner.run(agent, "go")
+    res = await one_result(result)
+    content = res.message.content
+    assert content.startswith("NO CONSENSUS"), content
+    assert "CONSENSUS after" not in content
+    assert "CONFIDENCE: high" not in content
+    assert "HTTP 429" in content
+    assert result.final_output == "done"

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from conftest import assert_valid_protocol, session_messages, shown, speakers
-from relayrace import Agent, Runner, UserError, tool
+from relayrace import Agent, Runner, UserError, handoff, keep_last, tool
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 
@@ -163,3 +163,24 @@ async def test_chat_agent_keeps_the_conversation() -> None:
 def test_unknown_mode_is_a_user_error() -> None:
     with pytest.raises(UserError, match="mode"):
         Agent("x", instructions="x", mode="sometimes")  # type: ignore[arg-type]
+
+
+async def test_after_a_filtered_single_turn_target_returns_the_caller_sees_everything() -> None:
+    """The target's input filter (keep_last(1)) applies to the target only, not after it."""
+    model = ScriptedModel([text("lead turn 1"), tool_call("transfer_to_expert", {"reason": "q"}),
+                           text("expert answer"), text("lead final")])
+    expert = Agent("expert", instructions="e", model=model, mode="single_turn")
+    lead = Agent("lead", instructions="l", model=model,
+                 sub_agents=[handoff(expert, input_filter=keep_last(1))])
+    session = MemorySession()
+    await Runner.run(lead, "first question", session=session)
+    result = await Runner.run(lead, "second question", session=session)
+    assert speakers(model) == ["lead", "lead", "expert", "lead"]
+    assert result.final_output == "lead final"
+    expert_saw = [m.content for m in model.requests[2].messages]
+    assert "first question" not in expert_saw  # the filter did apply to the expert
+    lead_saw = [m.content for m in model.requests[3].messages]
+    for content in ("first question", "lead turn 1", "second question", "expert answer"):
+        assert content in lead_saw, (content, lead_saw)
+    assert lead_saw[:3] == ["first question", "lead turn 1", "second question"]
+    assert_valid_protocol(model.requests[3].messages)

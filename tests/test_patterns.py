@@ -6,8 +6,26 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, requests_of, session_messages, speakers
-from relayrace import Agent, MaxTurnsExceeded, Message, Runner, UserError, tool
+from conftest import (
+    assert_valid_protocol,
+    messages_of,
+    of_type,
+    requests_of,
+    session_messages,
+    speakers,
+)
+from relayrace import (
+    Agent,
+    HandoffEvent,
+    HandoffLoopError,
+    MaxHandoffsExceeded,
+    MaxTurnsExceeded,
+    Message,
+    RunFinishedEvent,
+    Runner,
+    UserError,
+    tool,
+)
 from relayrace.patterns import route_tool, swarm
 from relayrace.routing import Handoff
 from relayrace.sessions import MemorySession
@@ -235,3 +253,34 @@ async def test_route_tool_returns_a_typed_handoff() -> None:
     t = route_tool("editor")
     value = await t.invoke(None, '{"reason": "needs polish"}')  # type: ignore[arg-type]
     assert value == Handoff("editor", "needs polish")
+
+
+def bouncing_pair(model: Any) -> Agent:
+    """``a`` and its sub-agent ``b`` pass control back and forth with route_tool Handoffs."""
+    b = Agent("b", instructions="b", model=model, tools=[route_tool("a")])
+    return Agent("a", instructions="a", model=model, tools=[route_tool("b")], sub_agents=[b])
+
+
+async def test_a_typed_handoff_outside_a_team_counts_against_max_handoffs() -> None:
+    model = ScriptedModel([tool_call("delegate_b"), tool_call("delegate_a"),
+                           tool_call("delegate_b"), tool_call("delegate_a"), text("end")])
+    session = MemorySession()
+    with pytest.raises(MaxHandoffsExceeded):
+        await Runner.run(bouncing_pair(model), "go", max_handoffs=1, session=session)
+    assert speakers(model) == ["a", "b"]
+    events = await session.get_events()
+    assert [(e.agent, e.to_agent) for e in of_type(events, HandoffEvent)] == [("a", "b")]
+    assert_valid_protocol(messages_of(events))
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].status == "failed"
+
+
+async def test_typed_handoffs_bouncing_back_and_forth_are_a_handoff_loop() -> None:
+    model = FunctionModel(lambda req: tool_call("delegate_b" if req.agent == "a"
+                                                else "delegate_a"))
+    session = MemorySession()
+    with pytest.raises(HandoffLoopError) as info:
+        await Runner.run(bouncing_pair(model), "go", max_turns=50, session=session)
+    assert set(info.value.hops) == {"a", "b"}
+    assert len(model.requests) <= 6
+    events = await session.get_events()
+    assert_valid_protocol(messages_of(events))

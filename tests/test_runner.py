@@ -21,6 +21,7 @@ from relayrace import (
     Runner,
     RunResult,
     RunStartedEvent,
+    RunTimeout,
     ToolResultEvent,
     TransferPolicy,
     UserError,
@@ -337,3 +338,36 @@ async def test_policy_with_peers_accepts_the_peer() -> None:
 async def test_errors_are_relayrace_errors() -> None:
     for exc in (MaxTurnsExceeded(3), ModelBehaviorError("x"), ModelProviderError("x")):
         assert isinstance(exc, RelayraceError)
+
+
+async def test_a_timeout_keeps_the_results_of_sequential_tools_that_already_ran() -> None:
+    """The run stops while the second sequential tool runs: the first keeps its real result."""
+    ran: list[str] = []
+
+    @tool(sequential=True)
+    async def charge(x: str) -> str:
+        """Charge."""
+        ran.append(x)
+        return f"charged {x}"
+
+    @tool(sequential=True)
+    async def slow() -> str:
+        """Slow."""
+        await asyncio.sleep(5)
+        return "slow"
+
+    model = ScriptedModel([[tool_call("charge", {"x": "42 EUR"}, id="c"),
+                            tool_call("slow", id="s")]])
+    agent = Agent("a", instructions="a", model=model, tools=[charge, slow], timeout=0.2)
+    session = MemorySession()
+    with pytest.raises(RunTimeout):
+        await Runner.run(agent, "go", session=session)
+    assert ran == ["42 EUR"]
+    events = await session.get_events()
+    results = {e.message.tool_call_id: e.message.content
+               for e in of_type(events, ToolResultEvent)}
+    assert results["c"] == "charged 42 EUR"
+    assert results["s"].startswith("Outcome unknown"), results["s"]
+    assert "RunTimeout" in results["s"]
+    assert_valid_protocol(messages_of(events))
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].status == "failed"

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages, speakers
 from relayrace import Agent, ConfigError, HandoffEvent, RunContext, Runner, tool
-from relayrace.patterns import route_tool
+from relayrace.patterns import route_tool, swarm
 from relayrace.routing import (
     AgentTarget,
     Always,
@@ -439,3 +439,19 @@ async def test_a_team_as_a_tool_reports_its_final_answer() -> None:
     assert not res.is_error and "REVIEWED-OK" in res.message.content
     assert speakers(model) == ["coordinator", "writer", "reviewer", "coordinator"]
     assert result.final_output == "coordinated"
+
+
+async def test_a_swarm_member_runs_its_own_members() -> None:
+    model = ScriptedModel([text("a answers"), text("c answers")])
+    desk = swarm("sw", [Agent("a", instructions="a", model=model),
+                        Agent("b", instructions="b", model=model)])
+    c = Agent("c", instructions="c", model=model)
+    team = Team("t", agents=[desk, c], rules=[Rule(FromSpeaker("sw"), AgentTarget("c")),
+                                              Rule(FromSpeaker("c"), TerminateTarget("done"))])
+    result = await Runner.run(team, "go")
+    assert speakers(model) == ["a", "c"]
+    assert "transfer_to_b" in model.requests[0].tools
+    assert "a answers" in [m.content for m in model.requests[1].messages]
+    assert result.final_output == "c answers"
+    assert result.reason == "done"
+    assert_valid_protocol(await session_messages(result.session))

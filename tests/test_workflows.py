@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, requests_of, session_messages, speakers
-from relayrace import Agent, Runner, UserError, tool
+from conftest import assert_valid_protocol, of_type, requests_of, session_messages, speakers
+from relayrace import Agent, GuardrailTriggeredEvent, Runner, UserError, tool
+from relayrace.guardrails import TopicDenyListGuardrail
 from relayrace.patterns import swarm
-from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
+from relayrace.routing import AgentTarget, Always, FromSpeaker, Rule, TerminateTarget
 from relayrace.sessions import MemorySession
 from relayrace.team import Team
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
@@ -235,3 +236,33 @@ async def test_a_loop_as_a_tool_reports_its_last_answer() -> None:
     result = await Runner.run(coordinator, "go")
     [res] = result.tool_results
     assert res.message.content == "APPROVED v2"
+
+
+async def test_a_swarm_hop_limit_does_not_leak_into_later_steps() -> None:
+    model = ScriptedModel([tool_call("transfer_to_b", {}), text("b answers"),
+                           tool_call("transfer_to_d", {}), text("d answers")])
+    desk = swarm("sw", [agent("a", model), agent("b", model)], max_handoffs=1)
+    d = agent("d", model)
+    c = Agent("c", instructions="c", model=model, sub_agents=[d])
+    flow = SequentialAgent("wf", steps=[desk, c])
+    result = await Runner.run(flow, "go", max_handoffs=10)
+    assert speakers(model) == ["a", "b", "c", "d"]
+    assert requests_of(model, "c")[0].tools == ["transfer_to_d"]
+    assert [r.message.content for r in result.tool_results] == \
+        ["Transferred from a to b.", "Transferred from c to d."]
+    assert not any(r.is_error for r in result.tool_results)
+    assert result.final_output == "d answers"
+    assert result.last_agent.name == "d"
+
+
+async def test_a_team_output_guardrail_does_not_leak_into_later_steps() -> None:
+    model = ScriptedModel([text("team member answer"), text("writer answer about refunds")])
+    team = Team("t", agents=[agent("m1", model)], rules=[Rule(Always(), TerminateTarget("done"))],
+                output_guardrails=[TopicDenyListGuardrail(["refunds"])])
+    flow = SequentialAgent("wf", steps=[team, agent("writer", model)])
+    result = await Runner.run(flow, "go")
+    assert speakers(model) == ["m1", "writer"]
+    assert result.final_output == "writer answer about refunds"
+    assert result.reason == ""
+    assert of_type(result.new_events, GuardrailTriggeredEvent) == []
+

@@ -292,7 +292,8 @@ def main() -> int:
     versions: dict[str, dict[str, str]] = {}
     notes: dict[str, dict[str, str]] = {}
     for r in results:
-        versions.setdefault(r["framework"], r.get("versions", {})) or None
+        if r.get("versions"):
+            versions.setdefault(r["framework"], r["versions"])
         if r.get("notes"):
             notes.setdefault(r["framework"], r["notes"])
     elapsed = time.time() - started

@@ -87,6 +87,11 @@ async def measure(fw: Any, scenario: str, params: dict[str, Any], workdir: str) 
     rss1 = _maxrss_kb()
     if app is not None:
         await app.close()
+    if params.get("store") == "sqlite":
+        # the SQLite store must really have written the file (plus -wal, if it uses WAL)
+        size = sum(os.path.getsize(p) for p in (db_path, db_path + "-wal") if os.path.exists(p))
+        if size == 0:
+            raise BenchError(f"SQLite store wrote nothing to {db_path}")
 
     rec = script.rec
     if rec.errors:
@@ -119,6 +124,8 @@ async def measure(fw: Any, scenario: str, params: dict[str, Any], workdir: str) 
         metrics["us_turn_10"] = median(lo)
         metrics["us_turn_last"] = median(hi)
     metrics["rss_delta_mb"] = (rss1 - rss0) / 1024
+    if params.get("store") == "sqlite":
+        counts["sqlite_bytes"] = size
     extra = getattr(fw, "extra_counts", None)
     if extra is not None:
         counts.update(extra())  # e.g. relayrace: spans its in-memory trace processor kept

@@ -8,6 +8,7 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,7 @@ from .messages import Message, ToolCall
 from .models import infer_model
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 from .sessions.base import Session
+from .tools import ToolRetry, parse_arguments
 from .tracing import Span
 from .usage import Usage
 
@@ -229,6 +231,23 @@ class AgentLoop:
                 raise GuardrailTripwireTriggered(results[-1].guardrail, results[-1].message)
             self.blocked = kept = block_message(results[-1], stage="output")
         return kept
+
+    def _guard_finish(self, agent: Agent[Any], call: ToolCall) -> ToolCall:
+        """A finish_task call whose result passed ``agent``'s output guardrails: the result
+        leaves the agent, so the caller must never see it unguarded."""
+        if call.name != FINISH_TASK:
+            return call
+        try:
+            args = parse_arguments(call.arguments, call.name)
+        except ToolRetry:
+            return call
+        result = args.get("result")
+        if not isinstance(result, str):
+            return call
+        guarded = self.guard_text(agent, result)
+        if guarded == result:
+            return call
+        return ToolCall(call.id, call.name, json.dumps({**args, "result": guarded}))
 
     def set_view(self, agent: Agent[Any], input_filter: InputFilter | None = None) -> None:
         """What ``agent`` sees from now on: all, or what a filter keeps; redacted first."""
@@ -537,9 +556,13 @@ class AgentLoop:
                 "tool call); check the model's output limits or its stop sequences.")
         content = message.content if message.tool_calls else self.guard_text(agent,
                                                                             message.content)
-        if message.name != agent.name or content is not message.content:
+        calls = message.tool_calls
+        if self.finish_task and (agent.output_guardrails or self.team_output):
+            calls = tuple(self._guard_finish(agent, c) for c in calls)
+        if message.name != agent.name or content is not message.content or \
+                calls is not message.tool_calls:
             # A copy: the model may hand out shared messages (test doubles, caches).
-            message = Message("assistant", content, message.tool_calls, None, agent.name)
+            message = Message("assistant", content, calls, None, agent.name)
         self.push(message)
         self.add(MessageEvent(agent=agent.name, path=path, message=message, usage=u,
                               model=response.model or model.name))

@@ -127,15 +127,16 @@ async def _run_tools(
         else:
             routes.append((i, route))
     if ordinary:
-        loop.hops.clear()  # real work happened: this is not a ping-pong
         admitted, over_limit = _admit(loop, agent, ordinary, results)
         signals = await _execute(loop, agent, admitted, parent, results, child_waiting)
         routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
+        if len(signals) < len(admitted):
+            loop.hops.clear()  # real work happened (not only routing): this is no ping-pong
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
             raise over_limit
     if waiting or child_waiting:
-        # Routes wait too: they are decided again when the run resumes.
-        waiting.extend(i for i, _ in routes if results[i] is None)
+        # Routes stay unanswered too, and are decided when the run resumes; they are not
+        # approval requests, so they are not listed as pending.
         push_results(loop, results)
         pending = [_pending(loop, agent, calls[i]) for i in sorted(waiting)]
         for p in pending:
@@ -213,8 +214,12 @@ async def _take_route(
         assert target is not None
         refusal = _check_handoff(loop, agent, target)
         if refusal is None:
-            others = [ev.message for j, ev in enumerate(results) if ev is not None and j != index]
-            blocked = loop.input_block(target, others)
+            text = f"Transferred from {agent.name} to {target.name}."
+            if route.reason:
+                text += f" Reason: {route.reason}"
+            # The target checks this turn's results, its transfer note included, in log order.
+            results[index] = loop.tool_result(agent, call, text)
+            blocked = loop.input_block(target, [ev.message for ev in results if ev is not None])
             if blocked is not None:  # the run ends with the guardrail's answer
                 loop.blocked = blocked
                 refusal = f"{target.name}'s input guardrail blocked the request."
@@ -238,10 +243,6 @@ async def _take_route(
                 await loop.flush()
                 raise loop.handoff_error  # the session is complete and valid here
             return None
-        text = f"Transferred from {agent.name} to {target.name}."
-        if route.reason:
-            text += f" Reason: {route.reason}"
-        results[index] = loop.tool_result(agent, call, text)
         loop.handoff_note = results[index].message  # type: ignore[union-attr]
     elif route.kind == "return":
         assert route.target is not None
