@@ -153,7 +153,7 @@ class Record:
 
 
 def _agent_switches(sequence: list[str]) -> int:
-    return sum(1 for a, b in zip(sequence, sequence[1:]) if a != b)
+    return sum(1 for a, b in zip(sequence, sequence[1:], strict=False) if a != b)
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,7 +369,9 @@ class ChatApp(Protocol):
     async def close(self) -> None: ...
 
 
-async def run_conversation(app: ChatApp, rec: Record, session_id: int, turns: int, size: int) -> None:
+async def run_conversation(
+    app: ChatApp, rec: Record, session_id: int, turns: int, size: int
+) -> None:
     session = await app.session(session_id)
     for turn in range(1, turns + 1):
         out = await session.send(user_message(session_id, turn, size))

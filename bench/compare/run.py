@@ -191,7 +191,8 @@ def summarize(results: list[dict[str, Any]], frameworks: list[str], scenarios: l
                     ratio = "(reference)"
                 elif ref:
                     row["ratio_vs_relayrace"] = st["median"] / ref
-                    ratio = f"{st['median'] / ref:.2f}x {'faster' if key != 'peak_mem_mb' else 'less'}"
+                    better = "faster" if key != "peak_mem_mb" else "less"
+                    ratio = f"{st['median'] / ref:.2f}x {better}"
                 else:
                     ratio = "-"
                 if st["failed"]:

@@ -16,9 +16,6 @@ from ._state import (
     LoopOutcome,
     RunState,
     Toolset,
-    active_agent_name,
-    history,
-    return_stack,
     unanswered_calls,
 )
 from ._toolexec import FINISH_TASK, Interrupted, Route, finish_task_definition, run_tools
@@ -276,13 +273,13 @@ class AgentLoop:
     ) -> LoopOutcome:
         """Continue the session with ``input`` (``None`` resumes where the log stopped)."""
         state = self.state
-        events = await self.session.get_events()
-        self.transcript.extend(history(events))
+        log = await self.session.view()
+        self.transcript.extend(log.messages)
         if input is None and not self.transcript:
             raise UserError(f"Session {self.session.session_id!r} holds no conversation to "
                             "resume; give the run an input.")
-        self._returns = return_stack(events)
-        agent = start_agent or self._active(events)
+        self._returns = list(log.returns)
+        agent = start_agent or self._active(log.active)
         span = state.trace.start("run" if self.parent_span is None else "delegation",
                                  self.path(agent), self.parent_span,
                                  session_id=self.session.session_id, agent=agent.name)
@@ -333,11 +330,10 @@ class AgentLoop:
         state.trace.end(span)
         return LoopOutcome(final, agent, self.new_events, reason)
 
-    def _active(self, events: Sequence[AgentEvent]) -> Agent[Any]:
+    def _active(self, name: str | None) -> Agent[Any]:
         entry = self.entry
         if getattr(entry, "is_composite", False):
             return entry
-        name = active_agent_name(events)
         if name is not None and name != entry.name:
             found = entry.find_agent(name)
             if found is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agent import Agent
-from .events import AgentEvent, HandoffEvent, MessageEvent, RunStartedEvent, ToolResultEvent
+from .events import AgentEvent, MessageEvent, ToolResultEvent
 from .handoffs import HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
@@ -50,28 +50,6 @@ class LoopOutcome:
 def history(events: Sequence[AgentEvent]) -> list[Message]:
     """The conversation held in a session log."""
     return [e.message for e in events if isinstance(e, (MessageEvent, ToolResultEvent))]
-
-
-def active_agent_name(events: Sequence[AgentEvent]) -> str | None:
-    """The agent that held the conversation when the log ends."""
-    for e in reversed(events):
-        if isinstance(e, HandoffEvent):
-            return e.to_agent
-        if isinstance(e, RunStartedEvent):
-            return e.agent
-    return None
-
-
-def return_stack(events: Sequence[AgentEvent]) -> list[str]:
-    """The callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
-    stack: list[str] = []
-    for e in events:
-        if isinstance(e, HandoffEvent):
-            if e.is_return and stack:
-                stack.pop()
-            elif e.returns_to:
-                stack.append(e.returns_to)
-    return stack
 
 
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:

@@ -106,8 +106,9 @@ class _TestModelBase(Model):
         self.name = name
         self.requests: list[RecordedRequest] = []
         self._calls = 0
-        # Incremental character count of the growing message list (O(1) per turn).
-        self._count_key: tuple[int, int] = (0, 0)
+        # Incremental character count: the conversation only grows, so remember where the
+        # last count stopped (a length and the message there) and count only what is new.
+        self._counted: tuple[int, Message | None] = (0, None)
         self._count_chars = 0
 
     def _record(self, request: ModelRequest) -> int:
@@ -115,15 +116,15 @@ class _TestModelBase(Model):
         n = len(msgs)
         self.requests.append(
             RecordedRequest(request.agent, request.instructions, request.tools, msgs, n))
-        key, start, chars = self._count_key, 0, 0
-        if key[0] == id(msgs) and key[1] <= n:
-            start, chars = key[1], self._count_chars
+        (length, last), start, chars = self._counted, 0, 0
+        if 0 < length <= n and msgs[length - 1] is last:
+            start, chars = length, self._count_chars
         for i in range(start, n):
             m = msgs[i]
             chars += len(m.content)
             for c in m.tool_calls:
                 chars += len(c.name) + len(c.arguments)
-        self._count_key, self._count_chars = (id(msgs), n), chars
+        self._counted, self._count_chars = (n, msgs[n - 1] if n else None), chars
         return chars + len(request.instructions)
 
     def _response(self, turn: Turn, input_chars: int, agent: str) -> ModelResponse:

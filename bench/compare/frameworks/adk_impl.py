@@ -125,7 +125,8 @@ class FakeLlm(BaseLlm):
             ]
         else:  # pragma: no cover
             raise TypeError(action)
-        yield LlmResponse(content=types.Content(role="model", parts=parts_out), usage_metadata=USAGE)
+        content = types.Content(role="model", parts=parts_out)
+        yield LlmResponse(content=content, usage_metadata=USAGE)
 
 
 def _fake(script: Any, agent: str) -> FakeLlm:

@@ -34,7 +34,9 @@ from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from langgraph_swarm import create_handoff_tool, create_swarm  # noqa: E402
 
 NAME = "langgraph"
-DISTS = ["langgraph", "langchain", "langchain-core", "langgraph-swarm", "langgraph-checkpoint-sqlite"]
+DISTS = [
+    "langgraph", "langchain", "langchain-core", "langgraph-swarm", "langgraph-checkpoint-sqlite",
+]
 NOTES = {
     "tracing": "off: LangSmith tracing env vars unset (no tracer callback)",
     "fake_model": "minimal BaseChatModel subclass (_agenerate, bind_tools returns self)",
@@ -124,7 +126,8 @@ async def build_tool_loop(script):
         return script.lookup(i)
 
     graph = create_agent(
-        FakeChat(script=script, agent="a0"), tools=[lookup], system_prompt="Use the tool.", name="a0"
+        FakeChat(script=script, agent="a0"), tools=[lookup], system_prompt="Use the tool.",
+        name="a0",
     )
 
     async def run():

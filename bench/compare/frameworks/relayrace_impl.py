@@ -129,7 +129,8 @@ async def build_fanout(script):
     tools = []
     for j in range(script.n):
         child = Agent(f"child_{j}", instructions="Answer.", model=_model(script, f"child_{j}"))
-        tools.append(child.as_tool(name=f"child_{j}", description=f"Child agent {j}.", report=False))
+        tools.append(child.as_tool(name=f"child_{j}", description=f"Child agent {j}.",
+                                   report=False))
     parent = Agent(
         "parent", instructions="Ask the children.", model=_model(script, "parent"), tools=tools
     )

@@ -7,9 +7,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..events import AgentEvent, dump_events
+from ..events import (
+    AgentEvent,
+    HandoffEvent,
+    MessageEvent,
+    RunStartedEvent,
+    ToolResultEvent,
+    dump_events,
+)
+from ..messages import Message
 
-__all__ = ["Session", "SessionInfo", "new_session_id"]
+__all__ = ["LogView", "Session", "SessionInfo", "new_session_id"]
 
 
 def new_session_id() -> str:
@@ -39,6 +47,43 @@ class SessionInfo:
     """How many events the log holds."""
 
 
+class LogView:
+    """What a run needs from a log, kept up to date event by event (never rebuilt).
+
+    Continuing a long conversation costs the same as continuing a short one.
+    """
+
+    __slots__ = ("active", "messages", "returns", "size")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        """The conversation: every message and tool result, in order."""
+        self.active: str | None = None
+        """The agent that held the conversation when the log ends."""
+        self.returns: list[str] = []
+        """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+        self.size = 0
+        """How many events have been folded in."""
+
+    def fold(self, events: Sequence[AgentEvent]) -> None:
+        """Take ``events`` (appended after the ones already folded) into account."""
+        messages, returns = self.messages, self.returns
+        for e in events:
+            kind = type(e)
+            if kind is MessageEvent or kind is ToolResultEvent:
+                messages.append(e.message)  # type: ignore[attr-defined]
+            elif kind is HandoffEvent:
+                self.active = e.to_agent  # type: ignore[attr-defined]
+                if e.is_return:  # type: ignore[attr-defined]
+                    if returns:
+                        returns.pop()
+                elif e.returns_to:  # type: ignore[attr-defined]
+                    returns.append(e.returns_to)  # type: ignore[attr-defined]
+            elif kind is RunStartedEvent:
+                self.active = e.agent
+        self.size += len(events)
+
+
 class Session(ABC):
     """An append-only log of events; what each agent sees is derived from it.
 
@@ -51,9 +96,24 @@ class Session(ABC):
     info: SessionInfo
     """Its identity and parent links."""
 
+    _view: LogView | None = None
+
     @abstractmethod
     async def get_events(self) -> list[AgentEvent]:
         """Every event, oldest first."""
+
+    async def view(self) -> LogView:
+        """The conversation derived from the log, cached and updated on every append."""
+        if self._view is None:
+            view = LogView()
+            view.fold(await self.get_events())
+            self._view = view
+        return self._view
+
+    def _folded(self, events: Sequence[AgentEvent]) -> None:
+        """Keep the cached view current after ``events`` were appended."""
+        if self._view is not None:
+            self._view.fold(events)
 
     @abstractmethod
     async def append(self, events: Sequence[AgentEvent]) -> None:

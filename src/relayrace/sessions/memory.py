@@ -27,6 +27,7 @@ class MemorySession(Session):
     async def append(self, events: Sequence[AgentEvent]) -> None:
         self.events.extend(events)
         self.info.event_count = len(self.events)
+        self._folded(events)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> MemorySession:
         now = time.time()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from ..events import AgentEvent, dump_events, load_events
-from .base import Session, SessionInfo, new_session_id
+from .base import LogView, Session, SessionInfo, new_session_id
 
 __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
 
@@ -122,6 +122,18 @@ class SQLiteSession(Session):
                 f"{_SELECT} WHERE session_id = ?", (self.session_id,)
             ).fetchone()
         self.info = _info(row)
+        self._seen_count = self.info.event_count
+
+    async def view(self) -> LogView:
+        """The cached view, refreshed if another process or object appended meanwhile."""
+        with self._db.lock:
+            (count,) = self._db.conn.execute(
+                "SELECT COUNT(*) FROM events WHERE session_id = ?", (self.session_id,)
+            ).fetchone()
+        if self._view is not None and count != self._seen_count:
+            self._view = None  # someone else wrote to this session: rebuild from the file
+        self._seen_count = count
+        return await super().view()
 
     async def get_events(self) -> list[AgentEvent]:
         with self._db.lock:
@@ -152,6 +164,8 @@ class SQLiteSession(Session):
                     raise
                 conn.execute("COMMIT")
         self.info.updated_at = events[-1].time
+        self._folded(events)
+        self._seen_count += len(events)
         self.info.event_count += len(rows)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> SQLiteSession:
