@@ -105,23 +105,38 @@ async def fan_out(children: int = 8, delay: float = 0.05) -> float:
     return elapsed
 
 
+@tool
+async def read_page(page: int) -> str:
+    """Read one page of the incident log.
+
+    Args:
+        page: The page number.
+    """
+    return (f"Page {page}: replica eu-west-{page % 3} reported replication lag of "
+            f"{40 + page} s against a threshold of 5 s; the primary was healthy, disk I/O "
+            "normal, and the lag grew while a bulk export ran. " * 3)
+
+
 async def context_growth(child_turns: int = 20) -> tuple[int, int]:
-    """Tokens the parent's context grows per delegation, against the child's transcript."""
-    filler = "The replica in eu-west lags 47 s behind its primary. " * 4
-    turns: list[Turn] = [tool_call("step", {"i": i}) for i in range(child_turns - 1)]
-    turns.append(text(f"{filler}\n<handoff>\nSUMMARY: eu-west replicas lag 47 s.\n"
-                      "KEY_FINDINGS:\n- lag 47 s\n- threshold 5 s\nCONFIDENCE: high - measured\n"
-                      "</handoff>"))
-    child_model = ScriptedModel(turns)
-    child = Agent("researcher", instructions="Research.", model=child_model, tools=[step])
+    """Tokens the parent's context grows per delegation, against the child's transcript.
+
+    The child reads ``child_turns - 1`` pages of an incident log, then reports.
+    """
+    turns: list[Turn] = [tool_call("read_page", {"page": i}) for i in range(child_turns - 1)]
+    turns.append(text("The export saturates the eu-west replicas.\n<handoff>\nSUMMARY: eu-west "
+                      "replicas lag 40-60 s while the bulk export runs.\nKEY_FINDINGS:\n- lag "
+                      "grows with the export\n- primary healthy\nCONFIDENCE: high - seen on "
+                      "every page\n</handoff>"))
+    child = Agent("researcher", instructions="Research.", model=ScriptedModel(turns),
+                  tools=[read_page])
     parent_model = ScriptedModel([tool_call("researcher", {"query": "why lag?"}), text("ok")])
     parent = Agent("parent", instructions="Delegate.", model=parent_model,
                    tools=[child.as_tool()])
     result = await Runner.run(parent, "go", max_turns=5)
     delegated = result.delegations[0]
     child_session = result.session.child_sessions[0]  # type: ignore[attr-defined]
-    transcript = sum(len(e.message.content) + sum(len(c.arguments) for c in e.message.tool_calls)
-                     for e in child_session.events if hasattr(e, "message"))
+    transcript = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls)
+                     for m in (await child_session.view()).messages)
     report_chars = len(result.tool_results[0].message.content)
     assert delegated.ok
     return (report_chars + 3) // 4, (transcript + 3) // 4
@@ -181,8 +196,8 @@ def main() -> None:
     rows.append(row("fan-out to 8 children, model 50 ms each: wall", samples, 1e3, "ms",
                     "≤ 52 ms"))
     report_tokens, transcript_tokens = asyncio.run(context_growth())
-    rows.append(f"| parent context growth per delegation (report) | {report_tokens} tokens | "
-                f"child transcript: {transcript_tokens} tokens (20 turns) | — |")
+    rows.append(f"| parent context growth per delegation | {report_tokens} tokens (the report) | "
+                f"child's 20-turn transcript: {transcript_tokens} tokens | — |")
     print(f"relayrace overhead — Python {sys.version.split()[0]}, tracing on, "
           f"{repeat} repetitions\n")
     print("\n".join(rows))

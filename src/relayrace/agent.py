@@ -166,7 +166,8 @@ class Agent(Generic[TContext]):
         for h in self.handoffs:  # only now, so a failed construction changes no child
             h.agent.parent = self
             h.agent._handoff_cache = None  # its parent and peers just changed
-            h.agent._toolset = None
+        for h in self.handoffs:  # each child's tree is final now: resolve its tools once
+            h.agent.prepare()
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -269,6 +270,17 @@ class Agent(Generic[TContext]):
             report=report, include_history=include_history, timeout=timeout,
             report_template=report_template or DEFAULT_REPORT_SUFFIX,
         )
+
+    def prepare(self) -> None:
+        """Resolve this agent's tools and transfers now, rather than on its first turn.
+
+        Called when the agent's place in its tree is final (its parent is built, or it is
+        offered as a tool), so runs start warm; a later change of tree resets it.
+        """
+        from ._state import Toolset
+
+        self._handoff_cache = None
+        self._toolset = Toolset(self)
 
     def handoff_set(self) -> HandoffSet:
         """The transfers this agent may make (computed once; trees are fixed once built)."""

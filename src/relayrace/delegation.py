@@ -277,6 +277,7 @@ class AgentTool(Tool):
         report_template: str = DEFAULT_REPORT_SUFFIX,
     ) -> None:
         self.agent = agent
+        agent.prepare()
         self.name = sanitize_tool_name(name or agent.name)
         self.description = description or agent.description or f"Delegate a task to {agent.name}."
         self._model: type[BaseModel] | None = None

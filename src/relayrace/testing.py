@@ -67,7 +67,7 @@ def tool_call(
 
     ``args`` is a dict (sent as JSON) or a raw string, to script malformed arguments.
     """
-    raw = args if isinstance(args, str) else json.dumps(args or {})
+    raw = args if isinstance(args, str) else json.dumps(args) if args else "{}"
     return ToolCallPart(name, raw, id)
 
 
