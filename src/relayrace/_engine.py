@@ -8,23 +8,23 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._guarding import guard_finish, guard_text, input_block
 from ._state import (
+    FINISH_TASK,
     LoopOutcome,
     RunState,
     Toolset,
     unanswered_calls,
 )
-from ._toolexec import FINISH_TASK, Interrupted, Route, finish_task_definition, run_tools
+from ._toolexec import Interrupted, Route, finish_task_definition, run_tools
 from .agent import Agent
 from .context import RunContext
 from .events import (
     AgentEvent,
     ApprovalRequestedEvent,
-    GuardrailTriggeredEvent,
     HandoffEvent,
     MessageEvent,
     RunFinishedEvent,
@@ -33,19 +33,17 @@ from .events import (
     ToolResultEvent,
 )
 from .exceptions import (
-    GuardrailTripwireTriggered,
     MaxTurnsExceeded,
     ModelBehaviorError,
     RunTimeout,
     UserError,
 )
-from .guardrails import Guardrail, apply_guardrails, block_message
+from .guardrails import Guardrail
 from .handoffs import InputFilter
 from .messages import Message, ToolCall
 from .models import infer_model
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 from .sessions.base import Session
-from .tools import ToolRetry, parse_arguments
 from .tracing import Span
 from .usage import Usage
 
@@ -174,77 +172,6 @@ class AgentLoop:
             self.add(ev)
 
     # -- guardrails --------------------------------------------------------------------------
-
-    def input_block(self, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
-        """Run ``agent``'s input guardrails on what it is about to see and has not checked.
-
-        That is every message since its last check: the user's, other agents' text and tool
-        calls, tool results and transfer reasons, plus ``extra`` (results about to be logged).
-        Returns the answer to give if one blocks; redactions apply to its view only.
-        """
-        if not agent.input_guardrails and not self.team_input:
-            return None
-        guards = self.team_input + agent.input_guardrails
-        start = self._checked.get(agent.name, 0)
-        self._checked[agent.name] = len(self.transcript) + len(extra)
-        redact = self._redact.setdefault(agent.name, {})
-        for m in [*self.transcript[start:], *extra]:
-            current = redact.get(id(m), m)
-            texts = [current.content, *(c.arguments for c in current.tool_calls)]
-            checked: list[str] = []
-            for text in texts:
-                if not text:
-                    checked.append(text)
-                    continue
-                kept, results = apply_guardrails(guards, text, self.state.context)
-                for r in results:
-                    self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
-                                                     guardrail=r.guardrail, stage="input",
-                                                     action=r.action, message=r.message))
-                if results and results[-1].action == "block":
-                    if results[-1].tripwire:
-                        raise GuardrailTripwireTriggered(results[-1].guardrail,
-                                                         results[-1].message)
-                    return block_message(results[-1], stage="input")
-                checked.append(kept)
-            if checked != texts:
-                calls = tuple(ToolCall(c.id, c.name, a)
-                              for c, a in zip(current.tool_calls, checked[1:], strict=True))
-                redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
-        return None
-
-    def guard_text(self, agent: Agent[Any], text: str) -> str:
-        """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
-        if not (agent.output_guardrails or self.team_output) or not text:
-            return text
-        kept, results = apply_guardrails(self.team_output + agent.output_guardrails, text,
-                                         self.state.context)
-        for r in results:
-            self.add(GuardrailTriggeredEvent(agent=agent.name, path=self.path(agent),
-                                             guardrail=r.guardrail, stage="output",
-                                             action=r.action, message=r.message))
-        if results and results[-1].action == "block":
-            if results[-1].tripwire:
-                raise GuardrailTripwireTriggered(results[-1].guardrail, results[-1].message)
-            self.blocked = kept = block_message(results[-1], stage="output")
-        return kept
-
-    def _guard_finish(self, agent: Agent[Any], call: ToolCall) -> ToolCall:
-        """A finish_task call whose result passed ``agent``'s output guardrails: the result
-        leaves the agent, so the caller must never see it unguarded."""
-        if call.name != FINISH_TASK:
-            return call
-        try:
-            args = parse_arguments(call.arguments, call.name)
-        except ToolRetry:
-            return call
-        result = args.get("result")
-        if not isinstance(result, str):
-            return call
-        guarded = self.guard_text(agent, result)
-        if guarded == result:
-            return call
-        return ToolCall(call.id, call.name, json.dumps({**args, "result": guarded}))
 
     def set_view(self, agent: Agent[Any], input_filter: InputFilter | None = None) -> None:
         """What ``agent`` sees from now on: all, or what a filter keeps; redacted first."""
@@ -378,7 +305,7 @@ class AgentLoop:
         state = self.state
         self.called = set()
         self.team_mode = team
-        blocked = self.input_block(agent)
+        blocked = input_block(self, agent)
         if blocked is not None:
             self.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
@@ -397,7 +324,7 @@ class AgentLoop:
                     if agent.input_guardrails or self.team_input:
                         # What arrived during its own turn (tool results) is checked too.
                         known = len(self._redact.get(agent.name, ()))
-                        blocked = self.input_block(agent)
+                        blocked = input_block(self, agent)
                         if blocked is not None:
                             self.blocked = blocked
                             return self.blocked_answer(agent, blocked), agent, None
@@ -427,7 +354,7 @@ class AgentLoop:
                 if route is None:
                     continue
                 if route.kind == "finish":
-                    final = route.summary or self.guard_text(agent, last_text)
+                    final = route.summary or guard_text(self, agent, last_text)
                     return final, agent, route
                 if route.kind == "handoff" and team:
                     return last_text, agent, route
@@ -469,7 +396,7 @@ class AgentLoop:
         checked here, and a block there ends the run (``self.blocked``).
         """
         self.state.trace.end(agent_span)
-        blocked = self.input_block(target)
+        blocked = input_block(self, target)
         if blocked is not None:
             self.blocked = blocked
         self.set_view(target, view_filter)
@@ -550,11 +477,11 @@ class AgentLoop:
             raise ModelBehaviorError(
                 f"The model of agent {agent.name!r} returned an empty turn (no text and no "
                 "tool call); check the model's output limits or its stop sequences.")
-        content = message.content if message.tool_calls else self.guard_text(agent,
+        content = message.content if message.tool_calls else guard_text(self, agent,
                                                                             message.content)
         calls = message.tool_calls
         if self.finish_task and (agent.output_guardrails or self.team_output):
-            calls = tuple(self._guard_finish(agent, c) for c in calls)
+            calls = tuple(guard_finish(self, agent, c) for c in calls)
         if message.name != agent.name or content is not message.content or \
                 calls is not message.tool_calls:
             # A copy: the model may hand out shared messages (test doubles, caches).

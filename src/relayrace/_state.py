@@ -17,6 +17,9 @@ from .usage import RunUsage, UsageLimits
 
 Emit = Callable[[AgentEvent], None]
 
+FINISH_TASK = "finish_task"
+"""The tool a ``task``-mode agent calls to return to the agent that handed it the task."""
+
 
 class RunState:
     """What a run shares with every child it delegates to."""

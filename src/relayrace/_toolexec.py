@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._guarding import guard_text, input_block
+from ._state import FINISH_TASK
 from .approvals import PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent
 from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .tracing import Span
 
-FINISH_TASK = "finish_task"
 
 
 class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by the runner
@@ -98,7 +99,7 @@ async def _run_tools(
         if tool is not None:
             needs_approval = tool.requires_approval
         elif call.name == FINISH_TASK and loop.finish_task:
-            summary = loop.guard_text(agent, _argument(call, "result"))
+            summary = guard_text(loop, agent, _argument(call, "result"))
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:
@@ -219,7 +220,7 @@ async def _take_route(
                 text += f" Reason: {route.reason}"
             # The target checks this turn's results, its transfer note included, in log order.
             results[index] = loop.tool_result(agent, call, text)
-            blocked = loop.input_block(target, [ev.message for ev in results if ev is not None])
+            blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
             if blocked is not None:  # the run ends with the guardrail's answer
                 loop.blocked = blocked
                 refusal = f"{target.name}'s input guardrail blocked the request."
@@ -253,7 +254,7 @@ async def _take_route(
         results[index] = loop.tool_result(agent, call, text + (
             f" Reason: {route.reason}" if route.reason else ""))
     else:
-        route.summary = loop.guard_text(agent, route.summary) if route.summary else ""
+        route.summary = guard_text(loop, agent, route.summary) if route.summary else ""
         results[index] = loop.tool_result(agent, call, f"Finishing the run: {route.reason}")
     push_results(loop, results)
     return route

@@ -1,0 +1,100 @@
+"""Guardrails at every boundary: what an agent is about to see, and what it says.
+
+Input guardrails run on everything an agent has not yet checked whenever it takes over or
+takes a turn (the user's text, other agents' messages and tool calls, tool results, transfer
+reasons); their redactions shape that agent's own view only. Output guardrails run on every
+text that leaves an agent as an answer: its final text, a ``Finish`` summary, a task's result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._state import FINISH_TASK
+from .events import GuardrailTriggeredEvent
+from .exceptions import GuardrailTripwireTriggered
+from .guardrails import apply_guardrails, block_message
+from .messages import Message, ToolCall
+from .tools import ToolRetry, parse_arguments
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .agent import Agent
+
+__all__ = ["guard_finish", "guard_text", "input_block"]
+
+
+def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
+    """Run ``agent``'s input guardrails on what it is about to see and has not checked.
+
+    That is every message since its last check: the user's, other agents' text and tool
+    calls, tool results and transfer reasons, plus ``extra`` (results about to be logged).
+    Returns the answer to give if one blocks; redactions apply to its view only.
+    """
+    if not agent.input_guardrails and not loop.team_input:
+        return None
+    guards = loop.team_input + agent.input_guardrails
+    start = loop._checked.get(agent.name, 0)
+    loop._checked[agent.name] = len(loop.transcript) + len(extra)
+    redact = loop._redact.setdefault(agent.name, {})
+    for m in [*loop.transcript[start:], *extra]:
+        current = redact.get(id(m), m)
+        texts = [current.content, *(c.arguments for c in current.tool_calls)]
+        checked: list[str] = []
+        for text in texts:
+            if not text:
+                checked.append(text)
+                continue
+            kept, results = apply_guardrails(guards, text, loop.state.context)
+            for r in results:
+                loop.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+                                                 guardrail=r.guardrail, stage="input",
+                                                 action=r.action, message=r.message))
+            if results and results[-1].action == "block":
+                if results[-1].tripwire:
+                    raise GuardrailTripwireTriggered(results[-1].guardrail,
+                                                     results[-1].message)
+                return block_message(results[-1], stage="input")
+            checked.append(kept)
+        if checked != texts:
+            calls = tuple(ToolCall(c.id, c.name, a)
+                          for c, a in zip(current.tool_calls, checked[1:], strict=True))
+            redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
+    return None
+
+
+def guard_text(loop: AgentLoop, agent: Agent[Any], text: str) -> str:
+    """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
+    if not (agent.output_guardrails or loop.team_output) or not text:
+        return text
+    kept, results = apply_guardrails(loop.team_output + agent.output_guardrails, text,
+                                     loop.state.context)
+    for r in results:
+        loop.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+                                         guardrail=r.guardrail, stage="output",
+                                         action=r.action, message=r.message))
+    if results and results[-1].action == "block":
+        if results[-1].tripwire:
+            raise GuardrailTripwireTriggered(results[-1].guardrail, results[-1].message)
+        loop.blocked = kept = block_message(results[-1], stage="output")
+    return kept
+
+
+def guard_finish(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> ToolCall:
+    """A finish_task call whose result passed ``agent``'s output guardrails: the result
+    leaves the agent, so the caller must never see it unguarded."""
+    if call.name != FINISH_TASK:
+        return call
+    try:
+        args = parse_arguments(call.arguments, call.name)
+    except ToolRetry:
+        return call
+    result = args.get("result")
+    if not isinstance(result, str):
+        return call
+    guarded = guard_text(loop, agent, result)
+    if guarded == result:
+        return call
+    return ToolCall(call.id, call.name, json.dumps({**args, "result": guarded}))
