@@ -64,6 +64,15 @@ DbOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")]
+TargetArgument = Annotated[str, typer.Argument(
+    help="The agent to run: path/to/team.py:variable, or a YAML team (use --agent).")]
+AgentOption = Annotated[str | None, typer.Option(
+    "--agent", "-a", help="The agent to run, by name (required for a YAML team).")]
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", "-m", help="Use this model for every agent: provider:model, or "
+    "path/to/file.py:VARIABLE naming a Model object.")]
+ContextOption = Annotated[list[str] | None, typer.Option(
+    "--context", "-c", help="A context variable KEY=VALUE (repeatable).")]
 
 
 def _stdout() -> Console:
@@ -189,29 +198,20 @@ def _print_pending(console: Console, pending: PendingRun, session_id: str) -> No
 
 @app.command()
 def run(
-    target: Annotated[str, typer.Argument(
-        help="The agent to run: path/to/team.py:variable, or a YAML team directory.")],
+    target: TargetArgument,
     prompt: Annotated[str, typer.Argument(help="The user message ('-' reads stdin).")],
-    agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+    agent_name: AgentOption = None,
     session: Annotated[
         str | None,
         typer.Option("--session", "-s", help="Continue (or create) this session id."),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Use this model for every agent: provider:model, "
-                     "or path/to/file.py:VARIABLE naming a Model object."),
-    ] = None,
+    model: ModelOption = None,
     json_output: JsonOption = False,
     max_turns: Annotated[
         int | None, typer.Option("--max-turns", min=1, help="Model turns allowed.")
     ] = None,
-    context: Annotated[
-        list[str] | None,
-        typer.Option("--context", "-c", help="A context variable KEY=VALUE (repeatable)."),
-    ] = None,
+    context: ContextOption = None,
 ) -> None:
     """Run an agent team on PROMPT, streaming what happens, then show the trace and usage."""
     if prompt == "-":
@@ -222,7 +222,7 @@ def run(
 
 @app.command()
 def resume(
-    target: Annotated[str, typer.Argument(help="The agent to run: path/to/team.py:variable.")],
+    target: TargetArgument,
     session: Annotated[str, typer.Option("--session", "-s", help="The session to resume.")],
     approve: Annotated[
         list[str] | None, typer.Option("--approve", help="A call id to approve (repeatable).")
@@ -231,18 +231,10 @@ def resume(
         list[str] | None, typer.Option("--reject", help="A call id to reject (repeatable).")
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "-m", help="Use this model for every agent: provider:model, "
-                     "or path/to/file.py:VARIABLE naming a Model object."),
-    ] = None,
+    model: ModelOption = None,
     json_output: JsonOption = False,
-    context: Annotated[
-        list[str] | None,
-        typer.Option("--context", "-c", help="A context variable KEY=VALUE (repeatable)."),
-    ] = None,
-    agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+    context: ContextOption = None,
+    agent_name: AgentOption = None,
 ) -> None:
     """Continue a run that stopped for approval, approving or rejecting the pending calls."""
     if not db.exists() or not SQLiteSession.exists(session, db):
