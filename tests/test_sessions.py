@@ -300,3 +300,24 @@ async def test_cancelled_run_leaves_a_valid_log(make_session: Any) -> None:
     events = await session.get_events()
     assert_valid_protocol(messages_of(events))
     assert isinstance(events[-1], RunFinishedEvent) and events[-1].status != "completed"
+
+
+async def test_a_database_written_by_the_first_schema_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE sessions (session_id TEXT PRIMARY KEY, parent_id TEXT, "
+        "parent_tool_call_id TEXT, path TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL, "
+        "updated_at REAL NOT NULL, event_count INTEGER NOT NULL DEFAULT 0);"
+        "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, data TEXT NOT NULL);"
+        "INSERT INTO sessions VALUES ('old1', NULL, NULL, '', 1.0, 1.0, 0);"
+    )
+    old.commit()
+    old.close()
+    assert [i.session_id for i in SQLiteSession.list_sessions(path)] == ["old1"]
+    session = SQLiteSession("old1", path)
+    agent = Agent("a", instructions="x", model=ScriptedModel([text("hello")]))
+    result = await Runner.run(agent, "hi", session=session)
+    assert result.final_output == "hello"
+    assert [e.kind for e in await SQLiteSession("old1", path).get_events()][-1] == "run_finished"

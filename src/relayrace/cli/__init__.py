@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,6 +96,9 @@ def _errors() -> Iterator[None]:
         yield
     except RelayraceError as exc:
         raise _fail(str(exc)) from None
+    except sqlite3.Error as exc:
+        raise _fail(f"The session database could not be used: {exc}. Check the --db path, "
+                    "or move the file aside to start afresh.") from None
     except KeyboardInterrupt:
         _stderr().print(Text("Interrupted.", style="bold yellow"))
         raise typer.Exit(130) from None

@@ -44,6 +44,14 @@ CREATE INDEX IF NOT EXISTS events_session ON events(session_id, id);
 """
 
 
+_SCHEMA_VERSION = 2
+# Columns later schema versions added to tables of older files.
+_ADDED_COLUMNS = (
+    ("sessions", "child_key", "TEXT NOT NULL DEFAULT ''"),
+    ("events", "time", "REAL NOT NULL DEFAULT 0"),
+)
+
+
 class _Database:
     """One connection to one file, shared by every session of the process."""
 
@@ -56,6 +64,18 @@ class _Database:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(_SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a file written by an earlier relayrace to the current schema, in place."""
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        if version >= _SCHEMA_VERSION:
+            return
+        for table, column, declaration in _ADDED_COLUMNS:
+            names = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            if column not in names:
+                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        self.conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     @classmethod
     def get(cls, path: str | os.PathLike[str]) -> _Database:
