@@ -181,15 +181,19 @@ async def run_child(
                       instructions_suffix=instructions_suffix, variables=variables)
     result = ChildResult(agent=agent.name, path=path, ok=False,
                          session_id=child_session.session_id, usage=child.local)
-    deadline = asyncio.timeout(timeout)
+    deadline = asyncio.timeout(timeout) if timeout is not None else None
     try:
-        async with deadline:
+        if deadline is None:
             outcome = await child.run(child_input)
+        else:
+            async with deadline:
+                outcome = await child.run(child_input)
     except Interrupted:
         loop.local.add(child.local)
         raise  # the approval request surfaces on the outer run
     except Exception as exc:  # the parent's model is told; the child's log has the details
-        result.error = (f"timed out after {timeout:g} s" if deadline.expired()
+        result.error = (f"timed out after {timeout:g} s"
+                        if deadline is not None and deadline.expired()
                         else f"{type(exc).__name__}: {exc}")
     else:
         result.ok = True
