@@ -20,6 +20,7 @@ from relayrace import (
     GuardrailTriggeredEvent,
     RunFinishedEvent,
     Runner,
+    RunResult,
     TextDeltaEvent,
     handoff,
     keep_last,
@@ -350,6 +351,18 @@ async def test_a_block_on_a_tool_result_of_the_transfer_batch_ends_the_run() -> 
     assert_valid_protocol(await session_messages(result.session))
 
 
+async def assert_lead_blocked(model: ScriptedModel, result: RunResult) -> None:
+    """The worker returned denied content: the lead's model never saw it, the run ended."""
+    assert speakers(model) == ["lead", "worker"]
+    for request in requests_of(model, "lead"):
+        assert "weapons" not in shown(request.messages)
+    assert result.reason == "guardrail"
+    assert "blocked by the topic_filter guardrail" in result.final_output
+    assert ("lead", "input", "block") in [(e.agent, e.stage, e.action)
+                                          for e in guard_events(result)]
+    assert_valid_protocol(await session_messages(result.session))
+
+
 async def test_a_block_on_a_finish_task_result_returning_to_the_caller_ends_the_run() -> None:
     model = ScriptedModel([
         tool_call("transfer_to_worker", {}),
@@ -360,15 +373,8 @@ async def test_a_block_on_a_finish_task_result_returning_to_the_caller_ends_the_
     lead = Agent("lead", instructions="l", model=model, sub_agents=[worker],
                  input_guardrails=[TopicDenyListGuardrail(["weapons"])])
     result = await Runner.run(lead, "hi")
-    assert speakers(model) == ["lead", "worker"]
-    for request in requests_of(model, "lead"):
-        assert "weapons" not in shown(request.messages)
-    assert result.reason == "guardrail"
-    assert "blocked by the topic_filter guardrail" in result.final_output
+    await assert_lead_blocked(model, result)
     assert "lead answers" not in result.final_output
-    assert ("lead", "input", "block") in [(e.agent, e.stage, e.action)
-                                          for e in guard_events(result)]
-    assert_valid_protocol(await session_messages(result.session))
 
 
 async def test_a_block_on_a_single_turn_answer_returning_to_the_caller_ends_the_run() -> None:
@@ -378,14 +384,7 @@ async def test_a_block_on_a_single_turn_answer_returning_to_the_caller_ends_the_
     lead = Agent("lead", instructions="l", model=model, sub_agents=[worker],
                  input_guardrails=[TopicDenyListGuardrail(["weapons"])])
     result = await Runner.run(lead, "hi")
-    assert speakers(model) == ["lead", "worker"]
-    for request in requests_of(model, "lead"):
-        assert "weapons" not in shown(request.messages)
-    assert result.reason == "guardrail"
-    assert "blocked by the topic_filter guardrail" in result.final_output
-    assert ("lead", "input", "block") in [(e.agent, e.stage, e.action)
-                                          for e in guard_events(result)]
-    assert_valid_protocol(await session_messages(result.session))
+    await assert_lead_blocked(model, result)
 
 
 FILTERS = pytest.mark.parametrize(

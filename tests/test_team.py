@@ -348,8 +348,8 @@ def test_bad_rule_data_is_a_config_error(data: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- the static check
 
 
-def names(*agents: str) -> list[Agent]:
-    return [Agent(a, instructions="x") for a in agents]
+def names(*agents: str, model: Any = None) -> list[Agent]:
+    return [Agent(a, instructions="x", model=model) for a in agents]
 
 
 def test_a_cycle_without_exit_is_rejected_and_named() -> None:
@@ -374,26 +374,53 @@ def test_a_stay_without_exit_is_rejected() -> None:
         Team("t", agents=names("a", "b"), rules=[Rule(FromSpeaker("a"), Stay())])
 
 
-def test_a_cycle_with_a_conditional_exit_is_accepted() -> None:
-    Team("t", agents=names("a", "b"), rules=[
+async def test_a_cycle_with_a_conditional_exit_is_accepted_and_the_exit_is_taken() -> None:
+    model = ScriptedModel(by_agent={"a": [text("a speaks")],
+                                    "b": [tool_call("stop"), text("b is done")]})
+    team = Team("t", agents=[Agent("a", instructions="x", model=model),
+                             Agent("b", instructions="x", model=model, tools=[stop])], rules=[
         Rule(ToolCalled("stop"), TerminateTarget("stopped"), priority=-1),
         Rule(FromSpeaker("a"), AgentTarget("b")),
         Rule(FromSpeaker("b"), AgentTarget("a")),
     ])
-    Team("t", agents=names("a", "b"), rules=[
+    result = await Runner.run(team, "go")
+    assert result.reason == "stopped"
+    assert speakers(model) == ["a", "b", "b"]
+
+
+async def test_a_cycle_left_by_a_context_value_is_accepted_and_the_exit_is_taken() -> None:
+    @tool
+    async def finish_up(ctx: RunContext[dict[str, Any]]) -> str:
+        """Mark the work done."""
+        ctx.context["done"] = True
+        return "marked"
+
+    model = ScriptedModel(by_agent={"a": [text("a1")],
+                                    "b": [tool_call("finish_up"), text("b done")]})
+    team = Team("t", agents=[Agent("a", instructions="x", model=model),
+                             Agent("b", instructions="x", model=model, tools=[finish_up])],
+                rules=[
         Rule(ContextEquals("done", True), TerminateTarget("done"), priority=-1),
         Rule(FromSpeaker("a"), AgentTarget("b")),
         Rule(FromSpeaker("b"), AgentTarget("a")),
     ])
+    result = await Runner.run(team, "go", context={"done": False})
+    assert result.reason == "done"
+    assert speakers(model) == ["a", "b", "b"]
 
 
-def test_a_cycle_with_a_typed_route_out_is_accepted() -> None:
-    a = Agent("a", instructions="x", tools=[route_tool("c")])
-    Team("t", agents=[a, *names("b", "c")], rules=[
+async def test_a_cycle_with_a_typed_route_out_is_accepted_and_the_route_is_taken() -> None:
+    model = ScriptedModel(by_agent={"a": [tool_call("delegate_c")], "c": [text("c closes")]})
+    a = Agent("a", instructions="x", model=model, tools=[route_tool("c")])
+    team = Team("t", agents=[a, *names("b", "c", model=model)], rules=[
         Rule(FromSpeaker("a"), AgentTarget("b")),
         Rule(FromSpeaker("b"), AgentTarget("a")),
         Rule(FromSpeaker("c"), TerminateTarget("done")),
     ])
+    result = await Runner.run(team, "go")
+    assert result.reason == "done" and result.final_output == "c closes"
+    assert speakers(model) == ["a", "c"]  # the typed Handoff beat the a -> b rule
+    model.assert_complete()
 
 
 def test_a_conditional_rule_shadowed_by_an_earlier_certain_rule_is_no_exit() -> None:

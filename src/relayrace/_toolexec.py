@@ -99,7 +99,7 @@ async def _run_tools(
         if tool is not None:
             needs_approval = tool.requires_approval
         elif call.name == FINISH_TASK and loop.finish_task:
-            summary = guard_text(loop, agent, _argument(call, "result"))
+            summary = _argument(call, "result")  # already guarded when the call was logged
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:

@@ -25,7 +25,7 @@ from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool
 from .messages import Message
 from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport, parse_report
 from .reports import report_instructions as _report_instructions
-from .tools import RateLimit, Tool, ToolRetry, describe_validation_error
+from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -318,11 +318,7 @@ class AgentTool(Tool):
             except ValidationError as exc:
                 raise ToolRetry(f"Invalid arguments for {self.name}: "
                                 f"{describe_validation_error(exc)}.") from None
-        try:
-            data = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolRetry(f"Invalid arguments for {self.name}: not valid JSON ({exc.msg}). "
-                            f"Expected: {json.dumps(self.parameters)}") from None
+        data = parse_arguments(arguments, self.name, json.dumps(self.parameters))
         assert self._validator is not None
         errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.path))
         if errors:
@@ -331,8 +327,6 @@ class AgentTool(Tool):
             )
             raise ToolRetry(f"Invalid arguments for {self.name}: {where}. "
                             f"Expected: {json.dumps(self.parameters)}")
-        if not isinstance(data, dict):
-            raise ToolRetry(f"Invalid arguments for {self.name}: expected a JSON object.")
         return data
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:

@@ -22,7 +22,7 @@ from .delegation import ChildResult, run_child, run_children
 from .exceptions import UserError
 from .models.interface import Model
 from .reports import DEFAULT_REPORT_SUFFIX
-from .tools import Tool, ToolRetry
+from .tools import Tool, ToolRetry, parse_arguments
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -71,13 +71,7 @@ class _MetaTool(Tool):
                               for a in specialists)
 
     def _args(self, arguments: str) -> dict[str, Any]:
-        try:
-            data = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolRetry(f"Invalid arguments for {self.name}: not valid JSON ({exc.msg}). "
-                            f"Expected: {json.dumps(self.parameters)}") from None
-        if not isinstance(data, dict):
-            raise ToolRetry(f"Invalid arguments for {self.name}: expected a JSON object.")
+        data = parse_arguments(arguments, self.name, json.dumps(self.parameters))
         missing = [k for k in self.parameters.get("required", []) if k not in data]
         if missing:
             raise ToolRetry(f"Invalid arguments for {self.name}: missing {', '.join(missing)}. "

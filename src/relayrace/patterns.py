@@ -11,7 +11,7 @@ from .exceptions import UserError
 from .handoffs import HandoffTool, InputFilter, TransferPolicy
 from .messages import Message
 from .routing import Handoff
-from .tools import Tool, ToolRetry
+from .tools import Tool, parse_arguments
 
 __all__ = ["bounded_transcript", "route_tool", "swarm"]
 
@@ -81,14 +81,7 @@ class RouteTool(Tool):
             "reason": {"type": "string", "description": f"What {target} should do, and why."}}}
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
-        import json
-
-        try:
-            args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolRetry(f"Invalid arguments for {self.name}: not valid JSON ({exc.msg}).") \
-                from None
-        reason = args.get("reason", "") if isinstance(args, dict) else ""
+        reason = parse_arguments(arguments, self.name, '{"reason": "..."}').get("reason", "")
         return Handoff(self.target, reason if isinstance(reason, str) else str(reason))
 
 
