@@ -322,8 +322,7 @@ def test_span_started_before_registration_is_ignored(otel: Setup) -> None:
 def test_uses_the_global_provider_by_default(otel: Setup, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(otel_trace, "get_tracer_provider", lambda: otel.provider)
     proc = OpenTelemetryProcessor()
-    trace = Trace.__new__(Trace)
-    trace.trace_id, trace.processors = "t" * 32, (proc,)
+    trace = Trace("t" * 32, processors=[proc])
     trace.end(trace.start("run", "a", None))
     span = otel.one("relayrace.run a")
     assert span.instrumentation_scope is not None

@@ -21,16 +21,18 @@ from ._state import (
 )
 from ._toolexec import Interrupted, Route, finish_task_definition, run_tools
 from .agent import Agent
-from .context import RunContext
+from .context import RunContext, new_context
 from .events import (
     AgentEvent,
     ApprovalRequestedEvent,
     HandoffEvent,
-    MessageEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     TextDeltaEvent,
     ToolResultEvent,
+    new_message_event,
+    new_run_finished_event,
+    new_run_started_event,
+    new_tool_result_event,
 )
 from .exceptions import (
     MaxTurnsExceeded,
@@ -42,7 +44,13 @@ from .guardrails import Guardrail
 from .handoffs import InputFilter
 from .messages import Message, ToolCall
 from .models import infer_model
-from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
+from .models.interface import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+    new_request,
+)
 from .sessions.base import Session
 from .tracing import Span
 from .usage import Usage
@@ -57,6 +65,21 @@ NOTE = "relayrace"
 
 class AgentLoop:
     """Drives one session until an agent gives its final answer."""
+
+    # Immutable defaults live on the class: a loop is built per run, and most stay unset.
+    finish_task = False  # whether the active agent is offered finish_task this turn
+    refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
+    handoff_error: Exception | None = None
+    handoff_count = 0
+    turns = 0
+    blocked: str | None = None  # a guardrail's answer that ends the run
+    finished = False  # a tool returned Finish: the run ends, workflows included
+    handoff_note: Message | None = None  # the result of the last transfer call
+    resuming = False  # the run continues the log (input=None), e.g. after approval
+    _filter: InputFilter | None = None  # the input filter of the active view
+    team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
+    team_input: tuple[Guardrail, ...] = ()
+    team_output: tuple[Guardrail, ...] = ()
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -79,27 +102,14 @@ class AgentLoop:
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
         self._batch: list[AgentEvent] = []
-        self.finish_task = False  # whether the active agent is offered finish_task this turn
-        self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
         self._paths: dict[str, str] = {}
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
         self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
         self._returns: list[str] = []
         self.hops: list[str] = []  # agents passed through by handoffs since the last real work
-        self.handoff_error: Exception | None = None
-        self.handoff_count = 0
-        self.turns = 0
-        self.called: set[str] = set()  # tools called in the current speaker's turn
-        self.blocked: str | None = None  # a guardrail's answer that ends the run
-        self.finished = False  # a tool returned Finish: the run ends, workflows included
-        self.handoff_note: Message | None = None  # the result of the last transfer call
+        self.called: set[str] = set()  # tools called in the current speaker's turn (teams)
         self.running: set[str] = set()  # tool calls started and not yet finished
         self.child_counts: dict[str, int] = {}  # delegated children started per tool call
-        self.resuming = False  # the run continues the log (input=None), e.g. after approval
-        self._filter: InputFilter | None = None  # the input filter of the active view
-        self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
-        self.team_input: tuple[Guardrail, ...] = ()
-        self.team_output: tuple[Guardrail, ...] = ()
         self.local = Usage()  # what this loop used, its delegated children included
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -128,7 +138,7 @@ class AgentLoop:
         """Add a framework note to the conversation, as a user-role message named NOTE."""
         message = Message("user", text, name=NOTE)
         self.push(message)
-        self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
+        self.add(new_message_event(agent.name, self.path(agent), message))
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
@@ -140,9 +150,9 @@ class AgentLoop:
         self, agent: Agent[Any], call_id: str = "", span: Span | None = None
     ) -> RunContext[Any]:
         """A run context for ``agent``."""
-        return RunContext(context=self.state.context, agent=agent, path=self.path(agent),
-                          session=self.session, usage=self.state.usage, tool_call_id=call_id,
-                          messages=self.view, depth=self.depth, span=span, loop=self)
+        state = self.state
+        return new_context(state.context, agent, self.path(agent), self.session, state.usage,
+                           call_id, self.view, self.depth, span, self)
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
         """The tools of ``agent`` (built once per agent: trees are fixed once built)."""
@@ -158,9 +168,9 @@ class AgentLoop:
     def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
                     is_error: bool = False, tb: str | None = None) -> ToolResultEvent:
         """The result event for ``call``."""
-        return ToolResultEvent(agent=agent.name, path=self.path(agent),
-                               message=Message.tool(call.id, content, name=call.name),
-                               tool_name=call.name, is_error=is_error, traceback=tb)
+        name = call.name
+        return new_tool_result_event(agent.name, self.path(agent),
+                                 Message("tool", content, (), call.id, name), name, is_error, tb)
 
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, so the session stays valid for every API."""
@@ -190,7 +200,7 @@ class AgentLoop:
         """End the turn with a guardrail's answer, as the agent's message."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
+        self.add(new_message_event(agent.name, self.path(agent), message))
         return text
 
     # -- the run -----------------------------------------------------------------------------
@@ -210,8 +220,7 @@ class AgentLoop:
         span = state.trace.start("run" if self.parent_span is None else "delegation",
                                  self.path(agent), self.parent_span,
                                  session_id=self.session.session_id, agent=agent.name)
-        self.add(RunStartedEvent(agent=agent.name, path=self.path(agent),
-                                 trace_id=state.trace.trace_id))
+        self.add(new_run_started_event(agent.name, self.path(agent), state.trace.trace_id))
         pending = unanswered_calls(self.transcript)
         self.resuming = input is None
         if input is not None:
@@ -220,7 +229,7 @@ class AgentLoop:
                 pending = []
             for message in [Message.user(input)] if isinstance(input, str) else input:
                 self.push(message)
-                self.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
+                self.add(new_message_event(agent.name, self.path(agent), message))
         try:
             await self.flush()
             if self.entry.timeout is None:
@@ -251,8 +260,9 @@ class AgentLoop:
             await asyncio.shield(self.flush())
             state.trace.end(span, exc)
             raise
-        self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), output=final,
-                                  reason=reason))
+        # The final answer (not written on its own) and the run's end: one batch.
+        self.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
+                                        reason))
         await self.flush()
         state.trace.end(span)
         return LoopOutcome(final, agent, self.new_events, reason)
@@ -346,7 +356,8 @@ class AgentLoop:
                             continue
                         return message.content, agent, None
                     calls = list(message.tool_calls)
-                self.called.update(c.name for c in calls)
+                if team:  # routing rules look at what the speaker called
+                    self.called.update([c.name for c in calls])
                 route = await run_tools(self, agent, calls, agent_span)
                 await self.flush()
                 if self.blocked is not None:
@@ -444,62 +455,65 @@ class AgentLoop:
                                                            self.variables)
         if self.suffix:
             instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
-        request = ModelRequest(instructions=instructions, messages=self.view, tools=definitions,
-                               settings=agent.model_settings, agent=agent.name)
+        name = agent.name
+        request = new_request(instructions, self.view, definitions, agent.model_settings, name)
         usage = state.usage
+        total = usage.total
         if state.limits is not None:
-            state.limits.reserve_request(usage.total)
-        usage.total.requests += 1
+            state.limits.reserve_request(total)
+        total.requests += 1
         agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
         agent_usage.requests += 1
         local = self.local
         local.requests += 1
-        span = state.trace.start("model", model.name, parent, agent=agent.name)
+        span = state.trace.start("model", model.name, parent, agent=name)
         try:
-            response = await self._call_model(model, request, agent, path)
+            if state.emit is None:
+                response = await model.request(request)
+            else:
+                response = await self._stream_model(model, request, agent, path)
         except BaseException as exc:
             state.trace.end(span, exc)
             raise
         u = response.usage
-        usage.total.input_tokens += u.input_tokens
-        usage.total.output_tokens += u.output_tokens
-        agent_usage.input_tokens += u.input_tokens
-        agent_usage.output_tokens += u.output_tokens
-        local.input_tokens += u.input_tokens
-        local.output_tokens += u.output_tokens
-        attrs = span.attributes
-        attrs["input_tokens"] = u.input_tokens
-        attrs["output_tokens"] = u.output_tokens
-        attrs["response_model"] = response.model
+        i, o = u.input_tokens, u.output_tokens
+        total.input_tokens += i
+        total.output_tokens += o
+        agent_usage.input_tokens += i
+        agent_usage.output_tokens += o
+        local.input_tokens += i
+        local.output_tokens += o
+        span.attributes.update(input_tokens=i, output_tokens=o, response_model=response.model)
         state.trace.end(span)
         message = response.message
-        if not message.content and not message.tool_calls:
-            raise ModelBehaviorError(
-                f"The model of agent {agent.name!r} returned an empty turn (no text and no "
-                "tool call); check the model's output limits or its stop sequences.")
-        content = message.content if message.tool_calls else guard_text(self, agent,
-                                                                            message.content)
-        calls = message.tool_calls
-        if self.finish_task and (agent.output_guardrails or self.team_output):
+        content, calls = message.content, message.tool_calls
+        if not calls:
+            if not content:
+                raise ModelBehaviorError(
+                    f"The model of agent {name!r} returned an empty turn (no text and no tool "
+                    "call); check the model's output limits or its stop sequences.")
+            content = guard_text(self, agent, content)
+        elif self.finish_task and (agent.output_guardrails or self.team_output):
             calls = tuple(guard_finish(self, agent, c) for c in calls)
-        if message.name != agent.name or content is not message.content or \
+        if message.name != name or content is not message.content or \
                 calls is not message.tool_calls:
             # A copy: the model may hand out shared messages (test doubles, caches).
-            message = Message("assistant", content, calls, None, agent.name)
+            message = Message("assistant", content, calls, None, name)
         self.push(message)
-        self.add(MessageEvent(agent=agent.name, path=path, message=message, usage=u,
-                              model=response.model or model.name))
-        await self.flush()
+        self.add(new_message_event(name, path, message, u, response.model or model.name))
+        if calls:  # before the tools run; a final answer is written with what ends the turn
+            await self.flush()
         if state.limits is not None:
-            state.limits.check_tokens(usage.total)
+            state.limits.check_tokens(total)
         return message
 
-    async def _call_model(
+    async def _stream_model(
         self, model: Model, request: ModelRequest, agent: Agent[Any], path: str
     ) -> ModelResponse:
         emit = self.state.emit
+        assert emit is not None
         # Text an output guardrail may still redact is never streamed.
-        if emit is None or agent.output_guardrails or self.team_output:
+        if agent.output_guardrails or self.team_output:
             return await model.request(request)
         response: ModelResponse | None = None
         streamed = False

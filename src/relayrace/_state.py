@@ -27,7 +27,7 @@ class RunState:
     __slots__ = ("agent_calls", "approvals", "context", "emit", "limits", "model_override",
                  "trace", "usage")
 
-    def __init__(self, *, context: Any, trace: Trace, limits: UsageLimits | None = None,
+    def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
                  approvals: dict[str, bool] | None = None) -> None:
         self.context = context

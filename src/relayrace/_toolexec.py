@@ -130,7 +130,8 @@ async def _run_tools(
     if ordinary:
         admitted, over_limit = _admit(loop, agent, ordinary, results)
         signals = await _execute(loop, agent, admitted, parent, results, child_waiting)
-        routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
+        if signals:
+            routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
         if len(signals) < len(admitted):
             loop.hops.clear()  # real work happened (not only routing): this is no ping-pong
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
@@ -145,18 +146,17 @@ async def _run_tools(
                                             tool_call_id=p.call_id, tool_name=p.tool_name,
                                             arguments=p.arguments))
         raise Interrupted(pending + child_waiting)
+    if not routes:
+        push_results(loop, results)
+        return None
     routes.sort(key=lambda r: r[0])
-    chosen = routes[0][1] if routes else None
+    chosen = routes[0][1]
     for i, other in routes[1:]:
-        first = _describe(chosen) if chosen else ""
         note = (f"Not performed: only the first routing request of a turn is considered, "
-                f"and this turn's first was: {first}.")
+                f"and this turn's first was: {_describe(chosen)}.")
         if other.kind in ("handoff", "finish"):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
         results[i] = loop.tool_result(agent, other.call, note, is_error=True)
-    if chosen is None:
-        push_results(loop, results)
-        return None
     return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
 
 
@@ -171,7 +171,7 @@ def _admit(
     """
     admitted: list[tuple[int, Tool, ToolCall]] = []
     for i, tool, call in items:
-        wait = tool.acquire_rate()
+        wait = tool.acquire_rate() if tool.rate_limit is not None else 0.0
         if wait:
             limit = tool.rate_limit
             assert limit is not None
@@ -262,10 +262,11 @@ async def _take_route(
 
 def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
     """Log the results gathered so far, in call order; each is logged once."""
+    push, add = loop.push, loop.add
     for i, ev in enumerate(results):
         if ev is not None:
-            loop.push(ev.message)
-            loop.add(ev)
+            push(ev.message)
+            add(ev)
             results[i] = None
 
 
@@ -390,6 +391,9 @@ async def _execute(
         elif out.signal is not None:
             signals.append((i, out.signal))
 
+    if len(calls) == 1:  # the common case
+        await one(*calls[0])
+        return signals
     group: list[tuple[int, Tool, ToolCall]] = []
     for item in [*calls, None]:
         if item is None or item[1].sequential:
@@ -427,8 +431,8 @@ async def _call_tool(
             agent, call, f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
             is_error=True, tb=traceback.format_exc()))
     state.trace.end(span)
-    if isinstance(value, Handoff | Finish):
-        return _Outcome(None, signal=value)
+    if type(value) is not str and isinstance(value, (Handoff, Finish)):
+        return _Outcome(None, value)
     return _Outcome(loop.tool_result(agent, call, render_tool_output(value)))
 
 

@@ -44,3 +44,27 @@ class RunContext(Generic[TContext]):
     """The trace span of the tool call being served; delegated children nest under it."""
     loop: AgentLoop
     """The engine loop serving the agent (internal: agent tools start child runs from it)."""
+
+
+_new = object.__new__
+
+
+def new_context(
+    context: Any, agent: Agent[Any], path: str, session: Session, usage: RunUsage,
+    tool_call_id: str, messages: Sequence[Message], depth: int, span: Span | None,
+    loop: AgentLoop,
+) -> RunContext[Any]:
+    """A `RunContext`, for the engine: one is made per tool call, and matching ten keyword
+    arguments would cost more than the rest of the call's bookkeeping."""
+    ctx: RunContext[Any] = _new(RunContext)
+    ctx.context = context
+    ctx.agent = agent
+    ctx.path = path
+    ctx.session = session
+    ctx.usage = usage
+    ctx.tool_call_id = tool_call_id
+    ctx.messages = messages
+    ctx.depth = depth
+    ctx.span = span
+    ctx.loop = loop
+    return ctx

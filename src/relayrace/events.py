@@ -189,6 +189,30 @@ Event = Annotated[
 
 _adapter: TypeAdapter[Event] = TypeAdapter(Event)
 
+# Positional builders for the events the engine logs on every turn: matching a kw-only
+# dataclass's keyword arguments costs more than the rest of logging the event. Each sets
+# every field (tests compare them with the keyword constructors).
+_new = object.__new__
+_time = time.time
+
+
+def new_message_event(agent: str, path: str, message: Message, usage: Usage | None = None,
+                  model: str | None = None) -> MessageEvent:
+    """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...)``, faster."""
+    e: MessageEvent = _new(MessageEvent)
+    e.agent, e.path, e.time, e.kind = agent, path, _time(), "message"
+    e.message, e.usage, e.model = message, usage, model
+    return e
+
+
+def new_tool_result_event(agent: str, path: str, message: Message, tool_name: str,
+                      is_error: bool = False, traceback: str | None = None) -> ToolResultEvent:
+    """``ToolResultEvent(agent=..., path=..., message=..., ...)``, faster."""
+    e: ToolResultEvent = _new(ToolResultEvent)
+    e.agent, e.path, e.time, e.kind = agent, path, _time(), "tool_result"
+    e.message, e.tool_name, e.is_error, e.traceback = message, tool_name, is_error, traceback
+    return e
+
 
 def dump_events(events: Iterable[AgentEvent]) -> list[str]:
     """Each event as one line of JSON."""
@@ -200,3 +224,21 @@ def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
     """Events back from JSON lines written by :func:`dump_events`."""
     load = _adapter.validate_json
     return [load(line) for line in lines]
+
+
+def new_run_started_event(agent: str, path: str, trace_id: str) -> RunStartedEvent:
+    """``RunStartedEvent(agent=..., path=..., trace_id=...)``, faster."""
+    e: RunStartedEvent = _new(RunStartedEvent)
+    e.agent, e.path, e.time, e.kind, e.trace_id = agent, path, _time(), "run_started", trace_id
+    return e
+
+
+def new_run_finished_event(
+    agent: str, path: str, status: Literal["completed", "failed", "interrupted"], output: str,
+    reason: str,
+) -> RunFinishedEvent:
+    """``RunFinishedEvent(agent=..., path=..., status=..., output=..., reason=...)``, faster."""
+    e: RunFinishedEvent = _new(RunFinishedEvent)
+    e.agent, e.path, e.time, e.kind = agent, path, _time(), "run_finished"
+    e.status, e.output, e.reason = status, output, reason
+    return e

@@ -67,6 +67,18 @@ class RunResult:
         return [HandoffReport.from_dict(e.report) for e in self.delegations if e.report]
 
 
+_new = object.__new__
+
+
+def _result(final_output: str, last_agent: Agent[Any], new_events: list[AgentEvent],
+            usage: RunUsage, trace_id: str, session: Session, reason: str) -> RunResult:
+    """A completed run's `RunResult`, built without matching seven keyword arguments."""
+    r: RunResult = _new(RunResult)
+    r.final_output, r.last_agent, r.new_events = final_output, last_agent, new_events
+    r.usage, r.trace_id, r.session, r.pending, r.reason = usage, trace_id, session, None, reason
+    return r
+
+
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str | None) -> Agent[Any] | None:
     if start is None:
         return None
@@ -101,18 +113,14 @@ class Runner:
         another. ``input=None`` resumes an interrupted run from the log. ``model`` overrides
         every agent's model.
         """
-        return await cls._run(
-            agent, input, session=session, context=context, max_turns=max_turns,
-            max_handoffs=max_handoffs, start_agent=start_agent, model=model,
-            usage_limits=usage_limits, emit=None,
-        )
+        return await cls._run(agent, input, session, context, max_turns, max_handoffs,
+                              start_agent, model, usage_limits, None)
 
     @classmethod
     async def _run(
         cls,
         agent: Agent[Any],
         input: str | Sequence[Message] | None,
-        *,
         session: Session | None,
         context: Any,
         max_turns: int | None,
@@ -123,9 +131,10 @@ class Runner:
         emit: Any,
         approvals: dict[str, bool] | None = None,
     ) -> RunResult:
+        # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
             raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
-        if input is not None and not isinstance(input, str | list | tuple):
+        if type(input) is not str and input is not None and not isinstance(input, list | tuple):
             raise UserError(f"Runner.run's input is a string, a list of Messages, or None to "
                             f"resume; got {type(input).__name__}.")
         if max_handoffs is not None and max_handoffs < 0:
@@ -133,14 +142,8 @@ class Runner:
         if max_turns is not None and max_turns < 1:
             raise UserError(f"max_turns must be at least 1, got {max_turns}.")
         session = session if session is not None else MemorySession()
-        state = RunState(
-            context=context,
-            trace=Trace(),
-            limits=usage_limits,
-            emit=emit,
-            model_override=infer_model(model) if model is not None else None,
-            approvals=approvals,
-        )
+        state = RunState(context, Trace(), usage_limits, emit,
+                         infer_model(model) if model is not None else None, approvals)
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
         try:
             outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
@@ -153,15 +156,8 @@ class Runner:
             return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
                              usage=state.usage, trace_id=state.trace.trace_id, session=session,
                              pending=pending, reason="awaiting approval")
-        return RunResult(
-            final_output=outcome.final_output,
-            last_agent=outcome.last_agent,
-            new_events=outcome.new_events,
-            usage=state.usage,
-            trace_id=state.trace.trace_id,
-            session=session,
-            reason=outcome.reason,
-        )
+        return _result(outcome.final_output, outcome.last_agent, outcome.new_events, state.usage,
+                       state.trace.trace_id, session, outcome.reason)
 
     @classmethod
     async def resume(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .messages import Message, ToolCall
-from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
+from .models.interface import Model, ModelRequest, ModelResponse
 from .usage import Usage
 
 __all__ = [
@@ -75,28 +75,39 @@ class ScriptExhausted(AssertionError):
     """A scripted model was asked for more turns than it was given."""
 
 
-@dataclass(slots=True)
 class RecordedRequest:
     """One request a test model received."""
 
-    agent: str
-    """The agent that asked."""
-    instructions: str
-    """Its rendered system prompt."""
-    _tools: Sequence[ToolDefinition]
-    _source: Sequence[Message]
-    _length: int
+    __slots__ = ("_length", "_request")
+
+    def __init__(self, request: ModelRequest, length: int) -> None:
+        self._request = request
+        self._length = length
+
+    @property
+    def agent(self) -> str:
+        """The agent that asked."""
+        return self._request.agent
+
+    @property
+    def instructions(self) -> str:
+        """Its rendered system prompt."""
+        return self._request.instructions
 
     @property
     def tools(self) -> list[str]:
         """The names of the tools offered."""
-        return [t.name for t in self._tools]
+        return [t.name for t in self._request.tools]
 
     @property
     def messages(self) -> list[Message]:
         """The conversation as the agent saw it at that request."""
         # The engine's message lists only grow, so a prefix is the exact snapshot.
-        return list(self._source[: self._length])
+        return list(self._request.messages[: self._length])
+
+    def __repr__(self) -> str:
+        return (f"RecordedRequest(agent={self.agent!r}, tools={self.tools!r}, "
+                f"messages={len(self.messages)})")
 
 
 class _TestModelBase(Model):
@@ -108,23 +119,23 @@ class _TestModelBase(Model):
         self._calls = 0
         # Incremental character count: the conversation only grows, so remember where the
         # last count stopped (a length and the message there) and count only what is new.
-        self._counted: tuple[int, Message | None] = (0, None)
+        self._count_len = 0
+        self._count_last: Message | None = None
         self._count_chars = 0
 
     def _record(self, request: ModelRequest) -> int:
         msgs = request.messages
         n = len(msgs)
-        self.requests.append(
-            RecordedRequest(request.agent, request.instructions, request.tools, msgs, n))
-        (length, last), start, chars = self._counted, 0, 0
-        if 0 < length <= n and msgs[length - 1] is last:
+        self.requests.append(RecordedRequest(request, n))
+        length, start, chars = self._count_len, 0, 0
+        if 0 < length <= n and msgs[length - 1] is self._count_last:
             start, chars = length, self._count_chars
-        for i in range(start, n):
-            m = msgs[i]
+        for m in msgs[start:] if start else msgs:
             chars += len(m.content)
             for c in m.tool_calls:
                 chars += len(c.name) + len(c.arguments)
-        self._counted, self._count_chars = (n, msgs[n - 1] if n else None), chars
+        self._count_len, self._count_chars = n, chars
+        self._count_last = msgs[n - 1] if n else None
         return chars + len(request.instructions)
 
     def _response(self, turn: Turn, input_chars: int, agent: str) -> ModelResponse:

@@ -8,9 +8,9 @@ A delegated child's spans nest under the parent's tool-call span, in the same tr
 from __future__ import annotations
 
 import itertools
-import secrets
+import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -28,7 +28,7 @@ __all__ = [
 SpanKind = Literal["run", "agent", "model", "tool", "handoff", "delegation"]
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class Span:
     """A timed step of a run."""
 
@@ -67,52 +67,75 @@ class TraceProcessor(Protocol):
         """A span ended; its attributes are final."""
 
 
-_processors: list[TraceProcessor] = []
+class _Registry:
+    """The registered processors, with their hooks bound once (a run starts a trace)."""
+
+    processors: tuple[TraceProcessor, ...] = ()
+    on_start: tuple[Callable[[Span], None], ...] = ()
+    on_end: tuple[Callable[[Span], None], ...] = ()
+
+    @classmethod
+    def set(cls, processors: Sequence[TraceProcessor]) -> None:
+        cls.processors = tuple(processors)
+        cls.on_start = tuple(p.on_span_start for p in processors)
+        cls.on_end = tuple(p.on_span_end for p in processors)
+
+
 _ids = itertools.count(1)
+_now = time.time_ns
+# Trace ids need to be unique, not secret (OpenTelemetry's SDK draws them the same way).
+_random_bits = random.getrandbits
 
 
 def add_trace_processor(processor: TraceProcessor) -> None:
     """Send every future span to ``processor`` too."""
-    _processors.append(processor)
+    _Registry.set([*_Registry.processors, processor])
 
 
 def set_trace_processors(processors: Sequence[TraceProcessor]) -> None:
     """Replace the registered processors (an empty list turns tracing off)."""
-    _processors[:] = processors
+    _Registry.set(processors)
 
 
 def get_trace_processors() -> tuple[TraceProcessor, ...]:
     """The registered processors."""
-    return tuple(_processors)
+    return _Registry.processors
 
 
 class Trace:
     """The spans of one run, its delegated children included."""
 
-    __slots__ = ("processors", "trace_id")
+    __slots__ = ("_on_end", "_on_start", "processors", "trace_id")
 
-    def __init__(self, trace_id: str | None = None) -> None:
-        self.trace_id = trace_id or secrets.token_hex(16)
-        self.processors = tuple(_processors)
+    def __init__(self, trace_id: str | None = None, *,
+                 processors: Sequence[TraceProcessor] | None = None) -> None:
+        self.trace_id = trace_id or _random_bits(128).to_bytes(16).hex()
+        if processors is None:
+            self.processors = _Registry.processors
+            self._on_start, self._on_end = _Registry.on_start, _Registry.on_end
+        else:
+            self.processors = tuple(processors)
+            self._on_start = tuple(p.on_span_start for p in processors)
+            self._on_end = tuple(p.on_span_end for p in processors)
 
     def start(
         self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
     ) -> Span:
         """Open a span under ``parent``."""
-        span = Span(trace_id=self.trace_id, span_id=next(_ids),
-                    parent_id=None if parent is None else parent.span_id, kind=kind, name=name,
-                    start_ns=time.time_ns(), attributes=attributes)
-        for p in self.processors:
-            p.on_span_start(span)
+        # Positional: keyword construction of a 9-field dataclass costs twice as much.
+        span = Span(self.trace_id, next(_ids), None if parent is None else parent.span_id,
+                    kind, name, _now(), 0, attributes)
+        for on_start in self._on_start:
+            on_start(span)
         return span
 
     def end(self, span: Span, error: BaseException | str | None = None) -> None:
         """Close ``span``, recording ``error`` if the step failed."""
-        span.end_ns = time.time_ns()
+        span.end_ns = _now()
         if error is not None:
             span.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        for p in self.processors:
-            p.on_span_end(span)
+        for on_end in self._on_end:
+            on_end(span)
 
 
 class InMemoryTraceProcessor:
