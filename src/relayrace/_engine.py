@@ -29,6 +29,7 @@ from .events import (
     RunFinishedEvent,
     TextDeltaEvent,
     ToolResultEvent,
+    new_handoff_event,
     new_message_event,
     new_run_finished_event,
     new_run_started_event,
@@ -101,7 +102,7 @@ class AgentLoop:
         self.transcript: list[Message] = []
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
-        self._batch: list[AgentEvent] = []
+        self._written = 0  # how many of new_events the session holds
         self._paths: dict[str, str] = {}
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
         self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
@@ -116,14 +117,15 @@ class AgentLoop:
 
     def path(self, agent: Agent[Any]) -> str:
         """The delegation path of ``agent`` in this loop."""
+        if not self.prefix:  # the top-level loop: a path is the name
+            return agent.name
         p = self._paths.get(agent.name)
         if p is None:
             p = self._paths[agent.name] = self.prefix + agent.name
         return p
 
     def add(self, event: AgentEvent) -> None:
-        """Record an event: into the next session batch, the result, and the stream."""
-        self._batch.append(event)
+        """Record an event: for the next session batch, the result, and the stream."""
         self.new_events.append(event)
         if self.state.emit is not None:
             self.state.emit(event)
@@ -142,9 +144,10 @@ class AgentLoop:
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
-        if self._batch:
-            batch, self._batch = self._batch, []
-            await self.session.append(batch)
+        events, start = self.new_events, self._written
+        if len(events) > start:
+            self._written = len(events)
+            await self.session.append(events[start:])
 
     def context_for(
         self, agent: Agent[Any], call_id: str = "", span: Span | None = None
@@ -215,23 +218,26 @@ class AgentLoop:
         if input is None and not self.transcript:
             raise UserError(f"Session {self.session.session_id!r} holds no conversation to "
                             "resume; give the run an input.")
-        self._returns = list(log.returns)
+        if log.returns:
+            self._returns = list(log.returns)
         agent = start_agent or self._active(log.active)
-        span = state.trace.start("run" if self.parent_span is None else "delegation",
-                                 self.path(agent), self.parent_span,
-                                 session_id=self.session.session_id, agent=agent.name)
-        self.add(new_run_started_event(agent.name, self.path(agent), state.trace.trace_id))
+        name, path = agent.name, self.path(agent)
+        span = state.trace.start("run" if self.parent_span is None else "delegation", path,
+                                 self.parent_span, session_id=self.session.session_id,
+                                 agent=name)
+        self.add(new_run_started_event(name, path, state.trace.trace_id))
         pending = unanswered_calls(self.transcript)
         self.resuming = input is None
         if input is not None:
             if pending:
                 self.answer_dangling(agent, "the run was interrupted before this call ran")
                 pending = []
-            for message in [Message.user(input)] if isinstance(input, str) else input:
+            for message in [Message("user", input)] if isinstance(input, str) else input:
                 self.push(message)
-                self.add(new_message_event(agent.name, self.path(agent), message))
+                self.add(new_message_event(name, path, message))
         try:
-            await self.flush()
+            if self.session.durable:
+                await self.flush()
             if self.entry.timeout is None:
                 final, agent, reason = await self.drive(agent, span, pending)
             else:
@@ -313,12 +319,16 @@ class AgentLoop:
         In a team, a typed ``Handoff`` ends the turn instead, for the team to route.
         """
         state = self.state
-        self.called = set()
-        self.team_mode = team
-        blocked = input_block(self, agent)
-        if blocked is not None:
-            self.blocked = blocked
-            return self.blocked_answer(agent, blocked), agent, None
+        if team:
+            self.called = set()
+            self.team_mode = True
+        elif self.team_mode:
+            self.team_mode = False
+        if agent.input_guardrails or self.team_input:
+            blocked = input_block(self, agent)
+            if blocked is not None:
+                self.blocked = blocked
+                return self.blocked_answer(agent, blocked), agent, None
         self.set_view(agent)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
@@ -377,10 +387,9 @@ class AgentLoop:
                     returns_to = agent.name if target.mode in ("task", "single_turn") else None
                     if returns_to:
                         self._returns.append(returns_to)
-                    self.add(HandoffEvent(agent=agent.name, path=self.path(agent),
-                                          to_agent=target.name,
-                                          reason=route.reason or f"requested by {agent.name}",
-                                          tool_call_id=route.call.id, returns_to=returns_to))
+                    self.add(new_handoff_event(
+                        agent.name, self.path(agent), target.name,
+                        route.reason or f"requested by {agent.name}", route.call.id, returns_to))
                 view_filter = route.handoff.input_filter if route.handoff else None
                 agent, agent_span = self._switch(agent, target, agent_span, run_span,
                                                  view_filter)
@@ -407,9 +416,10 @@ class AgentLoop:
         checked here, and a block there ends the run (``self.blocked``).
         """
         self.state.trace.end(agent_span)
-        blocked = input_block(self, target)
-        if blocked is not None:
-            self.blocked = blocked
+        if target.input_guardrails or self.team_input:
+            blocked = input_block(self, target)
+            if blocked is not None:
+                self.blocked = blocked
         self.set_view(target, view_filter)
         return target, self.state.trace.start("agent", target.name, run_span)
 
@@ -429,6 +439,9 @@ class AgentLoop:
                                 and self.handoff_count >= self.max_handoffs)
 
     def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
+        if agent.mode == "chat" and not self.swarm_limit and not ts.handoffs.dynamic:
+            self.finish_task = self.refuse_handoffs = False  # the common case, decided early
+            return ts.definitions
         self._turn_flags(agent)
         no_handoffs = self.refuse_handoffs or (agent.mode == "single_turn"
                                                and bool(self._returns))
@@ -448,7 +461,7 @@ class AgentLoop:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
-        definitions = self._definitions(agent, self.toolset(agent))
+        definitions = self._definitions(agent, agent._toolset or self.toolset(agent))
         instructions = agent.instructions
         if not isinstance(instructions, str) or agent._templated:
             instructions = await agent.render_instructions(self.context_for(agent),
@@ -492,7 +505,8 @@ class AgentLoop:
                 raise ModelBehaviorError(
                     f"The model of agent {name!r} returned an empty turn (no text and no tool "
                     "call); check the model's output limits or its stop sequences.")
-            content = guard_text(self, agent, content)
+            if agent.output_guardrails or self.team_output:
+                content = guard_text(self, agent, content)
         elif self.finish_task and (agent.output_guardrails or self.team_output):
             calls = tuple(guard_finish(self, agent, c) for c in calls)
         if message.name != name or content is not message.content or \

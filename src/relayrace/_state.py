@@ -57,6 +57,8 @@ def history(events: Sequence[AgentEvent]) -> list[Message]:
 
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """Tool calls of the last assistant message that have no result yet."""
+    if not messages or (messages[-1].role == "assistant" and not messages[-1].tool_calls):
+        return []  # the common case: the conversation ends with an answer
     answered: set[str] = set()
     for m in reversed(messages):
         if m.role == "tool" and m.tool_call_id is not None:

@@ -108,7 +108,7 @@ async def _run_tools(
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
-            route = Route("transfer", call, h.agent, reason=reason, handoff=h)
+            route = Route("transfer", call, h.agent, "", reason, "", h)
         else:
             results[i] = loop.tool_result(agent, call, _refusal(loop, agent, call.name, ts),
                                           is_error=True)
@@ -149,7 +149,8 @@ async def _run_tools(
     if not routes:
         push_results(loop, results)
         return None
-    routes.sort(key=lambda r: r[0])
+    if len(routes) > 1:
+        routes.sort(key=lambda r: r[0])
     chosen = routes[0][1]
     for i, other in routes[1:]:
         note = (f"Not performed: only the first routing request of a turn is considered, "
@@ -220,10 +221,12 @@ async def _take_route(
                 text += f" Reason: {route.reason}"
             # The target checks this turn's results, its transfer note included, in log order.
             results[index] = loop.tool_result(agent, call, text)
-            blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
-            if blocked is not None:  # the run ends with the guardrail's answer
-                loop.blocked = blocked
-                refusal = f"{target.name}'s input guardrail blocked the request."
+            if target.input_guardrails or loop.team_input:
+                blocked = input_block(loop, target,
+                                      [ev.message for ev in results if ev is not None])
+                if blocked is not None:  # the run ends with the guardrail's answer
+                    loop.blocked = blocked
+                    refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
             failure = await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
             if failure is not None:

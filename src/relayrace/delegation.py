@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._engine import AgentLoop
 from ._templates import ContextTransform, ContextTransformError
 from ._toolexec import Interrupted
 from .approvals import PendingApproval
@@ -140,8 +141,6 @@ async def run_child(
     about: a refused start (``max_agent_calls`` or ``max_depth`` reached) and whatever ends the
     child (an error, a timeout, its turn or usage limit).
     """
-    from ._engine import AgentLoop
-
     loop = ctx.loop
     state = loop.state
     limits = state.limits

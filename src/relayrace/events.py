@@ -242,3 +242,12 @@ def new_run_finished_event(
     e.agent, e.path, e.time, e.kind = agent, path, _time(), "run_finished"
     e.status, e.output, e.reason = status, output, reason
     return e
+
+
+def new_handoff_event(agent: str, path: str, to_agent: str, reason: str, tool_call_id: str,
+                      returns_to: str | None) -> HandoffEvent:
+    """``HandoffEvent(agent=..., path=..., to_agent=..., ...)`` for a transfer, faster."""
+    e: HandoffEvent = _new(HandoffEvent)
+    e.agent, e.path, e.time, e.kind, e.to_agent = agent, path, _time(), "handoff", to_agent
+    e.reason, e.tool_call_id, e.returns_to, e.is_return = reason, tool_call_id, returns_to, False
+    return e

@@ -9,7 +9,7 @@ the parent model receives as the tool result: the report, never the child's tran
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, cast
@@ -182,44 +182,48 @@ def parse_report(text: str) -> HandoffReport:
     the reason keeps the text. With no block at all, the summary is the whole answer.
     """
     raw = text if isinstance(text, str) else ""
-    block, before = _find_block(raw)
-    if block is None:
+    sections, before = _find_block(raw)
+    if sections is None:
         return HandoffReport(summary=raw.strip(), raw=raw)
-    sections = _sections(block)
-    summary = _join(sections.get("summary", []), "\n") or _join(sections.get("", []), "\n")
-    level, reason = _confidence(_join(sections.get("confidence", []), " "))
+    summary = _join(sections.get("summary", ()), "\n") or _join(sections.get("", ()), "\n")
+    level, reason = _confidence(_join(sections.get("confidence", ()), " "))
     return HandoffReport(
         summary=summary or before.strip(),
-        key_findings=_items(sections.get("key_findings", []), commas=False),
-        sources=_items(sections.get("sources", []), commas=True),
+        key_findings=_items(sections.get("key_findings", ()), commas=False),
+        sources=_items(sections.get("sources", ()), commas=True),
         confidence=level,
         confidence_reason=reason,
-        gaps=_items(sections.get("gaps", []), commas=False),
+        gaps=_items(sections.get("gaps", ()), commas=False),
         raw=raw,
     )
 
 
-def _find_block(text: str) -> tuple[str | None, str]:
-    """The report block's text (``None`` without one) and the text before it."""
+def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:
+    """The report block's sections (``None`` without a block) and the text before it."""
     blocks = []
     for found in list(_OPEN.finditer(text))[-5:]:  # the last block holding a section wins
         close = _CLOSE.search(text, found.end())
-        blocks.append((text[found.end() : close.start() if close else len(text)], found.start()))
+        body = text[found.end() : close.start() if close else len(text)]
+        blocks.append((_sections(body), found.start()))
     if blocks:
-        block, start = max(blocks, key=lambda b: (any(name for name in _sections(b[0])), b[1]))
-        return block, text[:start]
+        sections, start = max(blocks, key=lambda b: (any(b[0]), b[1]))
+        return sections, text[:start]
     lines = text.splitlines()
     heads = [(i, _name(m)) for i, line in enumerate(lines) if (m := _HEADING.fullmatch(line))]
     for i, name in reversed(heads):
         if name == "summary" and any(other != name for j, other in heads if j > i):
             block = "\n".join(lines[i:])
             close = _CLOSE.search(block)
-            return block[: close.start() if close else len(block)], "\n".join(lines[:i])
+            return _sections(block[: close.start() if close else len(block)]), \
+                "\n".join(lines[:i])
     return None, text
 
 
+_NOT_LETTERS = re.compile(r"[^a-z]")
+
+
 def _name(heading: re.Match[str]) -> str:
-    return _SECTIONS.get(re.sub(r"[^a-z]", "", heading["name"].lower()), "summary")
+    return _SECTIONS.get(_NOT_LETTERS.sub("", heading["name"].lower()), "summary")
 
 
 def _sections(block: str) -> dict[str, list[str]]:
@@ -245,12 +249,14 @@ def _unbold(text: str) -> str:
     return text
 
 
-def _join(lines: list[str], separator: str) -> str:
+def _join(lines: Sequence[str], separator: str) -> str:
     return separator.join(line.strip() for line in lines if line.strip()).strip()
 
 
-def _items(lines: list[str], *, commas: bool) -> list[str]:
+def _items(lines: Sequence[str], *, commas: bool) -> list[str]:
     """List items: one per bullet or line, indented lines continuing the item above."""
+    if not lines:
+        return []
     items: list[str] = []
     for index, line in enumerate(lines):
         bullet = _BULLET.match(line)

@@ -7,10 +7,10 @@ Both count tokens as a quarter of the characters, so usage figures are stable in
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any, TypeAlias
 
 from .messages import Message, ToolCall
@@ -259,5 +259,5 @@ class FunctionModel(_TestModelBase):
         if self.delay:
             await asyncio.sleep(self.delay)
         result = self.fn(request)
-        turn: Turn = await result if inspect.iscoroutine(result) else result  # type: ignore[assignment]
+        turn: Turn = await result if isinstance(result, CoroutineType) else result  # type: ignore[assignment]
         return self._response(turn, chars, request.agent)

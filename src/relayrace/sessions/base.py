@@ -96,24 +96,41 @@ class Session(ABC):
     info: SessionInfo
     """Its identity and parent links."""
 
+    durable: bool = True
+    """Whether the log outlives the process; if so, a run writes its input before the model
+    is called, so a crash then loses nothing (a memory log is written a step later)."""
+
     _view: LogView | None = None
+    _unfolded: list[Sequence[AgentEvent]] | None = None  # appended since the view was read
 
     @abstractmethod
     async def get_events(self) -> list[AgentEvent]:
         """Every event, oldest first."""
 
     async def view(self) -> LogView:
-        """The conversation derived from the log, cached and updated on every append."""
-        if self._view is None:
+        """The conversation derived from the log, cached and brought up to date when read."""
+        view = self._view
+        if view is None:
             view = LogView()
             view.fold(await self.get_events())
-            self._view = view
-        return self._view
+            self._view, self._unfolded = view, None
+        elif self._unfolded:
+            for batch in self._unfolded:
+                view.fold(batch)
+            self._unfolded = None
+        return view
 
     def _folded(self, events: Sequence[AgentEvent]) -> None:
-        """Keep the cached view current after ``events`` were appended."""
+        """Note ``events`` as appended, for the cached view to take in when next read.
+
+        Folding lazily costs nothing for logs that are written but not read again, such as
+        a delegated child's.
+        """
         if self._view is not None:
-            self._view.fold(events)
+            if self._unfolded is None:
+                self._unfolded = [events]
+            else:
+                self._unfolded.append(events)
 
     @abstractmethod
     async def append(self, events: Sequence[AgentEvent]) -> None:

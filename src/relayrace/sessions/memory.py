@@ -14,6 +14,8 @@ __all__ = ["MemorySession"]
 class MemorySession(Session):
     """A session in memory: fast, and gone with the process."""
 
+    durable = False
+
     def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None) -> None:
         self.session_id = session_id or (info.session_id if info else new_session_id())
         now = time.time()

@@ -77,7 +77,9 @@ class _Registry:
     @classmethod
     def set(cls, processors: Sequence[TraceProcessor]) -> None:
         cls.processors = tuple(processors)
-        cls.on_start = tuple(p.on_span_start for p in processors)
+        # The in-memory processor does nothing at a span's start: skip the call.
+        cls.on_start = tuple(p.on_span_start for p in processors
+                             if type(p).on_span_start is not InMemoryTraceProcessor.on_span_start)
         cls.on_end = tuple(p.on_span_end for p in processors)
 
 
@@ -115,7 +117,9 @@ class Trace:
             self._on_start, self._on_end = _Registry.on_start, _Registry.on_end
         else:
             self.processors = tuple(processors)
-            self._on_start = tuple(p.on_span_start for p in processors)
+            self._on_start = tuple(p.on_span_start for p in processors
+                                   if type(p).on_span_start
+                                   is not InMemoryTraceProcessor.on_span_start)
             self._on_end = tuple(p.on_span_end for p in processors)
 
     def start(
