@@ -321,3 +321,52 @@ async def test_a_database_written_by_the_first_schema_is_migrated(tmp_path: Path
     result = await Runner.run(agent, "hi", session=session)
     assert result.final_output == "hello"
     assert [e.kind for e in await SQLiteSession("old1", path).get_events()][-1] == "run_finished"
+
+
+async def test_a_failed_first_turn_keeps_the_input_and_resumes(make_session: Any) -> None:
+    from relayrace import ModelProviderError
+
+    session = make_session("first-turn")
+    model = ScriptedModel([ModelProviderError("overloaded", status_code=529), text("hello")])
+    agent = Agent("root", instructions="x", model=model)
+    with pytest.raises(ModelProviderError):
+        await Runner.run(agent, "hi there", session=session)
+    events = await session.get_events()
+    assert [m.content for m in messages_of(events)] == ["hi there"]
+    assert of_type(events, RunFinishedEvent)[-1].status == "failed"
+    result = await Runner.run(agent, None, session=session)
+    assert result.final_output == "hello"
+    assert [m.content for m in model.requests[1].messages] == ["hi there"]
+
+
+async def test_a_durable_session_holds_the_input_before_the_model_is_called(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "db.sqlite"
+    seen: list[list[str]] = []
+
+    async def answer(request: Any) -> Any:
+        other = SQLiteSession("durable", db)  # what a restarted process would read
+        seen.append([m.content for m in messages_of(await other.get_events())])
+        return text("ok")
+
+    session = SQLiteSession("durable", db)
+    assert session.durable and not MemorySession().durable
+    await Runner.run(Agent("root", instructions="x", model=FunctionModel(answer)), "keep me",
+                     session=session)
+    assert seen == [["keep me"]]
+
+
+async def test_the_view_takes_in_what_was_appended_after_it_was_read(
+    make_session: Any,
+) -> None:
+    session = make_session("view")
+    model = ScriptedModel([text("one"), text("two")])
+    agent = Agent("root", instructions="x", model=model)
+    await Runner.run(agent, "first", session=session)
+    assert [m.content for m in (await session.view()).messages] == ["first", "one"]
+    await session.append([MessageEvent(agent="root", path="root", message=Message.user("note"))])
+    await Runner.run(agent, "second", session=session)
+    view = await session.view()
+    assert [m.content for m in view.messages] == ["first", "one", "note", "second", "two"]
+    assert view.size == len(await session.get_events())

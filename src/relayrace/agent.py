@@ -130,7 +130,7 @@ class Agent(Generic[TContext]):
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
         self._handoff_cache: HandoffSet | None = None
-        self._toolset: Any = None  # the engine's Toolset, built on first use
+        self._toolset: Any = None  # the engine's Toolset (see prepare)
         for h in self.handoffs:
             child = h.agent
             if child is self:
@@ -168,6 +168,8 @@ class Agent(Generic[TContext]):
             h.agent._handoff_cache = None  # its parent and peers just changed
         for h in self.handoffs:  # each child's tree is final now: resolve its tools once
             h.agent.prepare()
+        if not getattr(self, "is_composite", False):
+            self.prepare()  # as a root, so its runs start warm; a parent prepares it again
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -274,8 +276,8 @@ class Agent(Generic[TContext]):
     def prepare(self) -> None:
         """Resolve this agent's tools and transfers now, rather than on its first turn.
 
-        Called when the agent's place in its tree is final (its parent is built, or it is
-        offered as a tool), so runs start warm; a later change of tree resets it.
+        Called when the agent is built, again when its parent is built (its transfers depend
+        on its parent and peers), and when it is offered as a tool; so runs start warm.
         """
         from ._state import Toolset
 

@@ -1,0 +1,83 @@
+"""The engine's positional builders make exactly what the keyword constructors make."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relayrace import Agent, Message, ToolCall, Usage
+from relayrace._engine import AgentLoop
+from relayrace._state import RunState
+from relayrace.context import RunContext, new_context
+from relayrace.events import (
+    HandoffEvent,
+    MessageEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolResultEvent,
+    dump_events,
+    new_handoff_event,
+    new_message_event,
+    new_run_finished_event,
+    new_run_started_event,
+    new_tool_result_event,
+)
+from relayrace.models import ModelRequest, ModelSettings, ToolDefinition
+from relayrace.models.interface import new_request
+from relayrace.sessions import MemorySession
+from relayrace.testing import ScriptedModel
+from relayrace.tracing import InMemoryTraceProcessor, Span, Trace
+
+
+def same_event(fast: Any, slow: Any) -> None:
+    fast.time = slow.time
+    assert fast == slow
+    assert dump_events([fast]) == dump_events([slow])  # every field set, and serializable
+
+
+def test_event_builders_match_the_constructors() -> None:
+    msg = Message("assistant", "hi", (ToolCall("c1", "t", "{}"),), None, "a")
+    result = Message.tool("c1", "done", name="t")
+    same_event(new_message_event("a", "p/a", msg, Usage(1, 2, 3), "m"),
+               MessageEvent(agent="a", path="p/a", message=msg, usage=Usage(1, 2, 3), model="m"))
+    same_event(new_message_event("a", "a", msg),
+               MessageEvent(agent="a", path="a", message=msg))
+    same_event(new_tool_result_event("a", "a", result, "t", True, "Traceback ..."),
+               ToolResultEvent(agent="a", path="a", message=result, tool_name="t",
+                               is_error=True, traceback="Traceback ..."))
+    same_event(new_handoff_event("a", "a", "b", "why", "c1", "a"),
+               HandoffEvent(agent="a", path="a", to_agent="b", reason="why", tool_call_id="c1",
+                            returns_to="a"))
+    same_event(new_run_started_event("a", "a", "t" * 32),
+               RunStartedEvent(agent="a", path="a", trace_id="t" * 32))
+    same_event(new_run_finished_event("a", "a", "failed", "boom", "why"),
+               RunFinishedEvent(agent="a", path="a", status="failed", output="boom",
+                                reason="why"))
+
+
+def test_request_and_context_builders_match_the_constructors() -> None:
+    tools = [ToolDefinition(name="t", description="d", parameters={"type": "object"})]
+    settings = ModelSettings(temperature=0.1)
+    msgs = [Message.user("hi")]
+    assert new_request("sys", msgs, tools, settings, "a") == ModelRequest(
+        instructions="sys", messages=msgs, tools=tools, settings=settings, agent="a")
+    agent = Agent("a", instructions="x", model=ScriptedModel())
+    loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())
+    fast = new_context({"k": 1}, agent, "a", loop.session, loop.state.usage, "c1", msgs, 2,
+                       None, loop)
+    assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.session,
+                              usage=loop.state.usage, tool_call_id="c1", messages=msgs, depth=2,
+                              span=None, loop=loop)
+
+
+def test_spans_have_every_field() -> None:
+    memory = InMemoryTraceProcessor()
+    trace = Trace("f" * 32, processors=[memory])
+    root = trace.start("run", "a", None)
+    child = trace.start("tool", "t", root, call_id="c1")
+    trace.end(child, "ToolRetry: bad")
+    trace.end(root)
+    assert memory.spans[0] == Span(trace_id="f" * 32, span_id=child.span_id,
+                                   parent_id=root.span_id, kind="tool", name="t",
+                                   start_ns=child.start_ns, end_ns=child.end_ns,
+                                   attributes={"call_id": "c1"}, error="ToolRetry: bad")
+    assert memory.spans[1].parent_id is None and memory.outline("f" * 32) == ["run:a", "  tool:t"]
