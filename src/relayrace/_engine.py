@@ -67,20 +67,14 @@ NOTE = "relayrace"
 class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
-    # Immutable defaults live on the class: a loop is built per run, and most stay unset.
-    finish_task = False  # whether the active agent is offered finish_task this turn
-    refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
-    handoff_error: Exception | None = None
-    handoff_count = 0
-    turns = 0
-    blocked: str | None = None  # a guardrail's answer that ends the run
-    finished = False  # a tool returned Finish: the run ends, workflows included
-    handoff_note: Message | None = None  # the result of the last transfer call
-    resuming = False  # the run continues the log (input=None), e.g. after approval
-    _filter: InputFilter | None = None  # the input filter of the active view
-    team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
-    team_input: tuple[Guardrail, ...] = ()
-    team_output: tuple[Guardrail, ...] = ()
+    __slots__ = (
+        "_checked", "_filter", "_paths", "_redact", "_returns", "_written", "blocked", "called",
+        "child_counts", "depth", "entry", "finish_task", "finished", "handoff_count",
+        "handoff_error", "handoff_note", "hops", "local", "max_handoffs", "max_turns",
+        "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming", "running",
+        "session", "state", "suffix", "swarm_limit", "team_input", "team_mode", "team_output",
+        "transcript", "turns", "variables", "view",
+    )
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -103,7 +97,7 @@ class AgentLoop:
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
         self._written = 0  # how many of new_events the session holds
-        self._paths: dict[str, str] = {}
+        self._paths: dict[str, str] = {}  # for a prefixed (delegated) loop
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
         self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
         self._returns: list[str] = []
@@ -112,6 +106,19 @@ class AgentLoop:
         self.running: set[str] = set()  # tool calls started and not yet finished
         self.child_counts: dict[str, int] = {}  # delegated children started per tool call
         self.local = Usage()  # what this loop used, its delegated children included
+        self.finish_task = False  # whether the active agent is offered finish_task this turn
+        self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
+        self.handoff_error: Exception | None = None
+        self.handoff_count = 0
+        self.turns = 0
+        self.blocked: str | None = None  # a guardrail's answer that ends the run
+        self.finished = False  # a tool returned Finish: the run ends, workflows included
+        self.handoff_note: Message | None = None  # the result of the last transfer call
+        self.resuming = False  # the run continues the log (input=None), e.g. after approval
+        self._filter: InputFilter | None = None  # the input filter of the active view
+        self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
+        self.team_input: tuple[Guardrail, ...] = ()
+        self.team_output: tuple[Guardrail, ...] = ()
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -238,14 +245,18 @@ class AgentLoop:
         try:
             if self.session.durable:
                 await self.flush()
-            if self.entry.timeout is None:
-                final, agent, reason = await self.drive(agent, span, pending)
-            else:
+            if self.entry.timeout is not None:
                 try:
                     async with asyncio.timeout(self.entry.timeout):
                         final, agent, reason = await self.drive(agent, span, pending)
                 except TimeoutError:
                     raise RunTimeout(self.entry.name, self.entry.timeout) from None
+            elif agent.pattern == "react" and not getattr(agent, "is_composite", False):
+                # A plain agent: its turns directly, one coroutine less than drive() per run.
+                final, agent, route = await self.turns_of(agent, span, pending)
+                final, agent, reason = self._ended(final, agent, route)
+            else:
+                final, agent, reason = await self.drive(agent, span, pending)
         except Interrupted as stop:
             if self.parent_span is None:  # the outer run lists its children's requests too
                 for p in stop.approvals:
@@ -301,6 +312,12 @@ class AgentLoop:
             finally:
                 self.swarm_limit, self.max_handoffs, self.handoff_count = saved
         final, last, route = await self.turns_of(agent, parent, pending)
+        return self._ended(final, last, route)
+
+    def _ended(
+        self, final: str, last: Agent[Any], route: Route | None
+    ) -> tuple[str, Agent[Any], str]:
+        """What ``drive`` returns once an agent's turns end with ``route``."""
         if route is not None and route.kind == "finish":
             self.finished = True
             return final, last, route.reason

@@ -127,13 +127,16 @@ class _TestModelBase(Model):
         msgs = request.messages
         n = len(msgs)
         self.requests.append(RecordedRequest(request, n))
-        length, start, chars = self._count_len, 0, 0
+        length = self._count_len
         if 0 < length <= n and msgs[length - 1] is self._count_last:
-            start, chars = length, self._count_chars
-        for m in msgs[start:] if start else msgs:
+            chars, new = self._count_chars, msgs[length:]
+        else:
+            chars, new = 0, msgs
+        for m in new:
             chars += len(m.content)
-            for c in m.tool_calls:
-                chars += len(c.name) + len(c.arguments)
+            if m.tool_calls:
+                for c in m.tool_calls:
+                    chars += len(c.name) + len(c.arguments)
         self._count_len, self._count_chars = n, chars
         self._count_last = msgs[n - 1] if n else None
         return chars + len(request.instructions)
