@@ -312,8 +312,10 @@ class AgentTool(Tool):
 
     def _arguments(self, arguments: str) -> dict[str, Any]:
         if self._model is not None:
-            try:
-                return self._model.model_validate_json(arguments or "{}").model_dump(mode="json")
+            try:  # the validator and serializer themselves: the model's wrappers cost more
+                parsed = self._model.__pydantic_validator__.validate_json(arguments or "{}")
+                return self._model.__pydantic_serializer__.to_python(  # type: ignore[no-any-return]
+                    parsed, mode="json")
             except ValidationError as exc:
                 raise ToolRetry(f"Invalid arguments for {self.name}: "
                                 f"{describe_validation_error(exc)}.") from None
