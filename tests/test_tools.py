@@ -467,3 +467,29 @@ def test_undecorated_function_is_not_a_tool() -> None:
 
     with pytest.raises(UserError):
         Agent("a", instructions="x", tools=[plain])  # type: ignore[list-item]
+
+
+async def test_empty_arguments_mean_no_arguments() -> None:
+    calls: list[tuple[int, int]] = []
+
+    @tool
+    def page(size: int = 10, start: int = 0) -> str:
+        """A page."""
+        calls.append((size, start))
+        return "ok"
+
+    @tool
+    def need(n: int) -> str:
+        """Needs n."""
+        return "never"
+
+    agent, model = _run_with([page, need], [
+        tool_call("page", ""), tool_call("page", "  \n"), tool_call("page", '{"start": 5}'),
+        tool_call("need", " "), text("done"),
+    ])
+    result = await Runner.run(agent, "go")
+    assert calls == [(10, 0), (10, 0), (10, 5)]
+    res = _results(result)
+    assert [e.is_error for e in res] == [False, False, False, True]
+    assert "need" in res[3].message.content and "n" in res[3].message.content
+    assert "Field required" in res[3].message.content

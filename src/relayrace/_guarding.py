@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._state import FINISH_TASK
 from .events import GuardrailTriggeredEvent
 from .exceptions import GuardrailTripwireTriggered
-from .guardrails import apply_guardrails, block_message
+from .guardrails import Guardrail, apply_guardrails, block_message
 from .messages import Message, ToolCall
 from .tools import ToolRetry, parse_arguments
 
@@ -47,16 +47,9 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
             if not text:
                 checked.append(text)
                 continue
-            kept, results = apply_guardrails(guards, text, loop.state.context)
-            for r in results:
-                loop.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
-                                                 guardrail=r.guardrail, stage="input",
-                                                 action=r.action, message=r.message))
-            if results and results[-1].action == "block":
-                if results[-1].tripwire:
-                    raise GuardrailTripwireTriggered(results[-1].guardrail,
-                                                     results[-1].message)
-                return block_message(results[-1], stage="input")
+            kept, blocked = _apply(loop, agent, guards, text, "input")
+            if blocked is not None:
+                return blocked
             checked.append(kept)
         if checked != texts:
             calls = tuple(ToolCall(c.id, c.name, a)
@@ -69,17 +62,31 @@ def guard_text(loop: AgentLoop, agent: Agent[Any], text: str) -> str:
     """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
     if not (agent.output_guardrails or loop.team_output) or not text:
         return text
-    kept, results = apply_guardrails(loop.team_output + agent.output_guardrails, text,
-                                     loop.state.context)
+    kept, blocked = _apply(loop, agent, loop.team_output + agent.output_guardrails, text,
+                           "output")
+    if blocked is not None:
+        loop.blocked = kept = blocked
+    return kept
+
+
+def _apply(
+    loop: AgentLoop, agent: Agent[Any], guards: Sequence[Guardrail], text: str,
+    stage: Literal["input", "output"],
+) -> tuple[str, str | None]:
+    """Run ``guards`` on ``text`` and log what they did: (kept text, the answer if blocked).
+
+    A tripwire raises instead of blocking.
+    """
+    kept, results = apply_guardrails(guards, text, loop.state.context)
     for r in results:
         loop.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
-                                         guardrail=r.guardrail, stage="output",
-                                         action=r.action, message=r.message))
+                                         guardrail=r.guardrail, stage=stage, action=r.action,
+                                         message=r.message))
     if results and results[-1].action == "block":
         if results[-1].tripwire:
             raise GuardrailTripwireTriggered(results[-1].guardrail, results[-1].message)
-        loop.blocked = kept = block_message(results[-1], stage="output")
-    return kept
+        return kept, block_message(results[-1], stage=stage)
+    return kept, None
 
 
 def guard_finish(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> ToolCall:

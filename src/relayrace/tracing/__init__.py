@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -67,22 +67,20 @@ class TraceProcessor(Protocol):
         """A span ended; its attributes are final."""
 
 
-class _Registry:
-    """The registered processors, with their hooks bound once (a run starts a trace)."""
+class _Hooks:
+    """Processors with their hooks bound once: spans open and close several times a turn."""
 
-    processors: tuple[TraceProcessor, ...] = ()
-    on_start: tuple[Callable[[Span], None], ...] = ()
-    on_end: tuple[Callable[[Span], None], ...] = ()
+    __slots__ = ("on_end", "on_start", "processors")
 
-    @classmethod
-    def set(cls, processors: Sequence[TraceProcessor]) -> None:
-        cls.processors = tuple(processors)
+    def __init__(self, processors: Sequence[TraceProcessor]) -> None:
+        self.processors = tuple(processors)
         # The in-memory processor does nothing at a span's start: skip the call.
-        cls.on_start = tuple(p.on_span_start for p in processors
-                             if type(p).on_span_start is not InMemoryTraceProcessor.on_span_start)
-        cls.on_end = tuple(p.on_span_end for p in processors)
+        self.on_start = tuple(p.on_span_start for p in self.processors
+                              if type(p).on_span_start is not InMemoryTraceProcessor.on_span_start)
+        self.on_end = tuple(p.on_span_end for p in self.processors)
 
 
+_registered = _Hooks(())
 _ids = itertools.count(1)
 _new = object.__new__
 _now = time.time_ns
@@ -92,17 +90,19 @@ _random_bits = random.getrandbits
 
 def add_trace_processor(processor: TraceProcessor) -> None:
     """Send every future span to ``processor`` too."""
-    _Registry.set([*_Registry.processors, processor])
+    global _registered
+    _registered = _Hooks([*_registered.processors, processor])
 
 
 def set_trace_processors(processors: Sequence[TraceProcessor]) -> None:
     """Replace the registered processors (an empty list turns tracing off)."""
-    _Registry.set(processors)
+    global _registered
+    _registered = _Hooks(processors)
 
 
 def get_trace_processors() -> tuple[TraceProcessor, ...]:
     """The registered processors."""
-    return _Registry.processors
+    return _registered.processors
 
 
 class Trace:
@@ -113,15 +113,9 @@ class Trace:
     def __init__(self, trace_id: str | None = None, *,
                  processors: Sequence[TraceProcessor] | None = None) -> None:
         self.trace_id = trace_id or _random_bits(128).to_bytes(16).hex()
-        if processors is None:
-            self.processors = _Registry.processors
-            self._on_start, self._on_end = _Registry.on_start, _Registry.on_end
-        else:
-            self.processors = tuple(processors)
-            self._on_start = tuple(p.on_span_start for p in processors
-                                   if type(p).on_span_start
-                                   is not InMemoryTraceProcessor.on_span_start)
-            self._on_end = tuple(p.on_span_end for p in processors)
+        hooks = _registered if processors is None else _Hooks(processors)
+        self.processors, self._on_start, self._on_end = (
+            hooks.processors, hooks.on_start, hooks.on_end)
 
     def start(
         self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
