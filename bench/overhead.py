@@ -69,7 +69,8 @@ async def handoff_chain(length: int = 10) -> float:
 
 
 def _chat_model() -> FunctionModel:
-    return FunctionModel(lambda request: text(f"reply {len(request.messages)}"))
+    # A load run: the double counts tokens but need not keep its 3,000 requests (``record``).
+    return FunctionModel(lambda request: f"reply {len(request.messages)}", record=False)
 
 
 async def many_sessions(count: int, db: Path | None = None) -> float:
@@ -91,7 +92,7 @@ async def fan_out(children: int = 8, delay: float = 0.05) -> float:
     """Seconds for a parent calling ``children`` agent tools in one turn; each model sleeps."""
 
     def child_turn(request: ModelRequest) -> Turn:
-        return text(f"<handoff>\nSUMMARY: finding for {request.agent}\n</handoff>")
+        return f"<handoff>\nSUMMARY: finding for {request.agent}\n</handoff>"
 
     kids = [Agent(f"child{i}", instructions="Research.",
                   model=FunctionModel(child_turn, delay=delay)) for i in range(children)]

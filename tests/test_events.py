@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relayrace import Agent, Message, ToolCall, Usage
+from relayrace import Agent, Message, Runner, RunUsage, ToolCall, Usage
 from relayrace._engine import AgentLoop
 from relayrace._state import RunState
 from relayrace.context import RunContext, new_context
@@ -21,10 +21,9 @@ from relayrace.events import (
     new_run_started_event,
     new_tool_result_event,
 )
-from relayrace.models import ModelRequest, ModelSettings, ToolDefinition
-from relayrace.models.interface import new_request
+from relayrace.models import ModelRequest, ModelSettings
 from relayrace.sessions import MemorySession
-from relayrace.testing import ScriptedModel
+from relayrace.testing import FunctionModel, ScriptedModel
 from relayrace.tracing import InMemoryTraceProcessor, Span, Trace
 
 
@@ -54,14 +53,19 @@ def test_event_builders_match_the_constructors() -> None:
                                 reason="why"))
 
 
-def test_request_and_context_builders_match_the_constructors() -> None:
-    tools = [ToolDefinition(name="t", description="d", parameters={"type": "object"})]
+async def test_request_and_context_builders_match_the_constructors() -> None:
+    seen: list[ModelRequest] = []
     settings = ModelSettings(temperature=0.1)
+    model = FunctionModel(lambda request: seen.append(request) or "ok")
+    await Runner.run(Agent("a", instructions="sys", model=model, model_settings=settings), "hi")
+    (request,) = seen  # every field set: == compares them all
+    assert request == ModelRequest(instructions="sys", messages=request.messages, tools=[],
+                                   settings=settings, agent="a")
+    assert request.messages[0].content == "hi"  # the live view: the answer follows it
     msgs = [Message.user("hi")]
-    assert new_request("sys", msgs, tools, settings, "a") == ModelRequest(
-        instructions="sys", messages=msgs, tools=tools, settings=settings, agent="a")
     agent = Agent("a", instructions="x", model=ScriptedModel())
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())
+    assert loop.state.usage == RunUsage()
     fast = new_context({"k": 1}, agent, "a", loop.session, loop.state.usage, "c1", msgs, 2,
                        None, loop)
     assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.session,

@@ -170,6 +170,36 @@ async def test_function_model() -> None:
         assert len(model.requests) == 2
 
 
+async def test_a_plain_string_is_a_text_turn_and_usage_counts_it() -> None:
+    # A str subclass (an enum's value, say) is text too, not a sequence of one-letter parts.
+    class Label(str):
+        pass
+
+    model = ScriptedModel([["thinking... ", tool_call("add", {"a": 1, "b": 2})],
+                           Label("three")])
+    agent = Agent("a", instructions="x", model=model, tools=[add])
+    result = await Runner.run(agent, "go")
+    assert result.final_output == "three"
+    assert [m.content for m in model.requests[-1].messages[-2:]] == ["thinking... ", "3"]
+    same = await Runner.run(Agent("a", instructions="x", model=ScriptedModel([text("first")])),
+                            "go")
+    first = await Runner.run(Agent("a", instructions="x", model=ScriptedModel(["first"])), "go")
+    assert first.usage == same.usage and first.final_output == "first"
+
+
+async def test_test_models_can_run_without_recording_requests() -> None:
+    model = FunctionModel(lambda request: f"reply {len(request.messages)}", record=False)
+    session = MemorySession()
+    for _ in range(3):
+        result = await Runner.run(Agent("a", instructions="x", model=model), "hi", session=session)
+    assert result.final_output == "reply 5" and model.requests == []
+    assert result.usage.total.input_tokens > 0  # tokens are still counted
+    scripted = ScriptedModel(["a", "b"], record=False)
+    await Runner.run(Agent("a", instructions="x", model=scripted), "hi")
+    await Runner.run(Agent("a", instructions="x", model=scripted), "hi")
+    assert scripted.requests == [] and scripted.remaining == 0
+
+
 # --- limits and failures ------------------------------------------------------------------
 
 

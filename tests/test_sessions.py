@@ -357,6 +357,40 @@ async def test_a_durable_session_holds_the_input_before_the_model_is_called(
     assert seen == [["keep me"]]
 
 
+async def test_a_durable_session_holds_a_turns_calls_before_they_run(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    seen: list[list[str]] = []
+
+    @tool
+    async def probe() -> str:
+        """Look at what a restarted process would read."""
+        events = await SQLiteSession("calls", db).get_events()
+        seen.append([c.name for m in messages_of(events) for c in m.tool_calls])
+        return "seen"
+
+    model = ScriptedModel([tool_call("probe"), text("done")])
+    agent = Agent("root", instructions="x", model=model, tools=[probe])
+    await Runner.run(agent, "go", session=SQLiteSession("calls", db))
+    assert seen == [["probe"]]
+
+
+async def test_a_memory_session_keeps_calls_and_results_when_a_tool_is_cancelled() -> None:
+    @tool
+    async def stuck() -> str:
+        """Never finishes."""
+        raise asyncio.CancelledError
+
+    session = MemorySession()
+    model = ScriptedModel([tool_call("stuck")])
+    agent = Agent("root", instructions="x", model=model, tools=[stuck])
+    with pytest.raises(asyncio.CancelledError):
+        await Runner.run(agent, "go", session=session)
+    events = await session.get_events()
+    assert_valid_protocol(messages_of(events))
+    assert [m.role for m in messages_of(events)] == ["user", "assistant", "tool"]
+    assert of_type(events, RunFinishedEvent)[-1].status == "failed"
+
+
 async def test_the_view_takes_in_what_was_appended_after_it_was_read(
     make_session: Any,
 ) -> None:

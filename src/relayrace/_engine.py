@@ -8,13 +8,12 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._guarding import guard_finish, guard_text, input_block
 from ._state import (
     FINISH_TASK,
-    LoopOutcome,
     RunState,
     Toolset,
     unanswered_calls,
@@ -50,7 +49,6 @@ from .models.interface import (
     ModelRequest,
     ModelResponse,
     ToolDefinition,
-    new_request,
 )
 from .sessions.base import Session
 from .tracing import Span
@@ -59,6 +57,7 @@ from .usage import Usage
 if TYPE_CHECKING:
     from .workflows import Composite
 
+_new = object.__new__
 DEFAULT_MAX_TURNS = 25
 NOTE = "relayrace"
 """The ``name`` of user-role notes the framework adds (routing, returns)."""
@@ -68,7 +67,8 @@ class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
     __slots__ = (
-        "_checked", "_filter", "_paths", "_redact", "_returns", "_written", "blocked", "called",
+        "_checked", "_filter", "_paths", "_redact", "_returns", "_written", "add", "blocked",
+        "called",
         "child_counts", "depth", "entry", "finish_task", "finished", "handoff_count",
         "handoff_error", "handoff_note", "hops", "local", "max_handoffs", "max_turns",
         "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming", "running",
@@ -96,6 +96,10 @@ class AgentLoop:
         self.transcript: list[Message] = []
         self.view: list[Message] = self.transcript  # what the active agent's model sees
         self.new_events: list[AgentEvent] = []
+        # Record an event: for the next session batch, the result and the stream. Unless the
+        # run streams, that is the list's own append (no Python call per event).
+        self.add: Callable[[AgentEvent], None] = (
+            self.new_events.append if state.emit is None else self._add_emitted)
         self._written = 0  # how many of new_events the session holds
         self._paths: dict[str, str] = {}  # for a prefixed (delegated) loop
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
@@ -105,7 +109,9 @@ class AgentLoop:
         self.called: set[str] = set()  # tools called in the current speaker's turn (teams)
         self.running: set[str] = set()  # tool calls started and not yet finished
         self.child_counts: dict[str, int] = {}  # delegated children started per tool call
-        self.local = Usage()  # what this loop used, its delegated children included
+        # What a delegated loop used, its own children included (the run's total says it
+        # for the top-level loop).
+        self.local: Usage | None = Usage() if depth else None
         self.finish_task = False  # whether the active agent is offered finish_task this turn
         self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
         self.handoff_error: Exception | None = None
@@ -131,11 +137,10 @@ class AgentLoop:
             p = self._paths[agent.name] = self.prefix + agent.name
         return p
 
-    def add(self, event: AgentEvent) -> None:
-        """Record an event: for the next session batch, the result, and the stream."""
+    def _add_emitted(self, event: AgentEvent) -> None:
+        """``add`` for a streamed run: record the event and emit it."""
         self.new_events.append(event)
-        if self.state.emit is not None:
-            self.state.emit(event)
+        self.state.emit(event)  # type: ignore[misc]
 
     def push(self, message: Message) -> None:
         """Append a message to the conversation (and to the active agent's own view)."""
@@ -179,8 +184,8 @@ class AgentLoop:
                     is_error: bool = False, tb: str | None = None) -> ToolResultEvent:
         """The result event for ``call``."""
         name = call.name
-        return new_tool_result_event(agent.name, self.path(agent),
-                                 Message("tool", content, (), call.id, name), name, is_error, tb)
+        message = Message("tool", content, (), call.id, name)
+        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb)
 
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, so the session stays valid for every API."""
@@ -217,8 +222,12 @@ class AgentLoop:
 
     async def run(
         self, input: str | Sequence[Message] | None, *, start_agent: Agent[Any] | None = None
-    ) -> LoopOutcome:
-        """Continue the session with ``input`` (``None`` resumes where the log stopped)."""
+    ) -> tuple[str, Agent[Any], str]:
+        """Continue the session with ``input`` (``None`` resumes where the log stopped).
+
+        Returns the final answer, the agent that gave it, and why the run ended (when a rule,
+        tool or guardrail ended it); the events are in ``new_events``.
+        """
         state = self.state
         log = await self.session.view()
         self.transcript.extend(log.messages)
@@ -251,7 +260,7 @@ class AgentLoop:
                         final, agent, reason = await self.drive(agent, span, pending)
                 except TimeoutError:
                     raise RunTimeout(self.entry.name, self.entry.timeout) from None
-            elif agent.pattern == "react" and not getattr(agent, "is_composite", False):
+            elif agent.pattern == "react" and not agent.is_composite:
                 # A plain agent: its turns directly, one coroutine less than drive() per run.
                 final, agent, route = await self.turns_of(agent, span, pending)
                 final, agent, reason = self._ended(final, agent, route)
@@ -280,13 +289,16 @@ class AgentLoop:
         # The final answer (not written on its own) and the run's end: one batch.
         self.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
                                         reason))
-        await self.flush()
+        events = self.new_events  # flush(), inline: one coroutine less per run
+        batch = events[self._written:]
+        self._written = len(events)
+        await self.session.append(batch)
         state.trace.end(span)
-        return LoopOutcome(final, agent, self.new_events, reason)
+        return final, agent, reason
 
     def _active(self, name: str | None) -> Agent[Any]:
         entry = self.entry
-        if getattr(entry, "is_composite", False):
+        if entry.is_composite:
             return entry
         if name is not None and name != entry.name:
             found = entry.find_agent(name)
@@ -300,7 +312,7 @@ class AgentLoop:
         self, agent: Agent[Any], parent: Span, pending: list[ToolCall]
     ) -> tuple[str, Agent[Any], str]:
         """Run ``agent`` (or a workflow) until a final answer: (text, last agent, reason)."""
-        if getattr(agent, "is_composite", False):
+        if agent.is_composite:
             composite: Composite = agent  # type: ignore[assignment]
             return await composite.run_composite(self, parent, pending)
         if agent.pattern == "swarm" and agent is not self.entry:
@@ -372,8 +384,8 @@ class AgentLoop:
                     if message.content:
                         last_text = message.content
                     if not message.tool_calls:
-                        caller = self.caller()
-                        if agent.mode == "single_turn" and caller is not None and not self.blocked:
+                        caller = self.caller() if agent.mode == "single_turn" else None
+                        if caller is not None and not self.blocked:
                             self._return(agent, caller, "answered")
                             self.note(caller, f"[{agent.name} answered and returned control to "
                                               f"{caller.name}]")
@@ -486,16 +498,24 @@ class AgentLoop:
         if self.suffix:
             instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
         name = agent.name
-        request = new_request(instructions, self.view, definitions, agent.model_settings, name)
+        request: ModelRequest = _new(ModelRequest)  # field by field: no keyword matching
+        request.instructions = instructions
+        request.messages = self.view
+        request.tools = definitions
+        request.settings = agent.model_settings
+        request.agent = name
         usage = state.usage
         total = usage.total
         if state.limits is not None:
             state.limits.reserve_request(total)
         total.requests += 1
-        agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
+        agent_usage = usage.per_agent.get(path)
+        if agent_usage is None:
+            agent_usage = usage.per_agent[path] = Usage()
         agent_usage.requests += 1
         local = self.local
-        local.requests += 1
+        if local is not None:
+            local.requests += 1
         span = state.trace.start("model", model.name, parent, agent=name)
         try:
             if state.emit is None:
@@ -511,8 +531,9 @@ class AgentLoop:
         total.output_tokens += o
         agent_usage.input_tokens += i
         agent_usage.output_tokens += o
-        local.input_tokens += i
-        local.output_tokens += o
+        if local is not None:
+            local.input_tokens += i
+            local.output_tokens += o
         span.attributes.update(input_tokens=i, output_tokens=o, response_model=response.model)
         state.trace.end(span)
         message = response.message
@@ -532,7 +553,9 @@ class AgentLoop:
             message = Message("assistant", content, calls, None, name)
         self.push(message)
         self.add(new_message_event(name, path, message, u, response.model or model.name))
-        if calls:  # before the tools run; a final answer is written with what ends the turn
+        if calls and self.session.durable:
+            # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
+            # them with their results; a final answer goes with what ends the turn.
             await self.flush()
         if state.limits is not None:
             state.limits.check_tokens(total)

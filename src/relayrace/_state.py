@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .agent import Agent
@@ -13,8 +12,9 @@ from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
 from .tools import Tool
 from .tracing import Trace
-from .usage import RunUsage, UsageLimits
+from .usage import RunUsage, Usage, UsageLimits
 
+_new = object.__new__
 Emit = Callable[[AgentEvent], None]
 
 FINISH_TASK = "finish_task"
@@ -32,22 +32,15 @@ class RunState:
                  approvals: dict[str, bool] | None = None) -> None:
         self.context = context
         self.trace = trace
-        self.usage = RunUsage()
+        usage: RunUsage = _new(RunUsage)  # without the default factories' calls
+        usage.total = Usage()
+        usage.per_agent = {}
+        self.usage = usage
         self.limits = limits
         self.emit = emit
         self.model_override = model_override
         self.approvals = approvals or {}
         self.agent_calls = 0
-
-
-@dataclass(slots=True)
-class LoopOutcome:
-    """How one loop ended."""
-
-    final_output: str
-    last_agent: Agent[Any]
-    new_events: list[AgentEvent]
-    reason: str = ""
 
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:

@@ -192,7 +192,8 @@ def _admit(
     n = len(admitted)
     usage.total.tool_calls += n
     usage.for_agent(loop.path(agent)).tool_calls += n
-    loop.local.tool_calls += n
+    if loop.local is not None:
+        loop.local.tool_calls += n
     return admitted, over
 
 

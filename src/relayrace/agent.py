@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 
 from ._templates import is_template, render_instructions
 from .context import RunContext, TContext
@@ -41,6 +41,9 @@ class Agent(Generic[TContext]):
     targets when ``transfer_policy`` allows. ``handoff_tools="per_agent"`` offers one
     ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
     """
+
+    is_composite: ClassVar[bool] = False
+    """Whether this agent is a workflow made of other agents (it calls no model itself)."""
 
     def __init__(
         self,
@@ -156,9 +159,9 @@ class Agent(Generic[TContext]):
         if pattern == "swarm" and not self.handoffs:
             raise UserError(f"Agent {name!r} uses the swarm pattern but has no members; build "
                             "swarms with relayrace.patterns.swarm(name, agents).")
-        if not getattr(self, "is_composite", False):
+        if not self.is_composite:
             for h in self.handoffs:
-                if getattr(h.agent, "is_composite", False) or h.agent.pattern == "swarm":
+                if h.agent.is_composite or h.agent.pattern == "swarm":
                     raise UserError(
                         f"{h.agent.name!r} is a workflow, team or swarm and cannot be a handoff "
                         f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
@@ -168,7 +171,7 @@ class Agent(Generic[TContext]):
             h.agent._handoff_cache = None  # its parent and peers just changed
         for h in self.handoffs:  # each child's tree is final now: resolve its tools once
             h.agent.prepare()
-        if not getattr(self, "is_composite", False):
+        if not self.is_composite:
             self.prepare()  # as a root, so its runs start warm; a parent prepares it again
 
     def __repr__(self) -> str:

@@ -178,17 +178,20 @@ async def run_child(
     child = AgentLoop(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
                       max_turns=max_turns, depth=ctx.depth + 1,
                       instructions_suffix=instructions_suffix, variables=variables)
+    used = child.local
+    assert used is not None  # a delegated loop counts what it uses
     result = ChildResult(agent=agent.name, path=path, ok=False,
-                         session_id=child_session.session_id, usage=child.local)
+                         session_id=child_session.session_id, usage=used)
     deadline = asyncio.timeout(timeout) if timeout is not None else None
     try:
         if deadline is None:
-            outcome = await child.run(child_input)
+            final = (await child.run(child_input))[0]
         else:
             async with deadline:
-                outcome = await child.run(child_input)
+                final = (await child.run(child_input))[0]
     except Interrupted:
-        loop.local.add(child.local)
+        if loop.local is not None:
+            loop.local.add(used)
         raise  # the approval request surfaces on the outer run
     except Exception as exc:  # the parent's model is told; the child's log has the details
         result.error = (f"timed out after {timeout:g} s"
@@ -196,17 +199,17 @@ async def run_child(
                         else f"{type(exc).__name__}: {exc}")
     else:
         result.ok = True
-        result.output = outcome.final_output
+        result.output = final
         if report:
-            result.report = parse_report(outcome.final_output)
-            result.report.merge_sources(_sources(outcome.new_events))
-    loop.local.add(child.local)
+            result.report = parse_report(final)
+            result.report.merge_sources(_sources(child.new_events))
+    if loop.local is not None:  # the top-level loop's usage is the run's total
+        loop.local.add(used)
     loop.add(DelegationEvent(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
         child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,
-        usage=Usage(child.local.requests, child.local.input_tokens, child.local.output_tokens,
-                    child.local.tool_calls),
+        usage=Usage(used.requests, used.input_tokens, used.output_tokens, used.tool_calls),
     ))
     return result
 

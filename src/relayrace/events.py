@@ -200,17 +200,29 @@ def new_message_event(agent: str, path: str, message: Message, usage: Usage | No
                   model: str | None = None) -> MessageEvent:
     """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...)``, faster."""
     e: MessageEvent = _new(MessageEvent)
-    e.agent, e.path, e.time, e.kind = agent, path, _time(), "message"
-    e.message, e.usage, e.model = message, usage, model
+    e.agent = agent
+    e.path = path
+    e.time = _time()
+    e.kind = "message"
+    e.message = message
+    e.usage = usage
+    e.model = model
     return e
 
 
 def new_tool_result_event(agent: str, path: str, message: Message, tool_name: str,
-                      is_error: bool = False, traceback: str | None = None) -> ToolResultEvent:
+                          is_error: bool = False, traceback: str | None = None
+                          ) -> ToolResultEvent:
     """``ToolResultEvent(agent=..., path=..., message=..., ...)``, faster."""
     e: ToolResultEvent = _new(ToolResultEvent)
-    e.agent, e.path, e.time, e.kind = agent, path, _time(), "tool_result"
-    e.message, e.tool_name, e.is_error, e.traceback = message, tool_name, is_error, traceback
+    e.agent = agent
+    e.path = path
+    e.time = _time()
+    e.kind = "tool_result"
+    e.message = message
+    e.tool_name = tool_name
+    e.is_error = is_error
+    e.traceback = traceback
     return e
 
 
@@ -229,7 +241,11 @@ def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
 def new_run_started_event(agent: str, path: str, trace_id: str) -> RunStartedEvent:
     """``RunStartedEvent(agent=..., path=..., trace_id=...)``, faster."""
     e: RunStartedEvent = _new(RunStartedEvent)
-    e.agent, e.path, e.time, e.kind, e.trace_id = agent, path, _time(), "run_started", trace_id
+    e.agent = agent
+    e.path = path
+    e.time = _time()
+    e.kind = "run_started"
+    e.trace_id = trace_id
     return e
 
 
@@ -239,8 +255,13 @@ def new_run_finished_event(
 ) -> RunFinishedEvent:
     """``RunFinishedEvent(agent=..., path=..., status=..., output=..., reason=...)``, faster."""
     e: RunFinishedEvent = _new(RunFinishedEvent)
-    e.agent, e.path, e.time, e.kind = agent, path, _time(), "run_finished"
-    e.status, e.output, e.reason = status, output, reason
+    e.agent = agent
+    e.path = path
+    e.time = _time()
+    e.kind = "run_finished"
+    e.status = status
+    e.output = output
+    e.reason = reason
     return e
 
 
@@ -248,6 +269,13 @@ def new_handoff_event(agent: str, path: str, to_agent: str, reason: str, tool_ca
                       returns_to: str | None) -> HandoffEvent:
     """``HandoffEvent(agent=..., path=..., to_agent=..., ...)`` for a transfer, faster."""
     e: HandoffEvent = _new(HandoffEvent)
-    e.agent, e.path, e.time, e.kind, e.to_agent = agent, path, _time(), "handoff", to_agent
-    e.reason, e.tool_call_id, e.returns_to, e.is_return = reason, tool_call_id, returns_to, False
+    e.agent = agent
+    e.path = path
+    e.time = _time()
+    e.kind = "handoff"
+    e.to_agent = to_agent
+    e.reason = reason
+    e.tool_call_id = tool_call_id
+    e.returns_to = returns_to
+    e.is_return = False
     return e

@@ -74,14 +74,18 @@ def _result(final_output: str, last_agent: Agent[Any], new_events: list[AgentEve
             usage: RunUsage, trace_id: str, session: Session, reason: str) -> RunResult:
     """A completed run's `RunResult`, built without matching seven keyword arguments."""
     r: RunResult = _new(RunResult)
-    r.final_output, r.last_agent, r.new_events = final_output, last_agent, new_events
-    r.usage, r.trace_id, r.session, r.pending, r.reason = usage, trace_id, session, None, reason
+    r.final_output = final_output
+    r.last_agent = last_agent
+    r.new_events = new_events
+    r.usage = usage
+    r.trace_id = trace_id
+    r.session = session
+    r.pending = None
+    r.reason = reason
     return r
 
 
-def _start_agent(agent: Agent[Any], start: Agent[Any] | str | None) -> Agent[Any] | None:
-    if start is None:
-        return None
+def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     found = agent.find_agent(start if isinstance(start, str) else start.name)
     if found is None or (isinstance(start, Agent) and found is not start):
         names = ", ".join(a.name for a in agent.root.walk())
@@ -145,8 +149,9 @@ class Runner:
         state = RunState(context, Trace(), usage_limits, emit,
                          infer_model(model) if model is not None else None, approvals)
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
+        start = None if start_agent is None else _start_agent(agent, start_agent)
         try:
-            outcome = await loop.run(input, start_agent=_start_agent(agent, start_agent))
+            final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:
             pending = PendingRun(session_id=session.session_id, agent=agent.name,
                                  approvals=stop.approvals, entry=agent, session=session,
@@ -156,8 +161,8 @@ class Runner:
             return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
                              usage=state.usage, trace_id=state.trace.trace_id, session=session,
                              pending=pending, reason="awaiting approval")
-        return _result(outcome.final_output, outcome.last_agent, outcome.new_events, state.usage,
-                       state.trace.trace_id, session, outcome.reason)
+        return _result(final, last, loop.new_events, state.usage, state.trace.trace_id, session,
+                       reason)
 
     @classmethod
     async def resume(

@@ -102,7 +102,7 @@ class Team(Composite):
         for _ in range(self.team_turns):
             reason = ""
             spoke = speaker  # for rules: the member, even when it is a workflow of agents
-            if getattr(speaker, "is_composite", False) or speaker.pattern == "swarm":
+            if speaker.is_composite or speaker.pattern == "swarm":
                 # A workflow or swarm member runs as a whole.
                 final, last_agent, reason = await loop.drive(speaker, span, pending)
                 route = None

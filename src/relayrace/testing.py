@@ -51,13 +51,20 @@ class ToolCallPart:
 
 
 Part: TypeAlias = TextPart | ToolCallPart
-Turn: TypeAlias = Part | Sequence[Part] | Message | BaseException
-"""One model answer: a part, several parts (one message), a whole message, or an exception."""
+Turn: TypeAlias = str | Part | Sequence[Part] | Message | BaseException
+"""One model answer: text (a string, or ``text(...)``), a part, several parts (one message), a
+whole message, or an exception to raise."""
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 def text(content: str) -> TextPart:
     """A turn (or part of one) where the model answers with ``content``."""
-    return TextPart(content)
+    part: TextPart = _new(TextPart)  # the frozen dataclass's __init__ is a call more
+    _set(part, "text", content)
+    return part
 
 
 def tool_call(
@@ -113,8 +120,10 @@ class RecordedRequest:
 class _TestModelBase(Model):
     """Request recording, token counting and turn conversion shared by the test models."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, record: bool) -> None:
         self.name = name
+        self.record = record
+        """Whether every request is kept in ``requests``."""
         self.requests: list[RecordedRequest] = []
         self._calls = 0
         # Incremental character count: the conversation only grows, so remember where the
@@ -126,7 +135,11 @@ class _TestModelBase(Model):
     def _record(self, request: ModelRequest) -> int:
         msgs = request.messages
         n = len(msgs)
-        self.requests.append(RecordedRequest(request, n))
+        if self.record:
+            recorded: RecordedRequest = _new(RecordedRequest)  # no __init__ call: a hot path
+            recorded._request = request
+            recorded._length = n
+            self.requests.append(recorded)
         length = self._count_len
         if 0 < length <= n and msgs[length - 1] is self._count_last:
             chars, new = self._count_chars, msgs[length:]
@@ -150,10 +163,15 @@ class _TestModelBase(Model):
             out_chars = len(part.arguments)
             call = ToolCall(part.id or f"call_{self._calls}", part.name, part.arguments)
             message = Message("assistant", "", (call,), None, agent)
-        elif kind is TextPart:
-            content: str = turn.text  # type: ignore[union-attr]
+        elif kind is TextPart or kind is str:
+            content: str = turn if kind is str else turn.text  # type: ignore[assignment,union-attr]
             out_chars = len(content)
-            message = Message("assistant", content, (), None, agent)
+            message = _new(Message)
+            message.role = "assistant"
+            message.content = content
+            message.tool_calls = ()
+            message.tool_call_id = None
+            message.name = agent
         elif isinstance(turn, BaseException):
             raise turn
         elif isinstance(turn, Message):
@@ -162,8 +180,10 @@ class _TestModelBase(Model):
         else:
             texts: list[str] = []
             calls: list[ToolCall] = []
-            for p in turn:  # type: ignore[union-attr]
-                if isinstance(p, TextPart):
+            for p in (turn,) if isinstance(turn, str) else turn:  # type: ignore[union-attr]
+                if isinstance(p, str):
+                    texts.append(p)
+                elif isinstance(p, TextPart):
                     texts.append(p.text)
                 else:
                     self._calls += 1
@@ -171,8 +191,17 @@ class _TestModelBase(Model):
                     out_chars += len(p.arguments)
             message = Message("assistant", "".join(texts), tuple(calls), None, agent)
             out_chars += len(message.content)
-        usage = Usage(1, (input_chars + 3) // 4, (out_chars + 3) // 4)
-        return ModelResponse(message, usage, self.name)
+        # Built field by field: these doubles stand in for zero-latency models in benchmarks.
+        usage: Usage = _new(Usage)
+        usage.requests = 1
+        usage.input_tokens = (input_chars + 3) // 4
+        usage.output_tokens = (out_chars + 3) // 4
+        usage.tool_calls = 0
+        response: ModelResponse = _new(ModelResponse)
+        response.message = message
+        response.usage = usage
+        response.model = self.name
+        return response
 
 
 class ScriptedModel(_TestModelBase):
@@ -180,13 +209,15 @@ class ScriptedModel(_TestModelBase):
 
     With ``by_agent``, each agent plays its own list instead, so concurrent children (a war
     room, parallel branches) need no care about the order they call in. ``requests`` records
-    every request (what each agent saw and which tools it was offered); ``assert_complete()``
-    fails if turns are left over.
+    every request (what each agent saw and which tools it was offered) unless ``record`` is
+    off, for load runs where the list would only grow; ``assert_complete()`` fails if turns
+    are left over.
     """
 
     def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted",
-                 by_agent: Mapping[str, Sequence[Turn]] | None = None) -> None:
-        super().__init__(name)
+                 by_agent: Mapping[str, Sequence[Turn]] | None = None,
+                 record: bool = True) -> None:
+        super().__init__(name, record)
         self.turns: list[Turn] = list(turns)
         self._next = 0
         self.by_agent: dict[str, list[Turn]] = {a: list(t) for a, t in (by_agent or {}).items()}
@@ -249,10 +280,14 @@ FunctionModelFn: TypeAlias = Callable[[ModelRequest], "Turn | Awaitable[Turn]"]
 
 
 class FunctionModel(_TestModelBase):
-    """A model played by ``fn(request)``, which returns a turn (sync or async)."""
+    """A model played by ``fn(request)``, which returns a turn (sync or async).
 
-    def __init__(self, fn: FunctionModelFn, *, name: str = "function", delay: float = 0.0) -> None:
-        super().__init__(name)
+    ``requests`` records every request unless ``record`` is off (for long load runs).
+    """
+
+    def __init__(self, fn: FunctionModelFn, *, name: str = "function", delay: float = 0.0,
+                 record: bool = True) -> None:
+        super().__init__(name, record)
         self.fn = fn
         self.delay = delay
         """Seconds to sleep per request, to stand in for a model's latency."""

@@ -21,7 +21,7 @@ def _model_name(model: Model | str | None) -> str:
 
 
 def _summary(agent: Agent[Any]) -> str:
-    if getattr(agent, "is_composite", False):
+    if agent.is_composite:
         return "members: " + ", ".join(a.name for a in agent.sub_agents)
     if agent.pattern == "swarm":
         return "swarm of " + ", ".join(a.name for a in agent.sub_agents)

@@ -74,18 +74,6 @@ class ModelRequest:
     """The name of the agent asking; for traces and test doubles, never sent to a provider."""
 
 
-_new = object.__new__
-
-
-def new_request(instructions: str, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                settings: ModelSettings | None, agent: str) -> ModelRequest:
-    """A `ModelRequest`, for the engine's every turn: positional, so no keyword matching."""
-    r: ModelRequest = _new(ModelRequest)
-    r.instructions, r.messages, r.tools, r.settings, r.agent = (
-        instructions, messages, tools, settings, agent)
-    return r
-
-
 @dataclass(slots=True)
 class ModelResponse:
     """A model's answer: one assistant message and what it cost."""

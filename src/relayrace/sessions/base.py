@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +20,12 @@ from ..messages import Message
 __all__ = ["LogView", "Session", "SessionInfo", "new_session_id"]
 
 
+_random_bits = random.getrandbits  # reseeded in forked children; ids need no secrecy
+
+
 def new_session_id() -> str:
-    """A fresh random session id."""
-    return secrets.token_hex(8)
+    """A fresh random session id (16 hex digits)."""
+    return _random_bits(64).to_bytes(8).hex()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -98,7 +101,8 @@ class Session(ABC):
 
     durable: bool = True
     """Whether the log outlives the process; if so, a run writes its input before the model
-    is called, so a crash then loses nothing (a memory log is written a step later)."""
+    is called and a turn's tool calls before they run, so a crash then loses nothing (a memory
+    log takes them with the batch that follows)."""
 
     _view: LogView | None = None
     _unfolded: list[Sequence[AgentEvent]] | None = None  # appended since the view was read

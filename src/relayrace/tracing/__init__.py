@@ -77,7 +77,11 @@ class _Hooks:
         # The in-memory processor does nothing at a span's start: skip the call.
         self.on_start = tuple(p.on_span_start for p in self.processors
                               if type(p).on_span_start is not InMemoryTraceProcessor.on_span_start)
-        self.on_end = tuple(p.on_span_end for p in self.processors)
+        # ... and keeps a span at its end: append it to its list directly.
+        self.on_end = tuple(
+            p._spans.append if isinstance(p, InMemoryTraceProcessor)
+            and type(p).on_span_end is InMemoryTraceProcessor.on_span_end else p.on_span_end
+            for p in self.processors)
 
 
 _registered = _Hooks(())
@@ -114,8 +118,9 @@ class Trace:
                  processors: Sequence[TraceProcessor] | None = None) -> None:
         self.trace_id = trace_id or _random_bits(128).to_bytes(16).hex()
         hooks = _registered if processors is None else _Hooks(processors)
-        self.processors, self._on_start, self._on_end = (
-            hooks.processors, hooks.on_start, hooks.on_end)
+        self.processors = hooks.processors
+        self._on_start = hooks.on_start
+        self._on_end = hooks.on_end
 
     def start(
         self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
@@ -123,9 +128,15 @@ class Trace:
         """Open a span under ``parent``."""
         # Built field by field: the dataclass's __init__ is a call more, per span.
         span: Span = _new(Span)
-        span.trace_id, span.span_id, span.parent_id, span.kind, span.name = (
-            self.trace_id, next(_ids), None if parent is None else parent.span_id, kind, name)
-        span.start_ns, span.end_ns, span.attributes, span.error = _now(), 0, attributes, None
+        span.trace_id = self.trace_id
+        span.span_id = next(_ids)
+        span.parent_id = None if parent is None else parent.span_id
+        span.kind = kind
+        span.name = name
+        span.start_ns = _now()
+        span.end_ns = 0
+        span.attributes = attributes
+        span.error = None
         for on_start in self._on_start:
             on_start(span)
         return span
@@ -142,15 +153,22 @@ class Trace:
 class InMemoryTraceProcessor:
     """Keeps finished spans in memory, grouped by trace."""
 
+    __slots__ = ("_spans",)
+
     def __init__(self) -> None:
-        self.spans: list[Span] = []
+        self._spans: list[Span] = []
+
+    @property
+    def spans(self) -> list[Span]:
+        """The finished spans, in the order they ended."""
+        return self._spans
 
     def on_span_start(self, span: Span) -> None:
         """Nothing to do until the span ends."""
 
     def on_span_end(self, span: Span) -> None:
         """Keep the span."""
-        self.spans.append(span)
+        self._spans.append(span)
 
     def trace(self, trace_id: str) -> list[Span]:
         """The spans of one trace, in start order."""
@@ -178,4 +196,4 @@ class InMemoryTraceProcessor:
 
     def clear(self) -> None:
         """Forget every span."""
-        self.spans.clear()
+        self._spans.clear()
