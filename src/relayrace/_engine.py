@@ -534,7 +534,10 @@ class AgentLoop:
         if local is not None:
             local.input_tokens += i
             local.output_tokens += o
-        span.attributes.update(input_tokens=i, output_tokens=o, response_model=response.model)
+        attributes = span.attributes
+        attributes["input_tokens"] = i
+        attributes["output_tokens"] = o
+        attributes["response_model"] = response.model
         state.trace.end(span)
         message = response.message
         content, calls = message.content, message.tool_calls

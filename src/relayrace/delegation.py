@@ -23,7 +23,7 @@ from .approvals import PendingApproval
 from .events import DelegationEvent, MessageEvent, RunFinishedEvent, ToolResultEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
-from .messages import Message
+from .messages import Message, ToolCall
 from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport, parse_report
 from .reports import report_instructions as _report_instructions
 from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments
@@ -88,11 +88,15 @@ class ChildResult:
 
 def _sources(events: Sequence[AgentEvent]) -> list[str]:
     """The tools a child actually used, with their arguments, for provenance."""
-    calls = {c.id: c for e in events if isinstance(e, MessageEvent) for c in e.message.tool_calls}
+    calls: dict[str, ToolCall] = {}
     used: list[str] = []
-    for e in events:
-        if isinstance(e, ToolResultEvent) and not e.is_error:
-            call = calls.get(e.message.tool_call_id or "")
+    for e in events:  # one pass: a call is always logged before its result
+        kind = type(e)
+        if kind is MessageEvent:
+            for c in e.message.tool_calls:  # type: ignore[attr-defined]
+                calls[c.id] = c
+        elif kind is ToolResultEvent and not e.is_error:  # type: ignore[attr-defined]
+            call = calls.get(e.message.tool_call_id or "")  # type: ignore[attr-defined]
             if call is None or call.name.startswith("transfer_to_"):
                 continue
             args = call.arguments.strip()

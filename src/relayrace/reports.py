@@ -128,6 +128,8 @@ class HandoffReport:
         dropped, and a used name already mentioned inside a citation (``web_search`` in
         ``web_search: "acme revenue"``) is not added again.
         """
+        if not self.sources and isinstance(used, list | tuple) and not used:
+            return  # nothing cited, nothing used: the common case of a tool-less child
         merged: list[str] = []
         for name in (source.strip() for source in self.sources):
             if name and name.casefold() not in (cited.casefold() for cited in merged):
@@ -206,7 +208,8 @@ def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:
         body = text[found.end() : close.start() if close else len(text)]
         blocks.append((_sections(body), found.start()))
     if blocks:
-        sections, start = max(blocks, key=lambda b: (any(b[0]), b[1]))
+        sections, start = blocks[0] if len(blocks) == 1 else max(
+            blocks, key=lambda b: (any(b[0]), b[1]))
         return sections, text[:start]
     lines = text.splitlines()
     heads = [(i, _name(m)) for i, line in enumerate(lines) if (m := _HEADING.fullmatch(line))]
@@ -222,8 +225,17 @@ def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:
 _NOT_LETTERS = re.compile(r"[^a-z]")
 
 
+_NAMES: dict[str, str] = {}  # heading spelling -> section: models repeat a few spellings
+
+
 def _name(heading: re.Match[str]) -> str:
-    return _SECTIONS.get(_NOT_LETTERS.sub("", heading["name"].lower()), "summary")
+    raw = heading["name"]
+    name = _NAMES.get(raw)
+    if name is None:
+        name = _SECTIONS.get(_NOT_LETTERS.sub("", raw.lower()), "summary")
+        if len(_NAMES) < 1024:  # bounded: the pattern allows many spacings and cases
+            _NAMES[raw] = name
+    return name
 
 
 def _sections(block: str) -> dict[str, list[str]]:
