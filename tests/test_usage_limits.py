@@ -294,3 +294,33 @@ async def test_parallel_fan_out_respects_max_agent_calls_exactly() -> None:
     assert len(started) == 2
     [res] = result.tool_results
     assert res.message.content.count("max_agent_calls") == 3
+
+
+async def test_a_call_that_ends_the_run_leaves_no_sibling_running_unlogged() -> None:
+    # One call of a parallel batch ends the run (a budget) while its sibling still runs: the
+    # sibling finishes, its real result is logged in its place, and nothing runs on after.
+    done: list[str] = []
+
+    @tool
+    async def over_budget() -> str:
+        """Spends what is left."""
+        raise UsageLimitExceeded("max_tool_calls", 3, 2)
+
+    @tool
+    async def slow() -> str:
+        """Takes a moment."""
+        await asyncio.sleep(0.02)
+        done.append("slow")
+        return "slow done"
+
+    session = MemorySession()
+    model = ScriptedModel([[tool_call("over_budget"), tool_call("slow")]])
+    agent = Agent("a", instructions="x", model=model, tools=[over_budget, slow])
+    with pytest.raises(UsageLimitExceeded):
+        await Runner.run(agent, "go", session=session)
+    assert done == ["slow"]
+    results = {e.tool_name: e.message.content for e in of_type(session.events, ToolResultEvent)}
+    assert results == {"over_budget": results["over_budget"], "slow": "slow done"}
+    assert results["over_budget"].startswith("Outcome unknown: the run stopped "
+                                              "(UsageLimitExceeded)")
+    assert_valid_protocol(await session_messages(session))

@@ -67,7 +67,8 @@ class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
     __slots__ = (
-        "_checked", "_filter", "_paths", "_redact", "_returns", "_written", "add", "blocked",
+        "_checked", "_filter", "_held", "_paths", "_redact", "_returns", "_written", "add",
+        "blocked",
         "called",
         "child_counts", "depth", "entry", "finish_task", "finished", "handoff_count",
         "handoff_error", "handoff_note", "hops", "local", "max_handoffs", "max_turns",
@@ -105,6 +106,8 @@ class AgentLoop:
         self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
         self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
         self._returns: list[str] = []
+        # Results of calls that finished in a turn the run's end interrupted, not yet logged.
+        self._held: dict[str, ToolResultEvent] | None = None
         self.hops: list[str] = []  # agents passed through by handoffs since the last real work
         self.called: set[str] = set()  # tools called in the current speaker's turn (teams)
         self.running: set[str] = set()  # tool calls started and not yet finished
@@ -187,12 +190,28 @@ class AgentLoop:
         message = Message("tool", content, (), call.id, name)
         return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb)
 
+    def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
+        """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
+
+        A later call may finish before an earlier one is cut short; logged there, each result
+        takes its call's place.
+        """
+        for ev in results:
+            if ev is not None:
+                if self._held is None:
+                    self._held = {}
+                self._held[ev.message.tool_call_id or ""] = ev
+
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
-        """Give every unanswered call a result, so the session stays valid for every API."""
+        """Give every unanswered call a result, in order, so the session stays valid."""
+        held = self._held or {}
         for call in unanswered_calls(self.transcript):
-            text = (f"Outcome unknown: {why} while this call was running; check its effect "
-                    "before retrying." if call.id in self.running else f"Not executed: {why}.")
-            ev = self.tool_result(agent, call, text, is_error=True)
+            ev = held.pop(call.id, None)
+            if ev is None:
+                text = (f"Outcome unknown: {why} while this call was running; check its "
+                        "effect before retrying." if call.id in self.running
+                        else f"Not executed: {why}.")
+                ev = self.tool_result(agent, call, text, is_error=True)
             self.push(ev.message)
             self.add(ev)
 

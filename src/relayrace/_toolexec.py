@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import traceback
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,8 +78,11 @@ async def run_tools(
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
         return await _run_tools(loop, agent, calls, parent, results)
-    except BaseException:
+    except Interrupted:  # the calls awaiting approval stay open
         push_results(loop, results)
+        raise
+    except BaseException:  # the run ends: its end logs these in their calls' places
+        loop.hold(results)
         raise
 
 
@@ -404,13 +407,36 @@ async def _execute(
             if len(group) == 1:
                 await one(*group[0])
             elif group:
-                await asyncio.gather(*(one(*g) for g in group))
+                await _together([one(*g) for g in group])
             group = []
             if item is not None:
                 await one(*item)
         else:
             group.append(item)
     return signals
+
+
+async def _together(calls: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``calls`` concurrently until all are done.
+
+    Unlike ``asyncio.gather``, a call that fails leaves no sibling running on its own: the
+    others finish (their results are logged) before the first failure is raised, and what is
+    still running when this is cancelled is cancelled with it. It is lighter per call, too.
+    """
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    error: Exception | None = None
+    try:
+        for task in tasks:
+            try:
+                await task
+            except Exception as exc:
+                if error is None:
+                    error = exc
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op for the finished ones
+    if error is not None:
+        raise error
 
 
 async def _call_tool(
