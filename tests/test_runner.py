@@ -171,12 +171,7 @@ async def test_function_model() -> None:
 
 
 async def test_a_plain_string_is_a_text_turn_and_usage_counts_it() -> None:
-    # A str subclass (an enum's value, say) is text too, not a sequence of one-letter parts.
-    class Label(str):
-        pass
-
-    model = ScriptedModel([["thinking... ", tool_call("add", {"a": 1, "b": 2})],
-                           Label("three")])
+    model = ScriptedModel([["thinking... ", tool_call("add", {"a": 1, "b": 2})], "three"])
     agent = Agent("a", instructions="x", model=model, tools=[add])
     result = await Runner.run(agent, "go")
     assert result.final_output == "three"
@@ -185,6 +180,20 @@ async def test_a_plain_string_is_a_text_turn_and_usage_counts_it() -> None:
                             "go")
     first = await Runner.run(Agent("a", instructions="x", model=ScriptedModel(["first"])), "go")
     assert first.usage == same.usage and first.final_output == "first"
+
+
+@pytest.mark.parametrize("turn", [None, {"text": "hi"}, 42, ["fine", 3.5]])
+async def test_a_turn_of_the_wrong_type_is_a_clear_error_and_the_log_stays_valid(
+    turn: Any,
+) -> None:
+    session = MemorySession()
+    agent = Agent("a", instructions="x", model=FunctionModel(lambda request: turn))
+    with pytest.raises(TypeError, match=r"function: a (part of a )?turn is") as failure:
+        await Runner.run(agent, "go", session=session)
+    assert type(turn if not isinstance(turn, list) else turn[1]).__name__ in str(failure.value)
+    events = await session.get_events()
+    assert [m.content for m in messages_of(events)] == ["go"]
+    assert of_type(events, RunFinishedEvent)[-1].status == "failed"
 
 
 async def test_test_models_can_run_without_recording_requests() -> None:

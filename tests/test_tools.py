@@ -491,5 +491,4 @@ async def test_empty_arguments_mean_no_arguments() -> None:
     assert calls == [(10, 0), (10, 0), (10, 5)]
     res = _results(result)
     assert [e.is_error for e in res] == [False, False, False, True]
-    assert "need" in res[3].message.content and "n" in res[3].message.content
-    assert "Field required" in res[3].message.content
+    assert res[3].message.content.startswith("Invalid arguments for need: n: Field required.")

@@ -320,7 +320,7 @@ async def test_a_call_that_ends_the_run_leaves_no_sibling_running_unlogged() -> 
         await Runner.run(agent, "go", session=session)
     assert done == ["slow"]
     results = {e.tool_name: e.message.content for e in of_type(session.events, ToolResultEvent)}
-    assert results == {"over_budget": results["over_budget"], "slow": "slow done"}
+    assert set(results) == {"over_budget", "slow"} and results["slow"] == "slow done"
     assert results["over_budget"].startswith("Outcome unknown: the run stopped "
                                               "(UsageLimitExceeded)")
     assert_valid_protocol(await session_messages(session))

@@ -68,13 +68,11 @@ class AgentLoop:
 
     __slots__ = (
         "_checked", "_filter", "_held", "_paths", "_redact", "_returns", "_written", "add",
-        "blocked",
-        "called",
-        "child_counts", "depth", "entry", "finish_task", "finished", "handoff_count",
-        "handoff_error", "handoff_note", "hops", "local", "max_handoffs", "max_turns",
-        "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming", "running",
-        "session", "state", "suffix", "swarm_limit", "team_input", "team_mode", "team_output",
-        "transcript", "turns", "variables", "view",
+        "blocked", "called", "child_counts", "depth", "entry", "finish_task", "finished",
+        "handoff_count", "handoff_error", "handoff_note", "hops", "local", "max_handoffs",
+        "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming",
+        "running", "session", "state", "suffix", "swarm_limit", "team_input", "team_mode",
+        "team_output", "transcript", "turns", "variables", "view",
     )
 
     def __init__(
@@ -157,12 +155,17 @@ class AgentLoop:
         self.push(message)
         self.add(new_message_event(agent.name, self.path(agent), message))
 
+    def _unwritten(self) -> list[AgentEvent]:
+        """The events the session does not hold yet, now counted as written."""
+        events, start = self.new_events, self._written
+        self._written = len(events)
+        return events[start:]
+
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
-        events, start = self.new_events, self._written
-        if len(events) > start:
-            self._written = len(events)
-            await self.session.append(events[start:])
+        batch = self._unwritten()
+        if batch:
+            await self.session.append(batch)
 
     def context_for(
         self, agent: Agent[Any], call_id: str = "", span: Span | None = None
@@ -308,10 +311,7 @@ class AgentLoop:
         # The final answer (not written on its own) and the run's end: one batch.
         self.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
                                         reason))
-        events = self.new_events  # flush(), inline: one coroutine less per run
-        batch = events[self._written:]
-        self._written = len(events)
-        await self.session.append(batch)
+        await self.session.append(self._unwritten())  # never empty: the end was just added
         state.trace.end(span)
         return final, agent, reason
 
@@ -372,11 +372,10 @@ class AgentLoop:
             self.team_mode = True
         elif self.team_mode:
             self.team_mode = False
-        if agent.input_guardrails or self.team_input:
-            blocked = input_block(self, agent)
-            if blocked is not None:
-                self.blocked = blocked
-                return self.blocked_answer(agent, blocked), agent, None
+        blocked = input_block(self, agent)
+        if blocked is not None:
+            self.blocked = blocked
+            return self.blocked_answer(agent, blocked), agent, None
         self.set_view(agent)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
@@ -464,10 +463,9 @@ class AgentLoop:
         checked here, and a block there ends the run (``self.blocked``).
         """
         self.state.trace.end(agent_span)
-        if target.input_guardrails or self.team_input:
-            blocked = input_block(self, target)
-            if blocked is not None:
-                self.blocked = blocked
+        blocked = input_block(self, target)
+        if blocked is not None:
+            self.blocked = blocked
         self.set_view(target, view_filter)
         return target, self.state.trace.start("agent", target.name, run_span)
 
@@ -528,9 +526,7 @@ class AgentLoop:
         if state.limits is not None:
             state.limits.reserve_request(total)
         total.requests += 1
-        agent_usage = usage.per_agent.get(path)
-        if agent_usage is None:
-            agent_usage = usage.per_agent[path] = Usage()
+        agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
         agent_usage.requests += 1
         local = self.local
         if local is not None:

@@ -12,9 +12,8 @@ from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
 from .tools import Tool
 from .tracing import Trace
-from .usage import RunUsage, Usage, UsageLimits
+from .usage import RunUsage, UsageLimits
 
-_new = object.__new__
 Emit = Callable[[AgentEvent], None]
 
 FINISH_TASK = "finish_task"
@@ -32,10 +31,7 @@ class RunState:
                  approvals: dict[str, bool] | None = None) -> None:
         self.context = context
         self.trace = trace
-        usage: RunUsage = _new(RunUsage)  # without the default factories' calls
-        usage.total = Usage()
-        usage.per_agent = {}
-        self.usage = usage
+        self.usage = RunUsage()
         self.limits = limits
         self.emit = emit
         self.model_override = model_override

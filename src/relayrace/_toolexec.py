@@ -111,7 +111,7 @@ async def _run_tools(
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
-            route = Route("transfer", call, h.agent, "", reason, "", h)
+            route = Route("transfer", call, h.agent, reason=reason, handoff=h)
         else:
             results[i] = loop.tool_result(agent, call, _refusal(loop, agent, call.name, ts),
                                           is_error=True)
@@ -225,12 +225,10 @@ async def _take_route(
                 text += f" Reason: {route.reason}"
             # The target checks this turn's results, its transfer note included, in log order.
             results[index] = loop.tool_result(agent, call, text)
-            if target.input_guardrails or loop.team_input:
-                blocked = input_block(loop, target,
-                                      [ev.message for ev in results if ev is not None])
-                if blocked is not None:  # the run ends with the guardrail's answer
-                    loop.blocked = blocked
-                    refusal = f"{target.name}'s input guardrail blocked the request."
+            blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
+            if blocked is not None:  # the run ends with the guardrail's answer
+                loop.blocked = blocked
+                refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
             failure = await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
             if failure is not None:
@@ -461,8 +459,8 @@ async def _call_tool(
             agent, call, f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
             is_error=True, tb=traceback.format_exc()))
     state.trace.end(span)
-    if type(value) is not str and isinstance(value, (Handoff, Finish)):
-        return _Outcome(None, value)
+    if isinstance(value, Handoff | Finish):
+        return _Outcome(None, signal=value)
     return _Outcome(loop.tool_result(agent, call, render_tool_output(value)))
 
 

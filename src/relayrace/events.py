@@ -197,7 +197,7 @@ _time = time.time
 
 
 def new_message_event(agent: str, path: str, message: Message, usage: Usage | None = None,
-                  model: str | None = None) -> MessageEvent:
+                      model: str | None = None) -> MessageEvent:
     """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...)``, faster."""
     e: MessageEvent = _new(MessageEvent)
     e.agent = agent

@@ -128,8 +128,6 @@ class HandoffReport:
         dropped, and a used name already mentioned inside a citation (``web_search`` in
         ``web_search: "acme revenue"``) is not added again.
         """
-        if not self.sources and isinstance(used, list | tuple) and not used:
-            return  # nothing cited, nothing used: the common case of a tool-less child
         merged: list[str] = []
         for name in (source.strip() for source in self.sources):
             if name and name.casefold() not in (cited.casefold() for cited in merged):
@@ -225,17 +223,13 @@ def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:
 _NOT_LETTERS = re.compile(r"[^a-z]")
 
 
-_NAMES: dict[str, str] = {}  # heading spelling -> section: models repeat a few spellings
-
-
 def _name(heading: re.Match[str]) -> str:
-    raw = heading["name"]
-    name = _NAMES.get(raw)
-    if name is None:
-        name = _SECTIONS.get(_NOT_LETTERS.sub("", raw.lower()), "summary")
-        if len(_NAMES) < 1024:  # bounded: the pattern allows many spacings and cases
-            _NAMES[raw] = name
-    return name
+    return _section_of(heading["name"])
+
+
+@lru_cache(maxsize=256)  # models repeat a few spellings of the headings
+def _section_of(spelling: str) -> str:
+    return _SECTIONS.get(_NOT_LETTERS.sub("", spelling.lower()), "summary")
 
 
 def _sections(block: str) -> dict[str, list[str]]:

@@ -51,20 +51,17 @@ class ToolCallPart:
 
 
 Part: TypeAlias = TextPart | ToolCallPart
-Turn: TypeAlias = str | Part | Sequence[Part] | Message | BaseException
-"""One model answer: text (a string, or ``text(...)``), a part, several parts (one message), a
-whole message, or an exception to raise."""
+Turn: TypeAlias = str | Part | Sequence[str | Part] | Message | BaseException
+"""One model answer: text (a string, or ``text(...)``), a tool call, several parts (one
+message), a whole message, or an exception to raise."""
 
-
-_new = object.__new__
-_set = object.__setattr__
+_TURNS = ("text (a string or text(...)), tool_call(...), a list of these, a Message, or an "
+          "exception to raise")
 
 
 def text(content: str) -> TextPart:
     """A turn (or part of one) where the model answers with ``content``."""
-    part: TextPart = _new(TextPart)  # the frozen dataclass's __init__ is a call more
-    _set(part, "text", content)
-    return part
+    return TextPart(content)
 
 
 def tool_call(
@@ -136,10 +133,7 @@ class _TestModelBase(Model):
         msgs = request.messages
         n = len(msgs)
         if self.record:
-            recorded: RecordedRequest = _new(RecordedRequest)  # no __init__ call: a hot path
-            recorded._request = request
-            recorded._length = n
-            self.requests.append(recorded)
+            self.requests.append(RecordedRequest(request, n))
         length = self._count_len
         if 0 < length <= n and msgs[length - 1] is self._count_last:
             chars, new = self._count_chars, msgs[length:]
@@ -166,42 +160,34 @@ class _TestModelBase(Model):
         elif kind is TextPart or kind is str:
             content: str = turn if kind is str else turn.text  # type: ignore[assignment,union-attr]
             out_chars = len(content)
-            message = _new(Message)
-            message.role = "assistant"
-            message.content = content
-            message.tool_calls = ()
-            message.tool_call_id = None
-            message.name = agent
+            message = Message("assistant", content, (), None, agent)
         elif isinstance(turn, BaseException):
             raise turn
         elif isinstance(turn, Message):
             message = turn
             out_chars = len(turn.content) + sum(len(c.arguments) for c in turn.tool_calls)
-        else:
+        elif isinstance(turn, str | Sequence):  # a str subclass is one text, not its letters
             texts: list[str] = []
             calls: list[ToolCall] = []
-            for p in (turn,) if isinstance(turn, str) else turn:  # type: ignore[union-attr]
+            for p in (turn,) if isinstance(turn, str) else turn:
                 if isinstance(p, str):
                     texts.append(p)
                 elif isinstance(p, TextPart):
                     texts.append(p.text)
+                elif not isinstance(p, ToolCallPart):
+                    raise TypeError(f"{self.name}: a part of a turn is text or tool_call(...), "
+                                    f"not {type(p).__name__} {p!r}.")
                 else:
                     self._calls += 1
                     calls.append(ToolCall(p.id or f"call_{self._calls}", p.name, p.arguments))
                     out_chars += len(p.arguments)
             message = Message("assistant", "".join(texts), tuple(calls), None, agent)
             out_chars += len(message.content)
-        # Built field by field: these doubles stand in for zero-latency models in benchmarks.
-        usage: Usage = _new(Usage)
-        usage.requests = 1
-        usage.input_tokens = (input_chars + 3) // 4
-        usage.output_tokens = (out_chars + 3) // 4
-        usage.tool_calls = 0
-        response: ModelResponse = _new(ModelResponse)
-        response.message = message
-        response.usage = usage
-        response.model = self.name
-        return response
+        else:
+            raise TypeError(f"{self.name}: a turn is {_TURNS}; got {type(turn).__name__} "
+                            f"{turn!r}.")
+        usage = Usage(1, (input_chars + 3) // 4, (out_chars + 3) // 4)
+        return ModelResponse(message, usage, self.name)
 
 
 class ScriptedModel(_TestModelBase):

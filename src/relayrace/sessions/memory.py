@@ -29,11 +29,7 @@ class MemorySession(Session):
     async def append(self, events: Sequence[AgentEvent]) -> None:
         self.events.extend(events)
         self.info.event_count = len(self.events)
-        if self._view is not None:  # _folded(events), inline: this runs once per turn
-            if self._unfolded is None:
-                self._unfolded = [events]
-            else:
-                self._unfolded.append(events)
+        self._folded(events)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> MemorySession:
         now = time.time()
