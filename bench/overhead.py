@@ -9,6 +9,10 @@ Each figure is the median of several repetitions, with the best and the spread (
 A repetition of a scenario shorter than a few milliseconds runs it several times (each on
 freshly built agents) and takes the mean, so one cold start after a garbage collection does
 not stand for the steady state.
+
+The last column reads the machine's speed around each scenario: microseconds per iteration of
+a fixed pure-Python workload, before and after. On a shared VM whose speed changes from one
+minute to the next, it says which state a figure was measured in (see bench/README.md).
 """
 
 from __future__ import annotations
@@ -146,6 +150,24 @@ async def context_growth(child_turns: int = 20) -> tuple[int, int]:
     return (report_chars + 3) // 4, (transcript + 3) // 4
 
 
+class _Probe:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+
+def machine_speed(n: int = 4000) -> float:
+    """Microseconds per iteration of a fixed pure-Python workload (best of 3): lower is faster."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for i in range(n):
+            _Probe(i, i + 1).a  # noqa: B018 - the read is the workload
+        best = min(best, time.perf_counter() - start)
+    return best / n * 1e6
+
+
 def measure(fn: Callable[[], Awaitable[float]], repeat: int, batch: int = 1) -> list[float]:
     """Seconds per run of ``fn`` (which times its own work): one value per repetition."""
 
@@ -175,11 +197,15 @@ def peak_memory(fn: Callable[[], Awaitable[float]]) -> float:
     return peak / 2**20
 
 
-def row(name: str, samples: list[float], scale: float, unit: str, target: str) -> str:
-    values = [s * scale for s in samples]
+def row(name: str, run: Callable[[], list[float]], scale: float, unit: str,
+        target: str) -> str:
+    """One table row: ``run()``'s samples scaled, with the machine's speed around the run."""
+    before = machine_speed()
+    values = [s * scale for s in run()]
+    after = machine_speed()
     med, best = statistics.median(values), min(values)
     return (f"| {name} | {med:,.1f} {unit} | {best:,.1f} {unit} | "
-            f"{best:,.1f}–{max(values):,.1f} | {target} |")
+            f"{best:,.1f}–{max(values):,.1f} | {target} | {before:.2f} / {after:.2f} |")
 
 
 def main() -> None:
@@ -188,29 +214,28 @@ def main() -> None:
     args = parser.parse_args()
     repeat = 3 if args.quick else 9
     set_trace_processors([TRACES])
-    rows = ["| scenario | median | best | spread | target |", "|---|---|---|---|---|"]
+    rows = ["| scenario | median | best | spread | target | machine µs/iter before / after |",
+            "|---|---|---|---|---|---|"]
     for turns, batch in ((50, 5), (500, 1)):
-        samples = measure(lambda t=turns: tool_loop(t), repeat, batch)  # type: ignore[misc]
-        rows.append(row(f"tool loop, {turns} turns: per model turn", samples,
+        rows.append(row(f"tool loop, {turns} turns: per model turn",
+                        lambda t=turns, b=batch: measure(  # type: ignore[misc]
+                            lambda: tool_loop(t), repeat, b),
                         1e6 / (turns + 1), "µs", "≤ 50 µs"))
-    samples = measure(handoff_chain, repeat, batch=20)
-    rows.append(row("handoff chain of 10: per handoff", samples, 1e6 / 10, "µs", "≤ 50 µs"))
-    samples = measure(lambda: many_sessions(1000), repeat)
-    rows.append(row("1,000 concurrent 3-turn sessions (memory)", samples, 1e3, "ms", "≤ 100 ms"))
+    rows.append(row("handoff chain of 10: per handoff",
+                    lambda: measure(handoff_chain, repeat, batch=20), 1e6 / 10, "µs", "≤ 50 µs"))
+    rows.append(row("1,000 concurrent 3-turn sessions (memory)",
+                    lambda: measure(lambda: many_sessions(1000), repeat), 1e3, "ms", "≤ 100 ms"))
     with tempfile.TemporaryDirectory() as tmp:
-        db_samples = []
-        for i in range(repeat):
-            db_samples.append(asyncio.run(many_sessions(1000, Path(tmp) / f"s{i}.db")))
-        rows.append(row("1,000 concurrent 3-turn sessions (SQLite file)", db_samples, 1e3,
-                        "ms", "—"))
+        rows.append(row("1,000 concurrent 3-turn sessions (SQLite file)",
+                        lambda: [asyncio.run(many_sessions(1000, Path(tmp) / f"s{i}.db"))
+                                 for i in range(repeat)], 1e3, "ms", "—"))
     mem = peak_memory(lambda: many_sessions(1000))
-    rows.append(f"| 1,000 sessions: peak traced memory | {mem:,.1f} MiB | — | — | — |")
-    samples = measure(fan_out, repeat)
-    rows.append(row("fan-out to 8 children, model 50 ms each: wall", samples, 1e3, "ms",
-                    "≤ 52 ms"))
+    rows.append(f"| 1,000 sessions: peak traced memory | {mem:,.1f} MiB | — | — | — | — |")
+    rows.append(row("fan-out to 8 children, model 50 ms each: wall",
+                    lambda: measure(fan_out, repeat), 1e3, "ms", "≤ 52 ms"))
     report_tokens, transcript_tokens = asyncio.run(context_growth())
     rows.append(f"| parent context growth per delegation | {report_tokens} tokens (the report) | "
-                f"— | child's 20-turn transcript: {transcript_tokens} tokens | — |")
+                f"— | child's 20-turn transcript: {transcript_tokens} tokens | — | — |")
     print(f"relayrace overhead — Python {sys.version.split()[0]}, tracing on, "
           f"{repeat} repetitions\n")
     print("\n".join(rows))

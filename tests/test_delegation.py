@@ -27,6 +27,7 @@ from relayrace import (
     TextDeltaEvent,
     ToolResultEvent,
     UserError,
+    keep_last,
     tool,
 )
 from relayrace.reports import HandoffReport
@@ -411,6 +412,33 @@ async def test_include_history_filter_function() -> None:
     assert seen_by_filter and "user-marker-0" in shown(seen_by_filter[0])
 
 
+async def test_a_history_filter_never_gives_the_child_a_call_without_its_result() -> None:
+    # keep_last sees the parent's conversation as it stands, the open call to this very tool
+    # included, and a call earlier in the turn is answered only after the turn: the child
+    # must still receive a conversation every provider accepts.
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return "found"
+
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("lookup", {"q": "a"}),
+                        [text("Asking."), tool_call("lookup", {"q": "b"}),
+                         tool_call("researcher", {"query": "the task"})],
+                        text("final")],
+        "researcher": [text("child answer")]})
+    agent_tool = researcher(model).as_tool(include_history=keep_last(4))
+    result = await Runner.run(coordinator(model, agent_tool, tools=[lookup]), "question")
+    assert result.final_output == "final"
+    [child] = requests_of(model, "researcher")
+    assert_valid_protocol(child.messages)
+    assert child.messages[-1].content == "the task"
+    calls = {c.id for m in child.messages for c in m.tool_calls}
+    answered = {m.tool_call_id for m in child.messages if m.role == "tool"}
+    assert calls == answered and calls  # the answered earlier call stays, with its result
+    assert any(m.content == "Asking." for m in child.messages)  # text kept, open calls gone
+
+
 # --------------------------------------------------------------------------- the shared run
 
 
@@ -594,10 +622,11 @@ async def test_without_a_block_the_summary_is_the_final_text() -> None:
     assert result.tool_results[0].message.content == "Acme made $1.2B last year."
 
 
-async def test_an_empty_answer_is_reported_as_empty() -> None:
+@pytest.mark.parametrize("answer", ["", "   "])
+async def test_an_empty_answer_is_reported_as_empty(answer: str) -> None:
     model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
-        "researcher": [text("   ")],
+        "researcher": [text(answer)],
     })
     result = await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [res] = result.tool_results
@@ -630,6 +659,25 @@ async def test_sources_are_completed_with_tools_the_child_used() -> None:
     assert any("web_search" in s for s in report.sources[1:])
     assert any("acme revenue" in s for s in report.sources)
     assert not any("never_used" in s for s in report.sources)
+
+
+async def test_a_used_document_address_is_kept_whole_in_the_sources() -> None:
+    @tool
+    def fetch_url(url: str) -> str:
+        """Fetch a page."""
+        return "page"
+
+    url = ("https://www.example-regulator.europa.eu/documents/2027/battery-passport/"
+           "annex-iv-technical-specification.pdf")
+    model = ScriptedModel(by_agent={
+        "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
+        "researcher": [tool_call("fetch_url", {"url": url}), text("It starts in 2027.")],
+    })
+    child = researcher(model, tools=[fetch_url])
+    result = await Runner.run(coordinator(model, child.as_tool()), "go")
+    [report] = result.reports
+    assert any(url in source for source in report.sources)
+    assert url in result.tool_results[0].message.content
 
 
 async def test_parent_gets_one_compact_result_never_the_child_transcript() -> None:

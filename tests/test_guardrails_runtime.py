@@ -410,12 +410,13 @@ def assert_billing_saw_no_raw_mail(model: Any, input_filter: Any, *raw: str) -> 
     assert {m.content for m in notes} == \
         {"Transferred from triage to billing. Reason: customer is [EMAIL]"}
     if input_filter is remove_tool_traffic:
-        assert request.messages[-1].role == "system"
+        # A framework note, not a mid-conversation system message (which some servers refuse).
+        assert (request.messages[-1].role, request.messages[-1].name) == ("user", "relayrace")
 
 
 @FILTERS
 async def test_an_input_filter_at_a_handoff_never_bypasses_redaction(input_filter: Any) -> None:
-    """The target sees redacted content only, the system note with the reason included."""
+    """The target sees redacted content only, the transfer note with the reason included."""
     model = ScriptedModel([
         [TextPart("Forwarding ops@acme.example to billing"),
          tool_call("transfer_to_billing", {"reason": "customer is boss@acme.example"})],

@@ -286,6 +286,25 @@ async def test_active_agent_is_remembered_by_the_session() -> None:
     model.assert_complete()
 
 
+async def test_a_sub_agent_passed_to_run_is_where_the_run_starts() -> None:
+    model = ScriptedModel([
+        tool_call("transfer_to_billing", {"reason": "money"}),
+        text("billing 1"),
+        text("support answers"),
+        text("support again"),
+    ])
+    root = team(model)
+    session = MemorySession()
+    await Runner.run(root, "pay", session=session)  # billing is now the active agent
+    support = root.find_agent("support")
+    assert support is not None
+    r2 = await Runner.run(support, "tech", session=session)  # naming a sub-agent starts there
+    assert (model.requests[2].agent, r2.last_agent.name) == ("support", "support")
+    await Runner.run(root, "more", session=session)  # the root continues with the active one
+    assert model.requests[3].agent == "support"
+    model.assert_complete()
+
+
 async def test_unknown_start_agent_is_a_user_error() -> None:
     from relayrace import UserError
 
@@ -379,6 +398,25 @@ async def test_forbidden_transfer_to_a_sibling_is_explained_and_the_run_goes_on(
         refused.message.content.lower())
     assert [h.to_agent for h in result.handoffs] == ["support"]
     assert model.requests[2].agent == "support"
+
+
+async def test_a_refused_transfer_lists_the_transfers_that_can_be_made_now() -> None:
+    model = ScriptedModel([
+        tool_call("transfer_to_support"),
+        tool_call("transfer_to_Billing_Team"),  # a peer's sanitized name: known, not allowed
+        text("support stays"),
+    ])
+    network = Agent("network", instructions="n", model=model)
+    database = Agent("database", instructions="d", model=model)
+    support = Agent("support", instructions="s", model=model, sub_agents=[
+        handoff(network, is_enabled=False), handoff(database, tool_name="ask_db")])
+    root = Agent("root", instructions="r", model=model, sub_agents=[
+        Agent("Billing Team", instructions="b", model=model), support])
+    result = await Runner.run(root, "hi")
+    refused = of_type(result.new_events, ToolResultEvent)[-1]
+    assert refused.is_error and result.final_output == "support stays"
+    assert "'Billing Team' is not allowed" in refused.message.content
+    assert refused.message.content.endswith("Transfers you can make now: ask_db.")
 
 
 async def test_forbidden_transfer_to_parent_without_policy() -> None:
@@ -543,6 +581,29 @@ async def test_remove_tool_traffic_filter_hides_tools_from_target_only() -> None
     assert_valid_protocol(full)
 
 
+async def test_an_input_filter_still_applies_when_the_target_continues_in_a_later_run() -> None:
+    model = ScriptedModel([
+        tool_call("lookup", {"q": "order 7"}),
+        tool_call("transfer_to_clean", {"reason": "needs a human touch"}),
+        text("clean answer"),
+        text("clean again"),
+        text("clean a third time"),
+    ])
+    clean = Agent("clean", instructions="c", model=model)
+    root = Agent("root", instructions="r", model=model, tools=[lookup],
+                 sub_agents=[handoff(clean, input_filter=remove_tool_traffic)])
+    session = MemorySession()
+    await Runner.run(root, "where is order 7?", session=session)
+    await Runner.run(root, "and now?", session=session)
+    await Runner.run(root, "still there?", session=session)
+    for request in model.requests[2:]:
+        assert request.agent == "clean"
+        assert all(m.role != "tool" and not m.tool_calls for m in request.messages)
+        assert not any("found order 7" in m.content for m in request.messages)
+    assert model.requests[4].messages[-1].content == "still there?"
+    assert any(m.content == "found order 7" for m in await session_messages(session))
+
+
 async def test_keep_last_filter_never_splits_a_call_from_its_result() -> None:
     model = ScriptedModel([
         text("one"),
@@ -605,6 +666,18 @@ async def test_three_way_ping_pong_between_peers_is_not_mistaken_for_work() -> N
     assert len(model.requests) <= 8
 
 
+async def test_a_cycle_through_three_agents_is_a_loop() -> None:
+    model = _always_transfer({"root": "transfer_to_billing", "billing": "transfer_to_support",
+                              "support": "transfer_to_root"})
+    root = team(model, policy=TransferPolicy(to_parent=True, to_peers=True))
+    session = MemorySession()
+    with pytest.raises(HandoffLoopError) as info:
+        await Runner.run(root, "x", session=session, max_turns=50)
+    assert info.value.hops == ["root", "billing", "support", "root", "billing", "support"]
+    assert len(model.requests) == 5  # the second billing -> support is refused: a loop
+    assert_valid_protocol(messages_of(await session.get_events()))
+
+
 async def test_back_and_forth_with_work_in_between_is_not_a_loop() -> None:
     model = ScriptedModel([
         tool_call("transfer_to_billing"),
@@ -649,6 +722,22 @@ async def test_max_handoffs_allows_exactly_n() -> None:
     ])
     result = await Runner.run(team(model), "x", max_handoffs=2)
     assert result.last_agent.name == "refunds"
+
+
+async def test_a_handoff_target_keeps_to_its_own_max_turns() -> None:
+    model = ScriptedModel([tool_call("transfer_to_billing")]
+                          + [tool_call("lookup", {"q": str(i)}) for i in range(5)])
+    billing = Agent("billing", instructions="b", model=model, tools=[lookup], max_turns=2)
+    root = Agent("root", instructions="r", model=model, sub_agents=[billing])
+    session = MemorySession()
+    with pytest.raises(MaxTurnsExceeded) as info:
+        await Runner.run(root, "x", session=session)
+    assert (info.value.max_turns, info.value.agent) == (2, "billing")
+    assert "billing" in str(info.value)
+    assert [r.agent for r in model.requests] == ["root", "billing", "billing"]
+    events = await session.get_events()
+    assert_valid_protocol(messages_of(events))
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].status == "failed"
 
 
 async def test_turn_limit_with_handoffs_leaves_every_call_answered() -> None:

@@ -91,7 +91,7 @@ async def test_history_tools_and_settings_map_to_chat_completions_shapes() -> No
             "",
             (
                 ToolCall("call_a", "get_weather", '{"location": "Paris"}'),
-                ToolCall("call_b", "get_weather", '{"location": "Rome"'),  # malformed, kept
+                ToolCall("call_b", "get_weather", '{"location": "Rome"'),  # malformed
             ),
             name="triage",
         ),
@@ -125,9 +125,14 @@ async def test_history_tools_and_settings_map_to_chat_completions_shapes() -> No
                     "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
                 },
                 {
+                    # Wrapped, not verbatim: vLLM and llama.cpp parse past calls' arguments
+                    # and answer HTTP 400 when they are not valid JSON.
                     "id": "call_b",
                     "type": "function",
-                    "function": {"name": "get_weather", "arguments": '{"location": "Rome"'},
+                    "function": {
+                        "name": "get_weather",
+                        "arguments": r'{"_raw_arguments": "{\"location\": \"Rome\""}',
+                    },
                 },
             ],
         },
@@ -171,6 +176,53 @@ async def test_history_tools_and_settings_map_to_chat_completions_shapes() -> No
         ToolCall("call_12345xyz", "get_weather", '{"location":"Paris, France"}'),
     )
     assert (response.usage.input_tokens, response.usage.output_tokens) == (82, 17)
+
+
+async def test_malformed_arguments_of_a_past_call_go_back_as_valid_json() -> None:
+    # Servers that validate past arguments (vLLM, llama.cpp) would otherwise reject every
+    # request after the first malformed call.
+    server = FakeServer(recorded("parallel_tool_calls.json"), recorded("text.json"))
+    model = make_model(server)
+    first = await model.request(ask(tools=[WEATHER]))
+    paris, bogota, email = first.message.tool_calls
+    truncated = '{"to": "bob@example.com", "body": "Hi'
+    assert email.arguments == truncated
+
+    history = [
+        Message.user("What is the capital of France?"),
+        first.message,
+        Message.tool(paris.id, "18C, sunny"),
+        Message.tool(bogota.id, "14C, rain"),
+        Message.tool(email.id, "Error: arguments were not valid JSON"),
+    ]
+    await model.request(ModelRequest(instructions="", messages=history, tools=[WEATHER]))
+
+    sent = [c["function"]["arguments"] for c in server.body()["messages"][1]["tool_calls"]]
+    assert sent[:2] == ['{"location": "Paris, France"}', '{"location": "Bogotá, Colombia"}']
+    assert json.loads(sent[2]) == {"_raw_arguments": truncated}
+    assert email.arguments == truncated  # the session keeps the original text
+
+
+@pytest.mark.parametrize(
+    ("stored", "sent"),
+    [
+        ("", "{}"),
+        ("  ", "{}"),
+        (' {"a": 1} ', ' {"a": 1} '),
+        ("[1, 2]", '{"_raw_arguments": "[1, 2]"}'),
+        ('"Paris"', r'{"_raw_arguments": "\"Paris\""}'),
+        ("null", '{"_raw_arguments": "null"}'),
+    ],
+)
+async def test_past_arguments_are_always_a_json_object_on_the_wire(stored: str, sent: str) -> None:
+    server = FakeServer(recorded("text.json"))
+    history = [
+        Message.user("hi"),
+        Message.assistant("", (ToolCall("call_a", "get_weather", stored),)),
+        Message.tool("call_a", "done"),
+    ]
+    await make_model(server).request(ModelRequest(instructions="", messages=history))
+    assert server.body()["messages"][1]["tool_calls"][0]["function"]["arguments"] == sent
 
 
 async def test_parallel_tool_calls_without_tools_offered_is_not_sent() -> None:

@@ -161,8 +161,18 @@ def test_block_without_headings_is_the_summary() -> None:
 
 
 def test_headings_without_tags_are_a_block() -> None:
-    report = parse_report("Intro text.\n\n## Summary\nS\n## Sources\n- W\n</handoff>\nafter")
+    report = parse_report("## Summary\nS\n## Sources\n- W\n</handoff>\nafter")
     assert (report.summary, report.sources) == ("S", ["W"])
+
+
+def test_text_before_an_untagged_block_is_kept_in_the_summary() -> None:
+    # Without tags nothing marks the text before the headings as preamble: it may be the
+    # answer itself, so it opens the summary instead of being dropped.
+    text = "Q3 revenue $4.2M, up 12%. Churn 3%.\n\nSummary: Good quarter.\nSources: finance.xlsx"
+    report = parse_report(text)
+    assert report.summary == "Q3 revenue $4.2M, up 12%. Churn 3%.\nGood quarter."
+    assert report.sources == ["finance.xlsx"]
+    assert "Q3 revenue" in report.render()
 
 
 def test_a_lone_summary_line_without_tags_is_just_text() -> None:

@@ -206,6 +206,67 @@ def test_dict_methods_still_work_when_no_key_shadows_them() -> None:
     assert transform.render({"b": 2, "a": 1}) == {"pairs": "a=1;b=2;"}
 
 
+@pytest.mark.parametrize("name", ["items", "keys", "get", "copy", "values"])
+def test_missing_argument_named_like_a_dict_method_takes_the_default(name: str) -> None:
+    transform = ContextTransform(f'{{"v": "{{{{ data.{name} | default(\'none\') }}}}"}}')
+    assert transform.render({"other": 1}) == {"v": "none"}
+    assert transform.render({name: "given"}) == {"v": "given"}
+    assert ContextTransform(f"{{v: data.{name} | default(0)}}").render({}) == {"v": 0}
+
+
+def test_missing_argument_named_like_a_dict_method_is_not_defined() -> None:
+    transform = ContextTransform(
+        '{"i": {{ (data.items is defined) | tojson }}, "k": {{ (data.keys is defined) | tojson }}}'
+    )
+    assert transform.render({}) == {"i": False, "k": False}
+    assert transform.render({"items": 1, "keys": 2}) == {"i": True, "k": True}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"v": "{{ data.items }}"}',
+        '{"v": {{ data.items }}}',
+        '{"v": "{% if data.items %}x{% endif %}"}',
+        "{v: data.items}",
+    ],
+)
+def test_printing_a_missing_argument_named_like_a_dict_method_names_it(source: str) -> None:
+    with pytest.raises(ContextTransformError, match=r"'data\.items' is not among"):
+        ContextTransform(source).render({"a": 1})
+
+
+def test_dict_methods_still_callable_on_nested_arguments() -> None:
+    transform = ContextTransform(
+        '{"pairs": "{% for k, v in data.o.items() %}{{ k }}={{ v }};{% endfor %}", '
+        '"got": "{{ data.o.get("a", "z") }}", "miss": "{{ data.o.get("b", "z") }}", '
+        '"keys": {{ data.o.keys() | list | tojson }}}'
+    )
+    assert transform.render({"o": {"a": 1}}) == {
+        "pairs": "a=1;", "got": "1", "miss": "z", "keys": ["a"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        '{"x": "{{ data.update({}) }}"}',
+        '{"x": "{{ data.pop("a") }}"}',
+        '{"x": "{{ data.setdefault("b", 1) }}"}',
+        '{"x": "{{ data.clear() }}"}',
+    ],
+)
+def test_mutating_dict_methods_stay_refused(source: str) -> None:
+    with pytest.raises(ContextTransformError, match="refused by the sandbox"):
+        ContextTransform(source).render({"a": 1})
+
+
+def test_attributes_of_a_missing_argument_named_like_a_dict_method_are_missing() -> None:
+    with pytest.raises(ContextTransformError, match=r"'data\.get' is not among"):
+        ContextTransform('{"x": "{{ data.get.__self__ }}"}').render({})
+    with pytest.raises(ContextTransformError, match="refused by the sandbox.*'_method'"):
+        ContextTransform('{"x": "{{ data.get._method }}"}').render({})
+
+
 def test_output_never_keeps_template_markup() -> None:
     transform = ContextTransform('{"a": "{{ data.a }}", "b": {{ data.b }}, "c": "{# c #}x"}')
     result = transform.render({"a": "A", "b": 2})
@@ -267,7 +328,7 @@ def test_invalid_json_output_is_reported_with_what_came_out() -> None:
         '{"x": "{{ data.__class__.__mro__ }}"}',
         "{\"x\": \"{{ ''.__class__ }}\"}",
         '{"x": "{{ data.__init__() }}"}',
-        '{"x": "{{ data.get.__self__ }}"}',
+        '{"x": "{{ data.copy().get.__self__ }}"}',
         '{"x": "{{ data.items.append(1) }}"}',
         '{"x": "{{ data.update({}) }}"}',
         "{x: data.__class__}",

@@ -20,6 +20,7 @@ from relayrace import (
     UsageLimits,
     tool,
 )
+from relayrace.meta_tools import DelegationConfig
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
@@ -294,6 +295,68 @@ async def test_parallel_fan_out_respects_max_agent_calls_exactly() -> None:
     assert len(started) == 2
     [res] = result.tool_results
     assert res.message.content.count("max_agent_calls") == 3
+
+
+def token_fan_out(children: int, reply: str) -> tuple[Agent, list[int]]:
+    """A lead whose war room starts ``children`` children, each answering ``reply`` after a
+    pause; the list records how many child requests were in flight at each request."""
+    in_flight: list[int] = [0]
+    seen: list[int] = []
+
+    async def fn(request: Any) -> str:
+        in_flight[0] += 1
+        seen.append(in_flight[0])
+        await asyncio.sleep(0.01)
+        in_flight[0] -= 1
+        return reply
+
+    specialists = [Agent(f"s{i}", instructions="x", description="d", model=FunctionModel(fn))
+                   for i in range(children)]
+    lead_model = ScriptedModel([
+        tool_call("war_room", {"agents": [{"type": f"s{i}", "task": "t"}
+                                          for i in range(children)]}),
+        text("final"),
+    ])
+    lead = Agent("lead", instructions="x", model=lead_model, specialists=specialists,
+                 delegation=DelegationConfig(max_concurrency=children))
+    return lead, seen
+
+
+async def test_parallel_fan_out_stops_at_a_token_budget_where_sequential_calls_would() -> None:
+    # Each child answers 30 output tokens. Made one after another, the first answer fits the
+    # budget and the second passes it; concurrent children must not all be sent first.
+    unlimited, _ = token_fan_out(6, "x" * 120)
+    lead_output = (await Runner.run(unlimited, "go")).usage.per_agent["lead"].output_tokens
+    lead, seen = token_fan_out(6, "x" * 120)
+    session = MemorySession()
+    with pytest.raises(UsageLimitExceeded) as info:
+        await Runner.run(lead, "go", session=session,
+                         usage_limits=UsageLimits(max_output_tokens=lead_output + 45))
+    assert info.value.limit == "max_output_tokens"
+    assert len(seen) == 2  # not 6: the others waited, then saw the budget used up
+    events = of_type(session.events, DelegationEvent)
+    assert [e.ok for e in events].count(True) == 1
+    assert all("max_output_tokens" in (e.error or "") for e in events if not e.ok)
+    await assert_consistent(session)
+
+
+async def test_parallel_fan_out_input_budget_is_kept_beside_requests_in_flight() -> None:
+    lead, seen = token_fan_out(6, "ok")
+    result = await Runner.run(lead, "go", usage_limits=UsageLimits(max_input_tokens=10_000))
+    assert result.final_output == "final" and seen.count(6) == 1  # ample room: all at once
+    tight, seen = token_fan_out(6, "ok")
+    with pytest.raises(UsageLimitExceeded):
+        # Room for the lead's two requests and about one child's at a time, never six at once.
+        await Runner.run(tight, "go", usage_limits=UsageLimits(max_input_tokens=120))
+    assert seen and max(seen) < 6
+
+
+async def test_a_token_budget_does_not_serialize_a_fan_out_that_fits() -> None:
+    lead, seen = token_fan_out(5, "x" * 40)
+    result = await Runner.run(lead, "go", usage_limits=UsageLimits(max_output_tokens=1_000))
+    assert result.final_output == "final"
+    assert max(seen) == 5
+    assert result.usage.total.output_tokens <= 1_000
 
 
 async def test_a_call_that_ends_the_run_leaves_no_sibling_running_unlogged() -> None:

@@ -1,9 +1,14 @@
-"""A customer-support team: triage routes to billing, technical and account specialists.
+r"""A customer-support team: triage routes to billing, technical and account specialists.
 
 technical has its own sub-agents (network, database); every specialist may transfer back to
 its parent. The tools return realistic made-up data.
 
-    relayrace run examples/support/team.py:triage "I was charged twice" --model openai:gpt-4o-mini
+    relayrace run examples/support/team.py:triage "I was charged twice" -c customer=ACME \
+        --model openai:gpt-4o-mini
+
+``-c customer=...`` fills ``{{ customer }}`` in the instructions (they fall back to "the
+customer" without it). With no --model and no API key the team runs on the scripted demo
+model (examples/support/script.py).
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ async def replication_lag(region: str) -> dict[str, object]:
 @tool
 async def get_account(ctx: RunContext[dict[str, str]]) -> dict[str, object]:
     """The signed-in customer's account: plan, contact e-mail and seats."""
-    customer = ctx.context.get("customer", "ACME GmbH")
+    customer = (ctx.context or {}).get("customer", "ACME GmbH")  # no context from the CLI
     return {"customer": customer, "plan": "Team", "seats": 12,
             "contact_email": "ops@acme.example", "renewal": str(date(2027, 3, 1))}
 
@@ -104,13 +109,15 @@ def build_team(model: Model | str) -> Agent[dict[str, str]]:
     network = Agent(
         "network", model=model, tools=[trace_route], transfer_policy=BACK_TO_PARENT,
         description="Connectivity, latency and DNS problems.",
-        instructions="You diagnose network problems for {{ customer }}. Use trace_route.",
+        instructions="You diagnose network problems for "
+                     "{{ customer | default('the customer') }}. Use trace_route.",
     )
     database = Agent(
         "database", model=model, tools=[replication_lag], transfer_policy=BACK_TO_PARENT,
         description="Slow queries, replication lag, data consistency.",
-        instructions="You diagnose database problems for {{ customer }}. Use replication_lag, "
-                     "then explain the cause and what is being done.",
+        instructions="You diagnose database problems for "
+                     "{{ customer | default('the customer') }}. Use replication_lag, then "
+                     "explain the cause and what is being done.",
     )
     technical = Agent(
         "technical", model=model, tools=[check_service_status], sub_agents=[network, database],
@@ -124,9 +131,9 @@ def build_team(model: Model | str) -> Agent[dict[str, str]]:
         "billing", model=model, tools=[lookup_invoice, issue_refund],
         transfer_policy=BACK_TO_PARENT,
         description="Invoices, charges, refunds.",
-        instructions="You are billing support for {{ customer }}. Look invoices up before "
-                     "acting; refund duplicate charges. When billing is settled, transfer back "
-                     "to triage if the customer raised other topics.",
+        instructions="You are billing support for {{ customer | default('the customer') }}. "
+                     "Look invoices up before acting; refund duplicate charges. When billing is "
+                     "settled, transfer back to triage if the customer raised other topics.",
     )
     account = Agent(
         "account", model=model, tools=[get_account], transfer_policy=BACK_TO_PARENT,
@@ -136,9 +143,10 @@ def build_team(model: Model | str) -> Agent[dict[str, str]]:
     return Agent(
         "triage", model=model, sub_agents=[billing, technical, account],
         description="Routes each customer request to the right specialist.",
-        instructions="You are the first line of support for {{ customer }}. Do not solve "
-                     "problems yourself: transfer to the specialist who owns the request. "
-                     "If a message raises several topics, start with the first one.",
+        instructions="You are the first line of support for "
+                     "{{ customer | default('the customer') }}. Do not solve problems yourself: "
+                     "transfer to the specialist who owns the request. If a message raises "
+                     "several topics, start with the first one.",
     )
 
 

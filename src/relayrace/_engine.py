@@ -38,6 +38,7 @@ from .exceptions import (
     MaxTurnsExceeded,
     ModelBehaviorError,
     RunTimeout,
+    UsageLimitExceeded,
     UserError,
 )
 from .guardrails import Guardrail
@@ -67,7 +68,8 @@ class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
     __slots__ = (
-        "_checked", "_filter", "_held", "_paths", "_redact", "_returns", "_written", "add",
+        "_agent_turns", "_checked", "_filter", "_held", "_paths", "_redact", "_resumed_filter",
+        "_returns", "_written", "add",
         "blocked", "called", "child_counts", "depth", "entry", "finish_task", "finished",
         "handoff_count", "handoff_error", "handoff_note", "hops", "local", "max_handoffs",
         "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming",
@@ -123,6 +125,9 @@ class AgentLoop:
         self.handoff_note: Message | None = None  # the result of the last transfer call
         self.resuming = False  # the run continues the log (input=None), e.g. after approval
         self._filter: InputFilter | None = None  # the input filter of the active view
+        # The filter of the handoff that made the remembered agent active, for its next run.
+        self._resumed_filter: InputFilter | None = None
+        self._agent_turns: dict[str, int] | None = None  # for agents with their own max_turns
         self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
         self.team_input: tuple[Guardrail, ...] = ()
         self.team_output: tuple[Guardrail, ...] = ()
@@ -230,7 +235,9 @@ class AgentLoop:
         if input_filter is not None and note is not None:
             note = redact.get(id(note), note) if redact else note
             if not view or view[-1] is not note:
-                view.append(Message.system(note.content))  # keep the reason visible
+                # Keep the reason visible, as a note: a system message mid-conversation is
+                # refused by some servers' chat templates.
+                view.append(Message("user", note.content, name=NOTE))
         self.view = view
 
     def blocked_answer(self, agent: Agent[Any], text: str) -> str:
@@ -259,6 +266,8 @@ class AgentLoop:
         if log.returns:
             self._returns = list(log.returns)
         agent = start_agent or self._active(log.active)
+        if log.handoff is not None and log.handoff.to_agent == agent.name:
+            self._resumed_filter = self._filter_of(log.handoff.agent, agent)
         name, path = agent.name, self.path(agent)
         span = state.trace.start("run" if self.parent_span is None else "delegation", path,
                                  self.parent_span, session_id=self.session.session_id,
@@ -314,6 +323,14 @@ class AgentLoop:
         await self.session.append(self._unwritten())  # never empty: the end was just added
         state.trace.end(span)
         return final, agent, reason
+
+    def _filter_of(self, source: str, target: Agent[Any]) -> InputFilter | None:
+        """The input filter of ``source``'s handoff to ``target``, if it has one."""
+        agent = self.entry.find_agent(source)
+        if agent is None:
+            return None
+        h = self.toolset(agent).handoffs.by_agent.get(target.name)
+        return h.input_filter if h is not None else None
 
     def _active(self, name: str | None) -> Agent[Any]:
         entry = self.entry
@@ -376,7 +393,8 @@ class AgentLoop:
         if blocked is not None:
             self.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
-        self.set_view(agent)
+        self.set_view(agent, self._resumed_filter)
+        self._resumed_filter = None  # for the agent the run starts with, only
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
         if pending:
@@ -397,6 +415,8 @@ class AgentLoop:
                             return self.blocked_answer(agent, blocked), agent, None
                         if len(self._redact.get(agent.name, ())) != known:
                             self.set_view(agent, self._filter)
+                    if agent.max_turns is not None and agent is not self.entry:
+                        self._count_turn(agent, agent.max_turns)
                     self.turns += 1
                     message = await self._model_turn(agent, agent_span)
                     if message.content:
@@ -448,6 +468,16 @@ class AgentLoop:
         finally:
             if not agent_span.end_ns:
                 state.trace.end(agent_span)
+
+    def _count_turn(self, agent: Agent[Any], limit: int) -> None:
+        """Count a turn of an agent with its own ``max_turns``; raise past it."""
+        counts = self._agent_turns
+        if counts is None:
+            counts = self._agent_turns = {}
+        n = counts.get(agent.name, 0)
+        if n >= limit:
+            raise MaxTurnsExceeded(limit, agent.name)
+        counts[agent.name] = n + 1
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self._returns:
@@ -523,7 +553,16 @@ class AgentLoop:
         request.agent = name
         usage = state.usage
         total = usage.total
-        if state.limits is not None:
+        gate = state.gate
+        if gate is not None:  # token budgets: admitted beside the requests in flight
+            estimate = gate.estimate(request)
+            await gate.enter(total, estimate)
+            try:
+                state.limits.reserve_request(total)  # type: ignore[union-attr]
+            except UsageLimitExceeded:
+                gate.leave(estimate, 0)
+                raise
+        elif state.limits is not None:
             state.limits.reserve_request(total)
         total.requests += 1
         agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
@@ -538,10 +577,14 @@ class AgentLoop:
             else:
                 response = await self._stream_model(model, request, agent, path)
         except BaseException as exc:
+            if gate is not None:
+                gate.leave(estimate, 0)
             state.trace.end(span, exc)
             raise
         u = response.usage
         i, o = u.input_tokens, u.output_tokens
+        if gate is not None:
+            gate.leave(estimate, o)
         total.input_tokens += i
         total.output_tokens += o
         agent_usage.input_tokens += i
@@ -557,7 +600,8 @@ class AgentLoop:
         message = response.message
         content, calls = message.content, message.tool_calls
         if not calls:
-            if not content:
+            # A delegated child's empty answer is reported to its parent as empty.
+            if not content and not self.depth:
                 raise ModelBehaviorError(
                     f"The model of agent {name!r} returned an empty turn (no text and no tool "
                     "call); check the model's output limits or its stop sequences.")

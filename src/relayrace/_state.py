@@ -12,7 +12,7 @@ from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
 from .tools import Tool
 from .tracing import Trace
-from .usage import RunUsage, UsageLimits
+from .usage import RunUsage, TokenGate, UsageLimits
 
 Emit = Callable[[AgentEvent], None]
 
@@ -23,8 +23,8 @@ FINISH_TASK = "finish_task"
 class RunState:
     """What a run shares with every child it delegates to."""
 
-    __slots__ = ("agent_calls", "approvals", "context", "emit", "limits", "model_override",
-                 "trace", "usage")
+    __slots__ = ("agent_calls", "approvals", "context", "emit", "gate", "limits",
+                 "model_override", "trace", "usage")
 
     def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
@@ -33,6 +33,7 @@ class RunState:
         self.trace = trace
         self.usage = RunUsage()
         self.limits = limits
+        self.gate = TokenGate(limits) if limits is not None and limits.limits_tokens else None
         self.emit = emit
         self.model_override = model_override
         self.approvals = approvals or {}

@@ -22,6 +22,7 @@ from jinja2 import StrictUndefined, Template, TemplateSyntaxError, Undefined, Un
 from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
 from jinja2.parser import Parser
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
@@ -53,24 +54,43 @@ def _wrap(value: Any, path: str) -> Any:
     return _Data(value, path) if isinstance(value, Mapping) else value
 
 
+class _MissingMethod(StrictUndefined):
+    """A missing argument named like a dict method: undefined, yet ``data.items()`` calls it."""
+
+    __slots__ = ("_method",)  # underscored, so templates cannot reach it
+
+    def __init__(self, method: Callable[..., Any], hint: str, obj: _Data, name: str) -> None:
+        super().__init__(hint=hint, obj=obj, name=name)
+        self._method = method
+
+
 class _Environment(ImmutableSandboxedEnvironment):
     """The sandbox, with call arguments (``_Data``) looked up key first and missing keys named."""
 
     def getattr(self, obj: Any, attribute: str) -> Any:
-        if isinstance(obj, _Data):
-            if attribute in obj:
-                return obj[attribute]
-            if not hasattr(dict, attribute):  # dict methods and dunders go through the sandbox
-                return self._missing(obj, attribute)
-        return super().getattr(obj, attribute)
+        if not isinstance(obj, _Data):
+            return super().getattr(obj, attribute)
+        if attribute in obj:
+            return obj[attribute]
+        if not hasattr(dict, attribute):
+            return self._missing(obj, attribute)
+        value = super().getattr(obj, attribute)  # dunders and mutators: unsafe, never wrapped
+        return value if isinstance(value, Undefined) else self._missing(obj, attribute, value)
+
+    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(obj, _MissingMethod):  # the method itself, so the sandbox checks it
+            obj = obj._method
+        return super().call(context, obj, *args, **kwargs)
 
     def getitem(self, obj: Any, argument: Any) -> Any:
         if isinstance(obj, _Data) and isinstance(argument, str):
             return obj[argument] if argument in obj else self._missing(obj, argument)
         return super().getitem(obj, argument)
 
-    def _missing(self, obj: _Data, name: str) -> Undefined:
+    def _missing(self, obj: _Data, name: str, method: Any = None) -> Undefined:
         hint = f"'{obj.path}.{name}' is not among the tool call's arguments"
+        if method is not None:
+            return _MissingMethod(method, hint=hint, obj=obj, name=name)
         return self.undefined(hint=hint, obj=obj, name=name)
 
 

@@ -19,7 +19,7 @@ from ._state import FINISH_TASK
 from .approvals import PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent
 from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded
-from .handoffs import SINGLE_TOOL_NAME, HandoffTool
+from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
 from .messages import ToolCall
 from .routing import Finish, Handoff
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
@@ -294,16 +294,29 @@ def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
                 "handoffs. Answer the user yourself.")
     if name.startswith("transfer_to_"):
         wanted = name.removeprefix("transfer_to_")
-        if agent.find_agent(wanted) is not None:
-            return _forbidden(agent, wanted, ts)
+        # The tool name holds the agent's name sanitized ("Billing Team" -> Billing_Team).
+        target = agent.find_agent(wanted) or next(
+            (a for a in agent.root.walk() if sanitize_tool_name(a.name) == wanted), None)
+        if target is not None:
+            return _forbidden(loop, agent, target.name, ts)
     return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
 
 
-def _forbidden(agent: Agent[Any], target: str, ts: Toolset) -> str:
-    allowed = ", ".join(ts.handoffs.by_agent) or "none"
+def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
+    handoffs = ts.handoffs
+    ctx = loop.context_for(agent) if handoffs.dynamic else None
+    enabled = [h for h in handoffs.by_agent.values()
+               if ctx is None or handoffs.is_offered(h, ctx)]
+    if not enabled:
+        allowed = "none; answer the user yourself"
+    elif handoffs.mode == "single":
+        allowed = (f"{SINGLE_TOOL_NAME} with agent_name one of "
+                   f"{', '.join(h.agent.name for h in enabled)}")
+    else:
+        allowed = ", ".join(n for n, h in handoffs.by_tool.items() if h in enabled)
     return (f"Transfer to {target!r} is not allowed from {agent.name!r}: an agent may "
             "transfer to its sub-agents, and to its parent or peers only if its transfer "
-            f"policy allows. Allowed targets: {allowed}.")
+            f"policy allows. Transfers you can make now: {allowed}.")
 
 
 def _parse_handoff(
@@ -324,7 +337,7 @@ def _parse_handoff(
         h = handoffs.by_agent.get(name)
         if h is None:
             if agent.find_agent(name) is not None:
-                return None, "", _forbidden(agent, name, ts)
+                return None, "", _forbidden(loop, agent, name, ts)
             return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}."
     else:
         h = handoffs.by_tool[call.name]
@@ -347,9 +360,11 @@ def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> st
     hops = loop.hops or [agent.name]
     hops.append(target.name)
     loop.hops = hops
-    if len(hops) >= 4 and hops[-1] == hops[-3] and hops[-2] == hops[-4]:
-        loop.handoff_error = HandoffLoopError(hops[-4:])
-        return "handoff loop detected (control went back and forth with no work done)."
+    # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...).
+    for k in range(2, len(hops) // 2 + 1):
+        if hops[-k:] == hops[-2 * k:-k]:
+            loop.handoff_error = HandoffLoopError(hops[-2 * k:])
+            return "handoff loop detected (control went round the same agents with no work done)."
     return None
 
 

@@ -40,6 +40,9 @@ class Agent(Generic[TContext]):
     at most one parent. Children are always transfer targets; the parent and the siblings are
     targets when ``transfer_policy`` allows. ``handoff_tools="per_agent"`` offers one
     ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
+    ``max_turns`` is the run's turn limit when the run starts with this agent (unless the run
+    sets one), and the most model turns this agent may take in a run when a handoff brings
+    it in.
     """
 
     is_composite: ClassVar[bool] = False

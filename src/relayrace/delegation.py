@@ -54,6 +54,8 @@ HISTORY_MESSAGES = 6
 """How many recent parent messages ``include_history=True`` passes to a child."""
 HISTORY_CHARS = 4000
 """The most characters of parent history a child receives."""
+SOURCE_ARGUMENTS_CHARS = 400
+"""The most characters of a used tool's arguments kept in a report's completed SOURCES."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -100,10 +102,33 @@ def _sources(events: Sequence[AgentEvent]) -> list[str]:
             if call is None or call.name.startswith("transfer_to_"):
                 continue
             args = call.arguments.strip()
-            if len(args) > 80:
-                args = args[:77] + "..."
+            if len(args) > SOURCE_ARGUMENTS_CHARS:  # long, but a URL or path must stay whole
+                args = args[:SOURCE_ARGUMENTS_CHARS - 3] + "..."
             used.append(f"{call.name}({args})" if args not in ("", "{}") else call.name)
     return used
+
+
+def _paired(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without tool calls that have no result, nor results without their call.
+
+    A history filter sees the parent's conversation as it stands, the open call to this very
+    tool included; a child's model must never receive a call without its result.
+    """
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    called: set[str] = set()
+    out: list[Message] = []
+    for m in messages:
+        if m.role == "assistant" and m.tool_calls:
+            calls = tuple(c for c in m.tool_calls if c.id in answered)
+            called.update(c.id for c in calls)
+            if len(calls) != len(m.tool_calls):
+                if not calls and not m.content:
+                    continue
+                m = Message("assistant", m.content, calls, name=m.name)
+        elif m.role == "tool" and m.tool_call_id not in called:
+            continue
+        out.append(m)
+    return out
 
 
 def bounded_history(messages: Sequence[Message]) -> list[Message]:
@@ -150,17 +175,9 @@ async def run_child(
     limits = state.limits
     prefix = ctx.path + "/"
     path = prefix + agent.name
-    refused: UsageLimitExceeded | None = None
-    if limits is not None:
-        if limits.max_depth is not None and ctx.depth + 1 > limits.max_depth:
-            refused = UsageLimitExceeded("max_depth", ctx.depth + 1, limits.max_depth)
-        elif (limits.max_agent_calls is not None
-              and state.agent_calls + 1 > limits.max_agent_calls):
-            refused = UsageLimitExceeded("max_agent_calls", state.agent_calls + 1,
-                                         limits.max_agent_calls)
-    if refused is not None:
-        return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
-                           error=f"not started: {refused}")
+    if limits is not None and limits.max_depth is not None and ctx.depth + 1 > limits.max_depth:
+        return _refused(agent, path, UsageLimitExceeded("max_depth", ctx.depth + 1,
+                                                        limits.max_depth))
     if key is None:  # children of one tool call are numbered, so a resume finds each again
         key = str(loop.child_counts.get(ctx.tool_call_id, 0))
         loop.child_counts[ctx.tool_call_id] = int(key) + 1
@@ -172,7 +189,11 @@ async def run_child(
             return finished
         if session is not None:
             child_input = None
-    if child_input is not None:
+    if child_input is not None:  # a new child: checked and counted with no await between
+        if (limits is not None and limits.max_agent_calls is not None
+                and state.agent_calls + 1 > limits.max_agent_calls):
+            return _refused(agent, path, UsageLimitExceeded(
+                "max_agent_calls", state.agent_calls + 1, limits.max_agent_calls))
         state.agent_calls += 1
     child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
@@ -216,6 +237,11 @@ async def run_child(
         usage=Usage(used.requests, used.input_tokens, used.output_tokens, used.tool_calls),
     ))
     return result
+
+
+def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResult:
+    return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
+                       error=f"not started: {why}")
 
 
 async def run_children(children: Sequence[Awaitable[T]], limit: int | None = None) -> list[T]:
@@ -352,7 +378,7 @@ class AgentTool(Tool):
         if self.include_history is True:
             history = bounded_history(ctx.messages)
         elif callable(self.include_history):
-            history = self.include_history(list(ctx.messages))
+            history = _paired(self.include_history(list(ctx.messages)))
         result = await run_child(
             ctx, self.agent, task, report=self.report, report_template=self.report_template,
             max_turns=self.max_turns, timeout=self.timeout, variables=variables, history=history,

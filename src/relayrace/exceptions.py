@@ -76,10 +76,13 @@ class ModelProviderError(RelayraceError):
 class MaxTurnsExceeded(RelayraceError):
     """The run reached its turn limit; the session holds every completed step."""
 
-    def __init__(self, max_turns: int) -> None:
+    def __init__(self, max_turns: int, agent: str | None = None) -> None:
         self.max_turns = max_turns
+        self.agent = agent
+        """The agent whose own ``max_turns`` was reached, or ``None`` for the run's limit."""
+        who = "The run" if agent is None else f"Agent {agent!r}"
         super().__init__(
-            f"The run used its {max_turns} model turns without a final answer; "
+            f"{who} used its {max_turns} model turns without a final answer; "
             "raise max_turns or give the agents a clearer stopping point."
         )
 

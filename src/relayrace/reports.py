@@ -173,7 +173,8 @@ def parse_report(text: str) -> HandoffReport:
 
     Takes the last ``<handoff>`` block holding a section (any case and spacing; the closing
     tag may be missing). Without tags, a ``SUMMARY`` heading followed by another section
-    heading starts the block. Headings may be ``SUMMARY:``, ``## Summary``, ``**Summary:**``,
+    heading starts the block, and the text before it opens the summary (it may be the answer
+    itself). Headings may be ``SUMMARY:``, ``## Summary``, ``**Summary:**``,
     ``Key-Findings``...; items may be bulleted (``-``, ``*``, ``•``), numbered (``1.``, ``1)``)
     or inline (``a; b``, and ``a, b`` for sources). A block without SUMMARY takes its summary
     from its untitled text, else from the text before it. Confidence is the first word if it
@@ -215,8 +216,11 @@ def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:
         if name == "summary" and any(other != name for j, other in heads if j > i):
             block = "\n".join(lines[i:])
             close = _CLOSE.search(block)
-            return _sections(block[: close.start() if close else len(block)]), \
-                "\n".join(lines[:i])
+            sections = _sections(block[: close.start() if close else len(block)])
+            before = "\n".join(lines[:i]).strip()
+            if before:  # untagged, the text before the headings may be the answer itself
+                sections["summary"] = [before, *sections.get("summary", ())]
+            return sections, before
     return None, text
 
 

@@ -114,8 +114,9 @@ class Runner:
 
         On a session that already has a conversation, the run continues with the agent that
         was active when it ended (if it is in ``agent``'s tree), unless ``start_agent`` names
-        another. ``input=None`` resumes an interrupted run from the log. ``model`` overrides
-        every agent's model.
+        another, or ``agent`` is itself a sub-agent: naming one is choosing where to start.
+        ``input=None`` resumes an interrupted run from the log, with the agent it stopped
+        with. ``model`` overrides every agent's model.
         """
         return await cls._run(agent, input, session, context, max_turns, max_handoffs,
                               start_agent, model, usage_limits, None)
@@ -149,7 +150,11 @@ class Runner:
         state = RunState(context, Trace(), usage_limits, emit,
                          infer_model(model) if model is not None else None, approvals)
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
-        start = None if start_agent is None else _start_agent(agent, start_agent)
+        start: Agent[Any] | None
+        if start_agent is not None:
+            start = _start_agent(agent, start_agent)
+        else:
+            start = agent if agent.parent is not None and input is not None else None
         try:
             final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:

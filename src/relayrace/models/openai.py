@@ -298,12 +298,11 @@ def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessagePara
         elif m.role == "assistant":
             assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
             if m.tool_calls:
-                # Arguments go back verbatim, malformed or not: the history must stay faithful.
                 assistant["tool_calls"] = [
                     {
                         "id": tc.id,
                         "type": "function",
-                        "function": {"name": tc.name, "arguments": tc.arguments},
+                        "function": {"name": tc.name, "arguments": _wire_arguments(tc.arguments)},
                     }
                     for tc in m.tool_calls
                 ]
@@ -329,6 +328,21 @@ def _arguments_text(raw: object) -> str:
     if raw is None:
         return ""
     return raw if isinstance(raw, str) else json.dumps(raw)
+
+
+def _wire_arguments(arguments: str) -> str:
+    """Past arguments as a JSON object, which vLLM and llama.cpp require (else HTTP 400).
+
+    Same rule as the Anthropic adapter: blank is ``{}``, an object goes back as sent, anything
+    else is kept as text under ``_raw_arguments``.
+    """
+    if not arguments.strip():
+        return "{}"
+    try:
+        parsed = json.loads(arguments)
+    except json.JSONDecodeError:
+        parsed = None
+    return arguments if isinstance(parsed, dict) else json.dumps({"_raw_arguments": arguments})
 
 
 def _new_call_id() -> str:

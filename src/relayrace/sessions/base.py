@@ -56,7 +56,7 @@ class LogView:
     Continuing a long conversation costs the same as continuing a short one.
     """
 
-    __slots__ = ("active", "messages", "returns", "size")
+    __slots__ = ("active", "handoff", "messages", "returns", "size")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -65,6 +65,8 @@ class LogView:
         """The agent that held the conversation when the log ends."""
         self.returns: list[str] = []
         """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+        self.handoff: HandoffEvent | None = None
+        """The transfer that made ``active`` the active agent (``None`` if no transfer did)."""
         self.size = 0
         """How many events have been folded in."""
 
@@ -77,13 +79,14 @@ class LogView:
                 messages.append(e.message)  # type: ignore[attr-defined]
             elif kind is HandoffEvent:
                 self.active = e.to_agent  # type: ignore[attr-defined]
+                self.handoff = None if e.is_return else e  # type: ignore[attr-defined,assignment]
                 if e.is_return:  # type: ignore[attr-defined]
                     if returns:
                         returns.pop()
                 elif e.returns_to:  # type: ignore[attr-defined]
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
-            elif kind is RunStartedEvent:
-                self.active = e.agent
+            elif kind is RunStartedEvent and e.agent != self.active:
+                self.active, self.handoff = e.agent, None
         self.size += len(events)
 
 
