@@ -360,11 +360,14 @@ def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> st
     hops = loop.hops or [agent.name]
     hops.append(target.name)
     loop.hops = hops
-    # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...).
-    for k in range(2, len(hops) // 2 + 1):
-        if hops[-k:] == hops[-2 * k:-k]:
-            loop.handoff_error = HandoffLoopError(hops[-2 * k:])
-            return "handoff loop detected (control went round the same agents with no work done)."
+    # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...), which
+    # needs the target to be there before.
+    if hops.count(target.name) > 1:
+        for k in range(2, len(hops) // 2 + 1):
+            if hops[-k:] == hops[-2 * k:-k]:
+                loop.handoff_error = HandoffLoopError(hops[-2 * k:])
+                return ("handoff loop detected (control went round the same agents with no "
+                        "work done).")
     return None
 
 
