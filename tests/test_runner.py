@@ -163,7 +163,12 @@ async def test_function_model() -> None:
         await asyncio.sleep(0)
         return fn(request)
 
-    for f in (fn, afn):
+    def future_fn(request: Any) -> Any:  # any awaitable will do, not only a coroutine
+        future = asyncio.get_running_loop().create_future()
+        future.set_result(fn(request))
+        return future
+
+    for f in (fn, afn, future_fn):
         model = FunctionModel(f)
         result = await Runner.run(Agent("a", instructions="x", model=model, tools=[add]), "go")
         assert result.final_output == "result is 7"

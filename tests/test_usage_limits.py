@@ -297,9 +297,11 @@ async def test_parallel_fan_out_respects_max_agent_calls_exactly() -> None:
     assert res.message.content.count("max_agent_calls") == 3
 
 
-def token_fan_out(children: int, reply: str) -> tuple[Agent, list[int]]:
-    """A lead whose war room starts ``children`` children, each answering ``reply`` after a
-    pause; the list records how many child requests were in flight at each request."""
+def token_fan_out(children: int, reply: str,
+                  concurrency: int | None = None) -> tuple[Agent, list[int]]:
+    """A lead whose war room starts ``children`` children (``concurrency`` at a time, all by
+    default), each answering ``reply`` after a pause; the list records how many child
+    requests were in flight at each request."""
     in_flight: list[int] = [0]
     seen: list[int] = []
 
@@ -318,7 +320,7 @@ def token_fan_out(children: int, reply: str) -> tuple[Agent, list[int]]:
         text("final"),
     ])
     lead = Agent("lead", instructions="x", model=lead_model, specialists=specialists,
-                 delegation=DelegationConfig(max_concurrency=children))
+                 delegation=DelegationConfig(max_concurrency=concurrency or children))
     return lead, seen
 
 
@@ -340,22 +342,28 @@ async def test_parallel_fan_out_stops_at_a_token_budget_where_sequential_calls_w
     await assert_consistent(session)
 
 
-async def test_parallel_fan_out_input_budget_is_kept_beside_requests_in_flight() -> None:
-    lead, seen = token_fan_out(6, "ok")
-    result = await Runner.run(lead, "go", usage_limits=UsageLimits(max_input_tokens=10_000))
-    assert result.final_output == "final" and seen.count(6) == 1  # ample room: all at once
-    tight, seen = token_fan_out(6, "ok")
-    with pytest.raises(UsageLimitExceeded):
-        # Room for the lead's two requests and about one child's at a time, never six at once.
-        await Runner.run(tight, "go", usage_limits=UsageLimits(max_input_tokens=120))
-    assert seen and max(seen) < 6
+@pytest.mark.parametrize("budget", [120, 400, 700])
+async def test_parallel_fan_out_input_budget_stops_where_sequential_calls_would(
+    budget: int,
+) -> None:
+    # The same war room, one child at a time and all six at once: the same child requests
+    # are made and the same limit is reached, at the same figure.
+    ends = {}
+    for concurrency in (1, 6):
+        lead, seen = token_fan_out(6, "ok", concurrency)
+        with pytest.raises(UsageLimitExceeded) as info:
+            await Runner.run(lead, "go", usage_limits=UsageLimits(max_input_tokens=budget))
+        ends[concurrency] = (len(seen), str(info.value))
+    assert ends[6] == ends[1]
 
 
-async def test_a_token_budget_does_not_serialize_a_fan_out_that_fits() -> None:
+@pytest.mark.parametrize("limits", [UsageLimits(max_output_tokens=1_000),
+                                    UsageLimits(max_input_tokens=10_000)])
+async def test_a_token_budget_does_not_serialize_a_fan_out_that_fits(limits: UsageLimits) -> None:
     lead, seen = token_fan_out(5, "x" * 40)
-    result = await Runner.run(lead, "go", usage_limits=UsageLimits(max_output_tokens=1_000))
+    result = await Runner.run(lead, "go", usage_limits=limits)
     assert result.final_output == "final"
-    assert max(seen) == 5
+    assert max(seen) == 5  # all five children at once
     assert result.usage.total.output_tokens <= 1_000
 
 

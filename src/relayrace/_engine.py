@@ -38,7 +38,6 @@ from .exceptions import (
     MaxTurnsExceeded,
     ModelBehaviorError,
     RunTimeout,
-    UsageLimitExceeded,
     UserError,
 )
 from .guardrails import Guardrail
@@ -384,11 +383,9 @@ class AgentLoop:
         In a team, a typed ``Handoff`` ends the turn instead, for the team to route.
         """
         state = self.state
+        self.team_mode = team
         if team:
             self.called = set()
-            self.team_mode = True
-        elif self.team_mode:
-            self.team_mode = False
         blocked = input_block(self, agent)
         if blocked is not None:
             self.blocked = blocked
@@ -555,13 +552,7 @@ class AgentLoop:
         total = usage.total
         gate = state.gate
         if gate is not None:  # token budgets: admitted beside the requests in flight
-            estimate = gate.estimate(request)
-            await gate.enter(total, estimate)
-            try:
-                state.limits.reserve_request(total)  # type: ignore[union-attr]
-            except UsageLimitExceeded:
-                gate.leave(estimate, 0)
-                raise
+            estimate = await gate.admit(request, total)
         elif state.limits is not None:
             state.limits.reserve_request(total)
         total.requests += 1

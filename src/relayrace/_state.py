@@ -33,7 +33,7 @@ class RunState:
         self.trace = trace
         self.usage = RunUsage()
         self.limits = limits
-        self.gate = TokenGate(limits) if limits is not None and limits.limits_tokens else None
+        self.gate = TokenGate(limits) if limits is not None and limits.has_token_budget else None
         self.emit = emit
         self.model_override = model_override
         self.approvals = approvals or {}

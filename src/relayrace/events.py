@@ -226,18 +226,6 @@ def new_tool_result_event(agent: str, path: str, message: Message, tool_name: st
     return e
 
 
-def dump_events(events: Iterable[AgentEvent]) -> list[str]:
-    """Each event as one line of JSON."""
-    dump = _adapter.dump_json
-    return [dump(e).decode() for e in events]  # type: ignore[arg-type]
-
-
-def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
-    """Events back from JSON lines written by :func:`dump_events`."""
-    load = _adapter.validate_json
-    return [load(line) for line in lines]
-
-
 def new_run_started_event(agent: str, path: str, trace_id: str) -> RunStartedEvent:
     """``RunStartedEvent(agent=..., path=..., trace_id=...)``, faster."""
     e: RunStartedEvent = _new(RunStartedEvent)
@@ -279,3 +267,15 @@ def new_handoff_event(agent: str, path: str, to_agent: str, reason: str, tool_ca
     e.returns_to = returns_to
     e.is_return = False
     return e
+
+
+def dump_events(events: Iterable[AgentEvent]) -> list[str]:
+    """Each event as one line of JSON."""
+    dump = _adapter.dump_json
+    return [dump(e).decode() for e in events]  # type: ignore[arg-type]
+
+
+def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
+    """Events back from JSON lines written by :func:`dump_events`."""
+    load = _adapter.validate_json
+    return [load(line) for line in lines]

@@ -7,6 +7,7 @@ Both count tokens as a quarter of the characters, so usage figures are stable in
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -283,5 +284,8 @@ class FunctionModel(_TestModelBase):
         if self.delay:
             await asyncio.sleep(self.delay)
         result = self.fn(request)
-        turn: Turn = await result if isinstance(result, CoroutineType) else result  # type: ignore[assignment]
-        return self._response(turn, chars, request.agent)
+        # A coroutine (the common case) or any other awaitable, such as a future.
+        if isinstance(result, CoroutineType) or (type(result) is not str
+                                                 and inspect.isawaitable(result)):
+            result = await result
+        return self._response(result, chars, request.agent)

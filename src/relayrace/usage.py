@@ -94,7 +94,7 @@ class UsageLimits:
                                 "None for no limit.")
 
     @property
-    def limits_tokens(self) -> bool:
+    def has_token_budget(self) -> bool:
         """Whether a token budget is set."""
         return self.max_input_tokens is not None or self.max_output_tokens is not None
 
@@ -137,28 +137,30 @@ class TokenGate:
         self._largest_output = 1
         self._freed: asyncio.Future[None] | None = None  # resolved when a request finishes
 
-    def estimate(self, request: ModelRequest) -> tuple[int, int]:
-        """The (input, output) tokens ``request`` is admitted against."""
+    async def admit(self, request: ModelRequest, total: Usage) -> tuple[int, int]:
+        """Wait until ``request`` fits the budgets beside the requests in flight, then count
+        it (``UsageLimits.reserve_request``); raise if a budget is used up.
+
+        Returns the request's (input, output) estimate, to hand back to ``leave``.
+        """
         chars = len(request.instructions)
         for m in request.messages:
             chars += len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
         output = request.settings.max_tokens if request.settings is not None else None
-        return chars // 4 + 1, output or self._largest_output
-
-    async def enter(self, total: Usage, estimate: tuple[int, int]) -> None:
-        """Wait until ``estimate`` fits the budgets beside the requests in flight; raise if
-        a budget is already used up."""
+        estimate = chars // 4 + 1, output or self._largest_output
         limits = self._limits
-        while True:
+        while self.in_flight:
             limits.check_tokens(total)
-            if not self.in_flight or self._fits(total, estimate):
+            if self._fits(total, estimate):
                 break
             if self._freed is None:
                 self._freed = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._freed)  # a cancelled waiter leaves the others waiting
+        limits.reserve_request(total)  # no await since the check: concurrent ones see it
         self.in_flight += 1
         self._reserved_in += estimate[0]
         self._reserved_out += estimate[1]
+        return estimate
 
     def leave(self, estimate: tuple[int, int], output_tokens: int) -> None:
         """A request admitted with ``estimate`` finished (or failed); wake the waiters."""
