@@ -258,11 +258,11 @@ def test_sessions_list(db: Path) -> None:
     assert result.exit_code == 0, result.output
     rows = {row[0]: row for row in table_rows(result.stdout)}
     assert set(rows) == {"s1", "d1"}  # the child session is not top-level
-    assert rows["s1"][3:] == ["9", "0"]  # events, child sessions
+    assert rows["s1"][3:] == ["10", "0"]  # events, child sessions
     assert rows["d1"][4] == "1"
     listed = invoke("sessions", "list", "--db", db, "--json")
     data = {d["session_id"]: d for d in map(json.loads, listed.stdout.splitlines())}
-    assert data["s1"]["event_count"] == 9
+    assert data["s1"]["event_count"] == 10
     assert data["d1"]["child_sessions"] == 1
 
 
@@ -307,7 +307,7 @@ def test_sessions_show_json(db: Path) -> None:
     result = invoke("sessions", "show", "s1", "--db", db, "--json")
     assert result.exit_code == 0, result.output
     events = load_events(result.stdout.splitlines())
-    assert len(events) == 9
+    assert len(events) == 10
     assert any(isinstance(e, HandoffEvent) for e in events)
     assert not any(e.kind == "text_delta" for e in events)  # type: ignore[attr-defined]
 

@@ -18,6 +18,7 @@ from .events import (
     RunStartedEvent,
     TextDeltaEvent,
     ToolResultEvent,
+    ToolStartedEvent,
 )
 from .exceptions import (
     CircularReferenceError,
@@ -82,6 +83,7 @@ __all__ = [
     "ToolCall",
     "ToolResultEvent",
     "ToolRetry",
+    "ToolStartedEvent",
     "TransferPolicy",
     "Usage",
     "UsageLimitExceeded",

@@ -18,7 +18,7 @@ from ._state import (
     Toolset,
     unanswered_calls,
 )
-from ._toolexec import Interrupted, Route, finish_task_definition, run_tools
+from ._toolexec import Interrupted, Route, finish_task_definition, outcome_unknown, run_tools
 from .agent import Agent
 from .context import RunContext, new_context
 from .events import (
@@ -28,6 +28,7 @@ from .events import (
     RunFinishedEvent,
     TextDeltaEvent,
     ToolResultEvent,
+    ToolStartedEvent,
     new_handoff_event,
     new_message_event,
     new_run_finished_event,
@@ -68,12 +69,13 @@ class AgentLoop:
 
     __slots__ = (
         "_agent_turns", "_checked", "_filter", "_held", "_paths", "_redact", "_resumed_filter",
-        "_returns", "_written", "add",
+        "_returns", "_written", "add", "asked", "batch_at",
         "blocked", "called", "child_counts", "depth", "entry", "finish_task", "finished",
-        "handoff_count", "handoff_error", "handoff_note", "hops", "local", "max_handoffs",
-        "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs", "resuming",
-        "running", "session", "state", "suffix", "swarm_limit", "team_input", "team_mode",
-        "team_output", "transcript", "turns", "variables", "view",
+        "handoff_count", "handoff_error", "handoff_note", "hops", "local", "logged",
+        "max_handoffs", "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs",
+        "resumed", "resuming", "running", "session", "state", "suffix", "swarm_limit",
+        "team_input", "team_mode", "team_output", "transcript", "turns", "unknown",
+        "variables", "view",
     )
 
     def __init__(
@@ -110,6 +112,16 @@ class AgentLoop:
         self.hops: list[str] = []  # agents passed through by handoffs since the last real work
         self.called: set[str] = set()  # tools called in the current speaker's turn (teams)
         self.running: set[str] = set()  # tool calls started and not yet finished
+        # Results already recorded as their calls finished (durable logs), by id(event).
+        self.logged: set[int] = set()
+        # Calls an earlier process started whose outcome is unknown, and those of them a
+        # person was asked to approve again since; for the first batch of a resumed run.
+        self.unknown: dict[str, ToolStartedEvent] = {}
+        self.asked: set[str] = set()
+        self.resumed: frozenset[str] = frozenset()  # the current batch's calls of ``unknown``
+        # Where the current batch's calls were made: the assistant message's index in the
+        # transcript, the same in every process that runs the batch (call ids may repeat).
+        self.batch_at = 0
         self.child_counts: dict[str, int] = {}  # delegated children started per tool call
         # What a delegated loop used, its own children included (the run's total says it
         # for the top-level loop).
@@ -177,7 +189,9 @@ class AgentLoop:
         """A run context for ``agent``."""
         state = self.state
         return new_context(state.context, agent, self.path(agent), self.session, state.usage,
-                           call_id, self.view, self.depth, span, self)
+                           call_id, self.view, self.depth, span, self,
+                           f"{self.session.session_id}:{self.batch_at}:{call_id}"
+                           if call_id else "")
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
         """The tools of ``agent`` (built once per agent: trees are fixed once built)."""
@@ -215,12 +229,20 @@ class AgentLoop:
         for call in unanswered_calls(self.transcript):
             ev = held.pop(call.id, None)
             if ev is None:
-                text = (f"Outcome unknown: {why} while this call was running; check its "
-                        "effect before retrying." if call.id in self.running
-                        else f"Not executed: {why}.")
+                started = self.unknown.get(call.id)
+                if started is not None:
+                    text = outcome_unknown(started, why)
+                elif call.id in self.running:
+                    text = (f"Outcome unknown: {why} while this call was running; check its "
+                            "effect before retrying.")
+                else:
+                    text = f"Not executed: {why}."
                 ev = self.tool_result(agent, call, text, is_error=True)
             self.push(ev.message)
-            self.add(ev)
+            if id(ev) in self.logged:  # recorded when its call finished
+                self.logged.discard(id(ev))
+            else:
+                self.add(ev)
 
     # -- guardrails --------------------------------------------------------------------------
 
@@ -264,6 +286,8 @@ class AgentLoop:
                             "resume; give the run an input.")
         if log.returns:
             self._returns = list(log.returns)
+        if log.started:  # a crash left these calls' outcomes unknown
+            self.unknown, self.asked = dict(log.started), set(log.asked)
         agent = start_agent or self._active(log.active)
         if log.handoff is not None and log.handoff.to_agent == agent.name:
             self._resumed_filter = self._filter_of(log.handoff.agent, agent)
@@ -303,7 +327,7 @@ class AgentLoop:
                         self.add(ApprovalRequestedEvent(
                             agent=p.agent, path=p.path, tool_call_id=p.call_id,
                             tool_name=p.tool_name, arguments=p.arguments,
-                            session_id=p.session_id))
+                            session_id=p.session_id, note=p.note))
             self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
                                       status="interrupted", reason="awaiting approval"))
             await self.flush()
@@ -433,7 +457,9 @@ class AgentLoop:
                 if team:  # routing rules look at what the speaker called
                     self.called.update([c.name for c in calls])
                 route = await run_tools(self, agent, calls, agent_span)
-                await self.flush()
+                if (self.blocked is not None or route is None or route.kind == "finish"
+                        or (route.kind == "handoff" and team)):
+                    await self.flush()
                 if self.blocked is not None:
                     return self.blocked_answer(agent, self.blocked), agent, None
                 if route is None:
@@ -454,6 +480,9 @@ class AgentLoop:
                     self.add(new_handoff_event(
                         agent.name, self.path(agent), target.name,
                         route.reason or f"requested by {agent.name}", route.call.id, returns_to))
+                # The call's result and the move itself: one transaction, so a crash cannot
+                # leave the old agent told "Transferred" (or "Returned") and still active.
+                await self.flush()
                 view_filter = route.handoff.input_filter if route.handoff else None
                 agent, agent_span = self._switch(agent, target, agent_span, run_span,
                                                  view_filter)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import traceback
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._guarding import guard_text, input_block
 from ._state import FINISH_TASK
 from .approvals import PendingApproval
-from .events import ApprovalRequestedEvent, ToolResultEvent
+from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
 from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
 from .messages import ToolCall
@@ -76,6 +77,11 @@ async def run_tools(
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
     results: list[ToolResultEvent | None] = [None] * len(calls)
+    transcript = loop.transcript
+    at = len(transcript) - 1
+    while at > 0 and transcript[at].role != "assistant":
+        at -= 1
+    loop.batch_at = at
     try:
         return await _run_tools(loop, agent, calls, parent, results)
     except Interrupted:  # the calls awaiting approval stay open
@@ -92,7 +98,13 @@ async def _run_tools(
 ) -> Route | None:
     ts = loop.toolset(agent)
     approvals = loop.state.approvals
-    waiting: list[int] = []
+    unknown, asked = loop.unknown, loop.asked
+    if unknown:  # the first batch of a resumed run: these calls started in another process
+        loop.unknown, loop.asked = {}, set()
+        loop.resumed = frozenset(unknown)
+    elif loop.resumed:
+        loop.resumed = frozenset()
+    waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[PendingApproval] = []
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
@@ -101,6 +113,15 @@ async def _run_tools(
         needs_approval = False
         if tool is not None:
             needs_approval = tool.requires_approval
+            started = unknown.get(call.id) if unknown else None
+            if started is not None and not tool.idempotent:
+                if not needs_approval:
+                    results[i] = loop.tool_result(agent, call, outcome_unknown(
+                        started, "the run stopped"), is_error=True)
+                    continue
+                if call.id not in asked:  # a person decides whether to run it again
+                    waiting[i] = outcome_unknown(started, "the run stopped")
+                    continue
         elif call.name == FINISH_TASK and loop.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
@@ -119,7 +140,7 @@ async def _run_tools(
         if needs_approval:
             decision = approvals.get(call.id)
             if decision is None:
-                waiting.append(i)
+                waiting[i] = ""
                 continue
             if not decision:
                 results[i] = loop.tool_result(
@@ -143,11 +164,11 @@ async def _run_tools(
         # Routes stay unanswered too, and are decided when the run resumes; they are not
         # approval requests, so they are not listed as pending.
         push_results(loop, results)
-        pending = [_pending(loop, agent, calls[i]) for i in sorted(waiting)]
+        pending = [_pending(loop, agent, calls[i], waiting[i]) for i in sorted(waiting)]
         for p in pending:
             loop.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
                                             tool_call_id=p.call_id, tool_name=p.tool_name,
-                                            arguments=p.arguments))
+                                            arguments=p.arguments, note=p.note))
         raise Interrupted(pending + child_waiting)
     if not routes:
         push_results(loop, results)
@@ -266,19 +287,33 @@ async def _take_route(
 
 
 def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
-    """Log the results gathered so far, in call order; each is logged once."""
-    push, add = loop.push, loop.add
+    """Add the results gathered so far to the conversation, in call order; each once.
+
+    A result recorded when its call finished (durable logs) is not recorded again.
+    """
+    push, add, logged = loop.push, loop.add, loop.logged
     for i, ev in enumerate(results):
         if ev is not None:
             push(ev.message)
-            add(ev)
+            if logged and id(ev) in logged:
+                logged.discard(id(ev))
+            else:
+                add(ev)
             results[i] = None
 
 
-def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> PendingApproval:
+def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
+    """What the model is told of a call that started but whose result was never recorded."""
+    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
+    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and "
+            f"{why} before its result was recorded. It may or may not have taken effect: "
+            "check before calling it again.")
+
+
+def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
                            agent=agent.name, path=loop.path(agent),
-                           session_id=loop.session.session_id)
+                           session_id=loop.session.session_id, note=note)
 
 
 def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
@@ -403,29 +438,47 @@ async def _execute(
     Each result lands in ``results`` as soon as its call completes.
     """
     signals: list[tuple[int, Handoff | Finish]] = []
+    durable = loop.session.durable
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
         loop.running.add(call.id)
         out = await _call_tool(loop, agent, tool, call, parent)
         loop.running.discard(call.id)
-        results[i] = out.event
+        ev = results[i] = out.event
+        if ev is not None and durable:  # durable the moment the call finishes
+            loop.add(ev)
+            loop.logged.add(id(ev))
+            await asyncio.shield(loop.flush())
         if out.pending is not None:
             child_waiting.extend(out.pending)
         elif out.signal is not None:
             signals.append((i, out.signal))
 
+    async def start(items: list[tuple[int, Tool, ToolCall]]) -> None:
+        """Record that these calls start: a resume must not take them for never run."""
+        if durable:
+            path = loop.path(agent)
+            for _, tool, call in items:
+                loop.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
+                                          tool_name=tool.name))
+            await loop.flush()
+
     if len(calls) == 1:  # the common case
+        await start(calls)
         await one(*calls[0])
         return signals
     group: list[tuple[int, Tool, ToolCall]] = []
     for item in [*calls, None]:
         if item is None or item[1].sequential:
+            if group:
+                await start(group)
             if len(group) == 1:
                 await one(*group[0])
             elif group:
                 await _together([one(*g) for g in group])
             group = []
             if item is not None:
+                await start([item])
                 await one(*item)
         else:
             group.append(item)
@@ -509,5 +562,5 @@ def finish_task_definition() -> dict[str, Any]:
         "result": {"type": "string", "description": "What you did and found, for the caller."}}}
 
 
-__all__ = ["FINISH_TASK", "Interrupted", "Route", "finish_task_definition", "push_results",
-           "run_tools"]
+__all__ = ["FINISH_TASK", "Interrupted", "Route", "finish_task_definition", "outcome_unknown",
+           "push_results", "run_tools"]

@@ -31,6 +31,9 @@ class PendingApproval:
     """Its delegation path; a call inside a delegated child has a path with a ``/``."""
     session_id: str
     """The session holding the call (a child session for a delegated child)."""
+    note: str = ""
+    """What the person deciding must know: set when the call started before and a crash left
+    its outcome unknown (running it again may repeat its effect)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,15 +64,18 @@ class PendingRun:
         from .events import ApprovalRequestedEvent, RunFinishedEvent, RunStartedEvent
 
         events = await session.get_events()
-        last = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)), None)
-        if last is None or last.status != "interrupted":
+        end = next((i for i in range(len(events) - 1, -1, -1)
+                    if isinstance(events[i], RunFinishedEvent)), None)
+        last = events[end] if end is not None else None
+        if last is None or last.status != "interrupted":  # type: ignore[attr-defined]
             return None
-        start = max(i for i, e in enumerate(events) if isinstance(e, RunStartedEvent))
+        # The requests of the run that stopped (a resume that crashed after it ended nothing).
+        start = max(i for i, e in enumerate(events[:end]) if isinstance(e, RunStartedEvent))
         approvals = [
             PendingApproval(call_id=e.tool_call_id, tool_name=e.tool_name,
                             arguments=e.arguments, agent=e.agent, path=e.path,
-                            session_id=e.session_id or session.session_id)
-            for e in events[start:] if isinstance(e, ApprovalRequestedEvent)
+                            session_id=e.session_id or session.session_id, note=e.note)
+            for e in events[start:end] if isinstance(e, ApprovalRequestedEvent)
         ]
         return cls(session_id=session.session_id, agent=entry.name, approvals=approvals,
                    entry=entry, session=session)

@@ -36,6 +36,10 @@ class RunContext(Generic[TContext]):
     """The usage of the whole run so far, children included."""
     tool_call_id: str = ""
     """The id of the tool call being served ("" outside a tool call)."""
+    call_key: str = ""
+    """A key for the tool call being served that is the same whenever this call runs, in any
+    process, and differs for every other call, even one with the same id: pass it as the
+    idempotency key of what the tool changes elsewhere (a payment, an email)."""
     messages: Sequence[Message] = ()
     """The conversation so far, as the calling agent's model sees it."""
     depth: int = 0
@@ -52,7 +56,7 @@ _new = object.__new__
 def new_context(
     context: Any, agent: Agent[Any], path: str, session: Session, usage: RunUsage,
     tool_call_id: str, messages: Sequence[Message], depth: int, span: Span | None,
-    loop: AgentLoop,
+    loop: AgentLoop, call_key: str = "",
 ) -> RunContext[Any]:
     """A `RunContext`, for the engine: one is made per tool call, and matching ten keyword
     arguments would cost more than the rest of the call's bookkeeping."""
@@ -63,6 +67,7 @@ def new_context(
     ctx.session = session
     ctx.usage = usage
     ctx.tool_call_id = tool_call_id
+    ctx.call_key = call_key
     ctx.messages = messages
     ctx.depth = depth
     ctx.span = span

@@ -179,15 +179,19 @@ async def run_child(
         return _refused(agent, path, UsageLimitExceeded("max_depth", ctx.depth + 1,
                                                         limits.max_depth))
     if key is None:  # children of one tool call are numbered, so a resume finds each again
-        key = str(loop.child_counts.get(ctx.tool_call_id, 0))
-        loop.child_counts[ctx.tool_call_id] = int(key) + 1
+        n = loop.child_counts.get(ctx.tool_call_id, 0)
+        loop.child_counts[ctx.tool_call_id] = n + 1
+        key = str(n)
+    # Which batch made the call, too: a model may reuse a call id in a later turn.
+    key = f"{loop.batch_at}:{key}"
     child_input: list[Message] | None = [*history, Message.user(task)]
     session: Session | None = None
-    if state.approvals:  # resuming: continue a waiting child, reuse a finished one
+    if state.approvals or ctx.tool_call_id in loop.resumed:
+        # The call ran before this process: continue its child, or reuse what it returned.
         session, finished = await _earlier_child(loop.session, ctx.tool_call_id, key)
         if finished is not None:
             return finished
-        if session is not None:
+        if session is not None and (await session.view()).messages:
             child_input = None
     if child_input is not None:  # a new child: checked and counted with no await between
         if (limits is not None and limits.max_agent_calls is not None
@@ -272,23 +276,22 @@ async def _earlier_child(
     parent: Session, tool_call_id: str, key: str
 ) -> tuple[Session | None, ChildResult | None]:
     """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
-    from ._state import history, unanswered_calls
-
     for info in reversed(await parent.children()):
         if info.parent_tool_call_id != tool_call_id or info.key != key:
             continue
         child = parent.open_child(info)
         events = await child.get_events()
-        if unanswered_calls(history(events)):
-            return child, None
-        done = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)), None)
-        if done is not None and done.status == "completed":
+        done = events[-1] if events and isinstance(events[-1], RunFinishedEvent) else None
+        if done is None or done.status == "interrupted":
+            return child, None  # it stopped for approval, or crashed: it goes on from its log
+        if done.status == "completed":
             report = parse_report(done.output)
             report.merge_sources(_sources(events))
             return None, ChildResult(agent=done.agent, path=info.path, ok=True,
                                      output=done.output, report=report,
                                      session_id=info.session_id, usage=Usage())
-        break
+        return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
+                                 session_id=info.session_id, usage=Usage())
     return None, None
 
 
@@ -296,6 +299,7 @@ class AgentTool(Tool):
     """An agent offered as a tool (see ``Agent.as_tool``)."""
 
     delegates = True
+    idempotent = True  # a call run again continues its children's sessions (stable keys)
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ __all__ = [
     "RunStartedEvent",
     "TextDeltaEvent",
     "ToolResultEvent",
+    "ToolStartedEvent",
     "dump_events",
     "load_events",
 ]
@@ -81,6 +82,21 @@ class ToolResultEvent(AgentEvent):
     """Whether the result reports a mistake or a failure instead of the tool's output."""
     traceback: str | None = None
     """For a tool that raised: the full traceback, kept here and never shown to the model."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolStartedEvent(AgentEvent):
+    """A tool call is about to run (durable sessions only).
+
+    Written before the tool starts, so a resume after a crash knows the difference between a
+    call that never ran and one whose outcome is unknown.
+    """
+
+    kind: Literal["tool_started"] = "tool_started"
+    tool_call_id: str
+    """The call that starts."""
+    tool_name: str = ""
+    """The tool it calls."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -149,6 +165,8 @@ class ApprovalRequestedEvent(AgentEvent):
     """The call's raw arguments."""
     session_id: str = ""
     """The session holding the call, when it is a delegated child's ("" for this one)."""
+    note: str = ""
+    """What the person deciding must know, e.g. that an earlier attempt's outcome is unknown."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -177,6 +195,7 @@ Event = Annotated[
     RunStartedEvent
     | MessageEvent
     | ToolResultEvent
+    | ToolStartedEvent
     | HandoffEvent
     | DelegationEvent
     | GuardrailTriggeredEvent

@@ -63,6 +63,7 @@ class DelegationConfig:
 class _MetaTool(Tool):
 
     delegates = True
+    idempotent = True  # a call run again continues its children's sessions (stable keys)
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         self.owner = owner
         self.specialists = {a.name: a for a in specialists}

@@ -91,6 +91,11 @@ class Tool(ABC):
     """Never run this tool concurrently with any other call of the same turn."""
     requires_approval: bool = False
     """Pause the run for a human decision before each call."""
+    idempotent: bool = False
+    """Whether running a call twice has the effect of running it once. A call whose outcome a
+    crash left unknown is run again on resume only if so; otherwise the model is told (or a
+    person asked, for a tool that requires approval). ``RunContext.call_key`` gives a tool a
+    stable key to pass to the systems it calls, so it can make itself idempotent."""
     rate_limit: RateLimit | None = None
     """Calls allowed per time window, across every run in this process."""
     delegates: bool = False
@@ -206,6 +211,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         sequential: bool = False,
         requires_approval: bool = False,
+        idempotent: bool = False,
         rate_limit: RateLimit | None = None,
     ) -> None:
         self.fn = fn
@@ -215,6 +221,7 @@ class FunctionTool(Tool):
                             "characters of [A-Za-z0-9_-], e.g. @tool(name='lookup_invoice').")
         self.sequential = sequential
         self.requires_approval = requires_approval
+        self.idempotent = idempotent
         self.rate_limit = rate_limit
         doc_text, doc_params = _parse_docstring(fn.__doc__ or "")
         self.description = description or doc_text or self.name
@@ -281,6 +288,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     requires_approval: bool = False,
+    idempotent: bool = False,
     rate_limit: RateLimit | None = None,
 ) -> Callable[[_F], FunctionTool]: ...
 
@@ -293,6 +301,7 @@ def tool(
     description: str | None = None,
     sequential: bool = False,
     requires_approval: bool = False,
+    idempotent: bool = False,
     rate_limit: RateLimit | None = None,
 ) -> FunctionTool | Callable[[_F], FunctionTool]:
     """Turn a typed function, sync or async, into a tool.
@@ -300,7 +309,8 @@ def tool(
     The JSON schema comes from the type hints and the docstring's ``Args:`` section; arguments
     are validated before the call. A parameter typed ``RunContext`` receives the run's context
     and is hidden from the schema. ``sequential=True`` keeps the tool from running concurrently
-    with other calls of the same turn.
+    with other calls of the same turn. ``idempotent=True`` lets a resumed run call it again
+    when a crash left a call's outcome unknown (see ``Tool.idempotent``).
     """
 
     def wrap(f: _F) -> FunctionTool:
@@ -310,6 +320,7 @@ def tool(
             description=description,
             sequential=sequential,
             requires_approval=requires_approval,
+            idempotent=idempotent,
             rate_limit=rate_limit,
         )
 

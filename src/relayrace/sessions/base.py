@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from ..events import (
     AgentEvent,
+    ApprovalRequestedEvent,
     HandoffEvent,
     MessageEvent,
     RunStartedEvent,
     ToolResultEvent,
+    ToolStartedEvent,
     dump_events,
 )
 from ..messages import Message
@@ -53,10 +55,12 @@ class SessionInfo:
 class LogView:
     """What a run needs from a log, kept up to date event by event (never rebuilt).
 
-    Continuing a long conversation costs the same as continuing a short one.
+    Continuing a long conversation costs the same as continuing a short one. A turn's tool
+    results are logged as each call finishes, so in the order they finished; the view puts
+    them in the order of their calls, as the run that made them did.
     """
 
-    __slots__ = ("active", "handoff", "messages", "returns", "size")
+    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "size", "started")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -67,16 +71,37 @@ class LogView:
         """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
         self.handoff: HandoffEvent | None = None
         """The transfer that made ``active`` the active agent (``None`` if no transfer did)."""
+        self.started: dict[str, ToolStartedEvent] = {}
+        """Calls of the last turn that started and have no result yet, by call id."""
+        self.asked: set[str] = set()
+        """Of ``started``, the calls a person was asked to approve again after they started."""
         self.size = 0
         """How many events have been folded in."""
+        # The last turn's calls: their positions, and where its results begin in messages.
+        self._order: tuple[dict[str, int], int] | None = None
 
     def fold(self, events: Sequence[AgentEvent]) -> None:
         """Take ``events`` (appended after the ones already folded) into account."""
         messages, returns = self.messages, self.returns
         for e in events:
             kind = type(e)
-            if kind is MessageEvent or kind is ToolResultEvent:
-                messages.append(e.message)  # type: ignore[attr-defined]
+            if kind is MessageEvent:
+                message: Message = e.message  # type: ignore[attr-defined]
+                messages.append(message)
+                if message.tool_calls:
+                    self._order = ({c.id: i for i, c in enumerate(message.tool_calls)},
+                                   len(messages))
+                    self.started, self.asked = {}, set()
+                else:
+                    self._order = None
+            elif kind is ToolResultEvent:
+                self._place(e.message)  # type: ignore[attr-defined]
+            elif kind is ToolStartedEvent:
+                self.started[e.tool_call_id] = e  # type: ignore[attr-defined,assignment]
+                self.asked.discard(e.tool_call_id)  # type: ignore[attr-defined]
+            elif kind is ApprovalRequestedEvent:
+                if not e.session_id and e.tool_call_id in self.started:  # type: ignore[attr-defined]
+                    self.asked.add(e.tool_call_id)  # type: ignore[attr-defined]
             elif kind is HandoffEvent:
                 self.active = e.to_agent  # type: ignore[attr-defined]
                 self.handoff = None if e.is_return else e  # type: ignore[attr-defined,assignment]
@@ -88,6 +113,24 @@ class LogView:
             elif kind is RunStartedEvent and e.agent != self.active:
                 self.active, self.handoff = e.agent, None
         self.size += len(events)
+
+    def _place(self, result: Message) -> None:
+        """Add a tool result after the results of the calls made before its own."""
+        messages = self.messages
+        call_id = result.tool_call_id or ""
+        self.started.pop(call_id, None)
+        self.asked.discard(call_id)
+        order = self._order
+        position = order[0].get(call_id) if order is not None else None
+        if position is None:  # not a call of the last turn: as logged
+            messages.append(result)
+            return
+        assert order is not None
+        index, start = order
+        at = len(messages)
+        while at > start and index.get(messages[at - 1].tool_call_id or "", -1) > position:
+            at -= 1
+        messages.insert(at, result)
 
 
 class Session(ABC):
