@@ -65,12 +65,13 @@ async def test_request_and_context_builders_match_the_constructors() -> None:
     msgs = [Message.user("hi")]
     agent = Agent("a", instructions="x", model=ScriptedModel())
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())
-    assert loop.state.usage == RunUsage()
-    fast = new_context({"k": 1}, agent, "a", loop.session, loop.state.usage, "c1", msgs, 2,
-                       None, loop)
+    usage = loop.state.budget.usage
+    assert usage == RunUsage()
+    fast = new_context({"k": 1}, agent, "a", loop.session, usage, "c1", msgs, 2, None, loop,
+                       "s:3:c1")
     assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.session,
-                              usage=loop.state.usage, tool_call_id="c1", messages=msgs, depth=2,
-                              span=None, loop=loop)
+                              usage=usage, tool_call_id="c1", messages=msgs, depth=2,
+                              span=None, loop=loop, call_key="s:3:c1")
 
 
 def test_spans_have_every_field() -> None:

@@ -188,7 +188,8 @@ class AgentLoop:
     ) -> RunContext[Any]:
         """A run context for ``agent``."""
         state = self.state
-        return new_context(state.context, agent, self.path(agent), self.session, state.usage,
+        return new_context(state.context, agent, self.path(agent), self.session,
+                           state.budget.usage,
                            call_id, self.view, self.depth, span, self,
                            f"{self.session.session_id}:{self.batch_at}:{call_id}"
                            if call_id else "")
@@ -577,19 +578,8 @@ class AgentLoop:
         request.tools = definitions
         request.settings = agent.model_settings
         request.agent = name
-        usage = state.usage
-        total = usage.total
-        gate = state.gate
-        if gate is not None:  # token budgets: admitted beside the requests in flight
-            estimate = await gate.admit(request, total)
-        elif state.limits is not None:
-            state.limits.reserve_request(total)
-        total.requests += 1
-        agent_usage = usage.per_agent.get(path) or usage.for_agent(path)
-        agent_usage.requests += 1
-        local = self.local
-        if local is not None:
-            local.requests += 1
+        budget, local = state.budget, self.local
+        estimate = await budget.open_request(request, path, local)
         span = state.trace.start("model", model.name, parent, agent=name)
         try:
             if state.emit is None:
@@ -597,24 +587,14 @@ class AgentLoop:
             else:
                 response = await self._stream_model(model, request, agent, path)
         except BaseException as exc:
-            if gate is not None:
-                gate.leave(estimate, 0)
+            budget.close_request(estimate, path, local, None)
             state.trace.end(span, exc)
             raise
         u = response.usage
-        i, o = u.input_tokens, u.output_tokens
-        if gate is not None:
-            gate.leave(estimate, o)
-        total.input_tokens += i
-        total.output_tokens += o
-        agent_usage.input_tokens += i
-        agent_usage.output_tokens += o
-        if local is not None:
-            local.input_tokens += i
-            local.output_tokens += o
+        budget.close_request(estimate, path, local, u)
         attributes = span.attributes
-        attributes["input_tokens"] = i
-        attributes["output_tokens"] = o
+        attributes["input_tokens"] = u.input_tokens
+        attributes["output_tokens"] = u.output_tokens
         attributes["response_model"] = response.model
         state.trace.end(span)
         message = response.message
@@ -639,8 +619,7 @@ class AgentLoop:
             # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
             # them with their results; a final answer goes with what ends the turn.
             await self.flush()
-        if state.limits is not None:
-            state.limits.check_tokens(total)
+        budget.check_tokens()
         return message
 
     async def _stream_model(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._budget import Budget
 from .agent import Agent
 from .events import AgentEvent, MessageEvent, ToolResultEvent
 from .handoffs import HandoffSet
@@ -12,7 +13,7 @@ from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
 from .tools import Tool
 from .tracing import Trace
-from .usage import RunUsage, TokenGate, UsageLimits
+from .usage import UsageLimits
 
 Emit = Callable[[AgentEvent], None]
 
@@ -23,21 +24,17 @@ FINISH_TASK = "finish_task"
 class RunState:
     """What a run shares with every child it delegates to."""
 
-    __slots__ = ("agent_calls", "approvals", "context", "emit", "gate", "limits",
-                 "model_override", "trace", "usage")
+    __slots__ = ("approvals", "budget", "context", "emit", "model_override", "trace")
 
     def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
                  approvals: dict[str, bool] | None = None) -> None:
         self.context = context
         self.trace = trace
-        self.usage = RunUsage()
-        self.limits = limits
-        self.gate = TokenGate(limits) if limits is not None and limits.has_token_budget else None
+        self.budget = Budget(limits)
         self.emit = emit
         self.model_override = model_override
         self.approvals = approvals or {}
-        self.agent_calls = 0
 
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:

@@ -205,20 +205,8 @@ def _admit(
                 f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True)
         else:
             admitted.append((i, tool, call))
-    usage = loop.state.usage
-    limits, over = loop.state.limits, None
-    if limits is not None and limits.max_tool_calls is not None:
-        room = max(0, limits.max_tool_calls - usage.total.tool_calls)
-        if len(admitted) > room:
-            over = UsageLimitExceeded("max_tool_calls", usage.total.tool_calls + len(admitted),
-                                      limits.max_tool_calls)
-            admitted = admitted[:room]
-    n = len(admitted)
-    usage.total.tool_calls += n
-    usage.for_agent(loop.path(agent)).tool_calls += n
-    if loop.local is not None:
-        loop.local.tool_calls += n
-    return admitted, over
+    n, over = loop.state.budget.admit_tools(len(admitted), loop.path(agent), loop.local)
+    return admitted[:n], over
 
 
 async def _take_route(

@@ -172,12 +172,11 @@ async def run_child(
     """
     loop = ctx.loop
     state = loop.state
-    limits = state.limits
     prefix = ctx.path + "/"
     path = prefix + agent.name
-    if limits is not None and limits.max_depth is not None and ctx.depth + 1 > limits.max_depth:
-        return _refused(agent, path, UsageLimitExceeded("max_depth", ctx.depth + 1,
-                                                        limits.max_depth))
+    too_deep = state.budget.refuse_depth(ctx.depth + 1)
+    if too_deep is not None:
+        return _refused(agent, path, too_deep)
     if key is None:  # children of one tool call are numbered, so a resume finds each again
         n = loop.child_counts.get(ctx.tool_call_id, 0)
         loop.child_counts[ctx.tool_call_id] = n + 1
@@ -194,11 +193,9 @@ async def run_child(
         if session is not None and (await session.view()).messages:
             child_input = None
     if child_input is not None:  # a new child: checked and counted with no await between
-        if (limits is not None and limits.max_agent_calls is not None
-                and state.agent_calls + 1 > limits.max_agent_calls):
-            return _refused(agent, path, UsageLimitExceeded(
-                "max_agent_calls", state.agent_calls + 1, limits.max_agent_calls))
-        state.agent_calls += 1
+        refused = state.budget.start_child()
+        if refused is not None:
+            return _refused(agent, path, refused)
     child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
     instructions_suffix = _report_instructions(audience, report_template) if report else ""

@@ -164,10 +164,10 @@ class Runner:
                                           "max_handoffs": max_handoffs, "model": model,
                                           "usage_limits": usage_limits})
             return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
-                             usage=state.usage, trace_id=state.trace.trace_id, session=session,
-                             pending=pending, reason="awaiting approval")
-        return _result(final, last, loop.new_events, state.usage, state.trace.trace_id, session,
-                       reason)
+                             usage=state.budget.usage, trace_id=state.trace.trace_id,
+                             session=session, pending=pending, reason="awaiting approval")
+        return _result(final, last, loop.new_events, state.budget.usage, state.trace.trace_id,
+                       session, reason)
 
     @classmethod
     async def resume(

@@ -56,11 +56,6 @@ class RunUsage:
             usage = self.per_agent[path] = Usage()
         return usage
 
-    def record(self, path: str, usage: Usage) -> None:
-        """Add ``usage`` to the agent ``path`` and to the total."""
-        self.for_agent(path).add(usage)
-        self.total.add(usage)
-
 
 @dataclass(slots=True, kw_only=True)
 class UsageLimits:

@@ -60,7 +60,7 @@ class LogView:
     them in the order of their calls, as the run that made them did.
     """
 
-    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "size", "started")
+    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "started")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -75,8 +75,6 @@ class LogView:
         """Calls of the last turn that started and have no result yet, by call id."""
         self.asked: set[str] = set()
         """Of ``started``, the calls a person was asked to approve again after they started."""
-        self.size = 0
-        """How many events have been folded in."""
         # The last turn's calls: their positions, and where its results begin in messages.
         self._order: tuple[dict[str, int], int] | None = None
 
@@ -112,7 +110,6 @@ class LogView:
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
             elif kind is RunStartedEvent and e.agent != self.active:
                 self.active, self.handoff = e.agent, None
-        self.size += len(events)
 
     def _place(self, result: Message) -> None:
         """Add a tool result after the results of the calls made before its own."""
