@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -10,10 +11,12 @@ import pytest
 from conftest import assert_valid_protocol, messages_of, of_type, session_messages
 from relayrace import (
     Agent,
+    ConfigError,
     HandoffEvent,
     HandoffLoopError,
     MaxHandoffsExceeded,
     MaxTurnsExceeded,
+    Message,
     RunFinishedEvent,
     Runner,
     ToolResultEvent,
@@ -195,22 +198,98 @@ async def test_each_sanitized_tool_reaches_its_own_agent(target: str) -> None:
     assert model.requests[1].agent == target
 
 
-async def test_handoff_name_does_not_shadow_a_tool_of_the_same_name() -> None:
-    called: list[str] = []
+@tool
+def transfer_to_billing() -> str:
+    """A user tool that happens to be named like a transfer."""
+    return "tool ran"
 
+
+@tool
+def transfer_to_agent() -> str:
+    """A user tool named like the single transfer tool."""
+    return "tool ran"
+
+
+@tool
+def transfer_to_root() -> str:
+    """A user tool named like the transfer to a parent called root."""
+    return "tool ran"
+
+
+@tool
+def transfer_to_b() -> str:
+    """A user tool named like the transfer to a peer called b."""
+    return "tool ran"
+
+
+def _clash_user_tool() -> Agent:
+    return Agent("root", instructions="r", tools=[transfer_to_billing],
+                 sub_agents=[Agent("billing", instructions="b")])
+
+
+def _clash_single_tool() -> Agent:
+    return Agent("root", instructions="r", tools=[transfer_to_agent], handoff_tools="single",
+                 sub_agents=[Agent("billing", instructions="b")])
+
+
+def _clash_meta_tool() -> Agent:
+    return Agent("root", instructions="r", specialists=[Agent("expert", instructions="e")],
+                 sub_agents=[handoff(Agent("billing", instructions="b"),
+                                     tool_name="delegate_to_agent")])
+
+
+def _clash_agent_tool() -> Agent:
+    helper = Agent("helper", instructions="h")
+    return Agent("root", instructions="r", tools=[helper.as_tool(name="transfer_to_billing")],
+                 sub_agents=[Agent("billing", instructions="b")])
+
+
+def _clash_finish_task() -> Agent:
+    return Agent("root", instructions="r", mode="task",
+                 sub_agents=[handoff(Agent("billing", instructions="b"),
+                                     tool_name="finish_task")])
+
+
+@pytest.mark.parametrize(("build", "named"), [
+    (_clash_user_tool, ["transfer_to_billing", "'billing'"]),
+    (_clash_single_tool, ["transfer_to_agent", "'billing'"]),
+    (_clash_meta_tool, ["delegate_to_agent", "'billing'"]),
+    (_clash_agent_tool, ["transfer_to_billing", "'billing'"]),
+    (_clash_finish_task, ["finish_task", "'billing'"]),
+], ids=["user tool", "single transfer tool", "meta-tool", "agent tool", "finish_task"])
+def test_a_transfer_tool_clashing_with_another_tool_is_rejected_when_built(
+        build: Any, named: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        build()
+    for name in named:
+        assert name in str(info.value)
+
+
+def test_a_user_tool_named_finish_task_is_rejected_on_a_task_agent() -> None:
     @tool
-    def transfer_to_billing() -> str:
-        """A user tool that happens to look like a transfer."""
-        called.append("tool")
-        return "tool ran"
+    def finish_task(result: str) -> str:
+        """Shadows the tool a task agent returns with."""
+        return result
 
-    model = recording_model([tool_call("transfer_to_billing"), text("still root")])
-    result = await Runner.run(team(model, root_tools=(transfer_to_billing,)), "hi")
-    names = list(tool_defs(model)[0])
-    assert len(names) == len(set(names)) == 3
-    assert called == ["tool"]
-    assert result.handoffs == []
-    assert result.last_agent.name == "root"
+    with pytest.raises(UserError, match="finish_task"):
+        Agent("worker", instructions="w", mode="task", tools=[finish_task])
+    Agent("chatty", instructions="c", tools=[finish_task])  # no clash outside task mode
+
+
+@pytest.mark.parametrize("policy", ["parent", "peers"])
+def test_a_clash_with_a_transfer_to_the_parent_or_a_peer_leaves_no_parent_link(
+        policy: str) -> None:
+    clashing = Agent("a", instructions="a", tools=[transfer_to_root, transfer_to_b],
+                     transfer_policy=TransferPolicy(to_parent=policy == "parent",
+                                                    to_peers=policy == "peers"))
+    b = Agent("b", instructions="b")
+    with pytest.raises(ConfigError, match="transfer_to_(root|b)") as info:
+        Agent("root", instructions="r", sub_agents=[b, clashing])
+    assert "'a'" in str(info.value)
+    # Nothing was half applied: both agents are free to be placed again.
+    assert b.parent is None and clashing.parent is None
+    root = Agent("root", instructions="r", sub_agents=[b])
+    assert b.parent is root
 
 
 # --- what a handoff does -------------------------------------------------------------------
@@ -552,6 +631,96 @@ async def test_on_handoff_is_called_with_context_and_reason() -> None:
     assert calls == [({"k": 1}, "r1"), ("sync", "r2")]
 
 
+@pytest.mark.parametrize("mode", ["per_agent", "single"])
+async def test_an_async_is_enabled_is_awaited(mode: str) -> None:
+    async def closed(ctx: Any) -> bool:
+        return False
+
+    async def open_(ctx: Any) -> bool:
+        return True
+
+    def call(target: str, id: str) -> Any:
+        if mode == "per_agent":
+            return tool_call(f"transfer_to_{target}", id=id)
+        return tool_call("transfer_to_agent", {"agent_name": target}, id=id)
+
+    model = recording_model([call("vip", "v"), call("desk", "d"), text("desk here")])
+    vip = Agent("vip", instructions="v", model=model)
+    desk = Agent("desk", instructions="d", model=model)
+    root = Agent("root", instructions="r", model=model, handoff_tools=mode, sub_agents=[
+        handoff(vip, is_enabled=closed), handoff(desk, is_enabled=open_)])
+    result = await Runner.run(root, "hi")
+    defs = tool_defs(model)[0]
+    if mode == "per_agent":
+        assert set(defs) == {"transfer_to_desk"}
+    else:
+        assert defs["transfer_to_agent"].parameters["properties"]["agent_name"]["enum"] == [
+            "desk"]
+    refused, moved = result.tool_results
+    assert refused.is_error and "vip" in refused.message.content
+    assert not moved.is_error
+    assert [h.to_agent for h in result.handoffs] == ["desk"]
+    assert result.last_agent.name == "desk"
+
+
+async def test_a_transfer_keeps_its_tool_name_while_another_is_disabled() -> None:
+    """Names that sanitize alike are numbered once; hiding one never renames the other."""
+    model = recording_model([tool_call("transfer_to_A_B_2"), text("A_B here")])
+    first = Agent("A B", instructions="1", model=model)
+    second = Agent("A_B", instructions="2", model=model)
+    root = Agent("root", instructions="r", model=model, sub_agents=[
+        handoff(first, is_enabled=lambda ctx: False), handoff(second, is_enabled=lambda ctx: True)])
+    result = await Runner.run(root, "hi")
+    assert list(tool_defs(model)[0]) == ["transfer_to_A_B_2"]
+    assert result.last_agent.name == "A_B"
+
+
+async def test_an_awaitable_returned_by_on_handoff_is_awaited() -> None:
+    calls: list[str] = []
+
+    class Audit:
+        """An awaitable that is not a coroutine: its work happens only when awaited."""
+
+        def __init__(self, reason: str) -> None:
+            self.reason = reason
+
+        def __await__(self) -> Any:
+            yield from asyncio.sleep(0).__await__()
+            calls.append(self.reason)
+
+    model = ScriptedModel([tool_call("transfer_to_b", {"reason": "r1"}), text("b")])
+    b = Agent("b", instructions="b", model=model)
+    root = Agent("root", instructions="r", model=model,
+                 sub_agents=[handoff(b, on_handoff=lambda ctx, reason: Audit(reason))])
+    result = await Runner.run(root, "go")
+    assert calls == ["r1"]
+    assert result.last_agent.name == "b"
+
+
+async def test_an_async_input_filter_is_awaited() -> None:
+    async def users_only(messages: list[Message]) -> list[Message]:
+        return [m for m in messages if m.role == "user"]
+
+    model = ScriptedModel([
+        tool_call("lookup", {"q": "order 7"}),
+        tool_call("transfer_to_clean", {"reason": "needs a human touch"}),
+        text("clean answer"),
+        text("clean again"),
+    ])
+    clean = Agent("clean", instructions="c", model=model)
+    root = Agent("root", instructions="r", model=model, tools=[lookup],
+                 sub_agents=[handoff(clean, input_filter=users_only)])
+    session = MemorySession()
+    await Runner.run(root, "where is order 7?", session=session)
+    await Runner.run(root, "and now?", session=session)  # the filter holds in a later run
+    for request in model.requests[2:]:
+        assert request.agent == "clean"
+        assert all(m.role == "user" for m in request.messages)
+        assert "where is order 7?" in [m.content for m in request.messages]
+    assert any("needs a human touch" in m.content for m in model.requests[2].messages)
+    assert model.requests[3].messages[-1].content == "and now?"
+
+
 @tool
 def lookup(q: str) -> str:
     """Look something up."""
@@ -632,6 +801,88 @@ async def test_keep_last_filter_never_splits_a_call_from_its_result() -> None:
 def test_keep_last_rejects_nonpositive_n() -> None:
     with pytest.raises(ValueError):
         keep_last(0)
+
+
+@pytest.mark.parametrize("option", ["input_filter", "is_enabled", "on_handoff"])
+def test_a_handoff_option_that_cannot_be_called_is_rejected_when_built(option: str) -> None:
+    billing = Agent("billing", instructions="b")
+    with pytest.raises(UserError, match=f"{option}.*'keep_last'"):
+        handoff(billing, **{option: "keep_last"})
+    assert billing.parent is None
+
+
+_BROKEN: dict[str, Any] = {
+    "raises": ValueError("the filter has a bug"),
+    "returns None": None,
+    "returns a string": "hello",
+    "returns a list of strings": ["hello"],
+}
+
+
+@pytest.mark.parametrize("failure", list(_BROKEN))
+async def test_a_failing_input_filter_ends_the_run_and_leaves_the_session_as_before(
+        failure: str) -> None:
+    broken = True
+
+    def picky_filter(messages: list[Message]) -> Any:
+        if not broken:
+            return messages[-2:]
+        outcome = _BROKEN[failure]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    model = ScriptedModel([
+        tool_call("transfer_to_billing", {"reason": "money"}, id="t1"),
+        tool_call("transfer_to_billing", {"reason": "money"}, id="t2"),
+        text("billing here"),
+    ])
+    billing = Agent("billing", instructions="b", model=model)
+    root = Agent("root", instructions="r", model=model,
+                 sub_agents=[handoff(billing, input_filter=picky_filter)])
+    session = MemorySession()
+    with pytest.raises(UserError, match="picky_filter"):
+        await Runner.run(root, "pay", session=session)
+    events = await session.get_events()
+    assert of_type(events, HandoffEvent) == []
+    [answer] = of_type(events, ToolResultEvent)
+    assert answer.message.tool_call_id == "t1" and answer.is_error
+    assert "picky_filter" in answer.message.content
+    assert_valid_protocol(messages_of(events))
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].status == "failed"
+    assert "picky_filter" in events[-1].output
+
+    broken = False  # once the filter is fixed, the same session works again
+    result = await Runner.run(root, "pay please", session=session)
+    assert [r.agent for r in model.requests] == ["root", "root", "billing"]
+    assert result.final_output == "billing here"
+    assert [h.to_agent for h in result.handoffs] == ["billing"]
+    assert len(model.requests[2].messages) == 2
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_an_input_filter_failing_in_a_later_run_is_a_user_error_naming_it() -> None:
+    broken = False
+
+    def later_filter(messages: list[Message]) -> list[Message]:
+        if broken:
+            raise KeyError("gone")
+        return messages
+
+    model = ScriptedModel([tool_call("transfer_to_billing"), text("billing 1"),
+                           text("billing 2")])
+    billing = Agent("billing", instructions="b", model=model)
+    root = Agent("root", instructions="r", model=model,
+                 sub_agents=[handoff(billing, input_filter=later_filter)])
+    session = MemorySession()
+    await Runner.run(root, "pay", session=session)
+    broken = True
+    with pytest.raises(UserError, match="later_filter"):
+        await Runner.run(root, "again", session=session)
+    assert_valid_protocol(await session_messages(session))
+    broken = False
+    result = await Runner.run(root, "and again", session=session)
+    assert (result.last_agent.name, result.final_output) == ("billing", "billing 2")
 
 
 # --- limits and loops -----------------------------------------------------------------------

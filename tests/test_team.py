@@ -482,3 +482,43 @@ async def test_a_swarm_member_runs_its_own_members() -> None:
     assert result.final_output == "c answers"
     assert result.reason == "done"
     assert_valid_protocol(await session_messages(result.session))
+
+
+# --------------------------------------------------------------------------- construction and start
+
+
+@pytest.mark.parametrize("bad", ["unknown agent", "unknown initial", "cycle"])
+def test_a_rejected_team_leaves_its_agents_free_for_a_corrected_one(bad: str) -> None:
+    model = ScriptedModel(by_agent={"a": [text("a done")], "b": [text("b done")]})
+    a, b = names("a", "b", model=model)
+    wrong: dict[str, dict[str, Any]] = {
+        "unknown agent": {"rules": [Rule(FromSpeaker("a"), AgentTarget("ghost"))]},
+        "unknown initial": {"initial": "ghost"},
+        "cycle": {"rules": [Rule(FromSpeaker("a"), AgentTarget("b")),
+                            Rule(FromSpeaker("b"), AgentTarget("a"))]},
+    }
+    with pytest.raises(ConfigError):
+        Team("t", agents=[a, b], **wrong[bad])
+    assert a.parent is None and b.parent is None
+    team = Team("t", agents=[a, b], rules=[Rule(FromSpeaker("a"), AgentTarget("b")),
+                                           Rule(FromSpeaker("b"), TerminateTarget("done"))])
+    assert a.parent is team and b.parent is team
+
+
+@pytest.mark.parametrize(("start", "spoke"), [("reviewer", ["reviewer", "editor"]),
+                                              ("editor", ["editor"])])
+async def test_start_agent_starts_the_team_at_that_member_under_its_rules(
+        start: str, spoke: list[str]) -> None:
+    model = ScriptedModel(by_agent={"writer": [], "reviewer": [text("reviewed")],
+                                    "editor": [text("edited")]})
+    team = Team("t", agents=members(model), rules=[
+        Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
+        Rule(FromSpeaker("reviewer"), AgentTarget("editor")),
+        Rule(FromSpeaker("editor"), TerminateTarget("edited")),
+    ])
+    result = await Runner.run(team, "go", start_agent=start)
+    assert speakers(model) == spoke
+    assert result.final_output == "edited"
+    assert result.reason == "edited"
+    assert result.last_agent.name == "editor"
+    assert_valid_protocol(await session_messages(result.session))

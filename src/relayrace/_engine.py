@@ -42,7 +42,7 @@ from .exceptions import (
     UserError,
 )
 from .guardrails import Guardrail
-from .handoffs import InputFilter
+from .handoffs import HandoffTool, filter_messages
 from .messages import Message, ToolCall
 from .models import infer_model
 from .models.interface import (
@@ -73,9 +73,9 @@ class AgentLoop:
         "blocked", "called", "child_counts", "depth", "entry", "finish_task", "finished",
         "handoff_count", "handoff_error", "handoff_note", "hops", "local", "logged",
         "max_handoffs", "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs",
-        "resumed", "resuming", "running", "session", "state", "suffix", "swarm_limit",
-        "team_input", "team_mode", "team_output", "transcript", "turns", "unknown",
-        "variables", "view",
+        "resumed", "resuming", "running", "session", "start_member", "state", "suffix",
+        "swarm_limit", "team_input", "team_mode", "team_output", "transcript", "turns",
+        "unknown", "variables", "view",
     )
 
     def __init__(
@@ -135,11 +135,12 @@ class AgentLoop:
         self.finished = False  # a tool returned Finish: the run ends, workflows included
         self.handoff_note: Message | None = None  # the result of the last transfer call
         self.resuming = False  # the run continues the log (input=None), e.g. after approval
-        self._filter: InputFilter | None = None  # the input filter of the active view
-        # The filter of the handoff that made the remembered agent active, for its next run.
-        self._resumed_filter: InputFilter | None = None
+        self._filter: HandoffTool | None = None  # the handoff whose filter shapes the view
+        # The handoff (with a filter) that made the remembered agent active, for its next run.
+        self._resumed_filter: HandoffTool | None = None
         self._agent_turns: dict[str, int] | None = None  # for agents with their own max_turns
         self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
+        self.start_member: Agent[Any] | None = None  # where the entry team starts (start_agent)
         self.team_input: tuple[Guardrail, ...] = ()
         self.team_output: tuple[Guardrail, ...] = ()
 
@@ -247,20 +248,33 @@ class AgentLoop:
 
     # -- guardrails --------------------------------------------------------------------------
 
-    def set_view(self, agent: Agent[Any], input_filter: InputFilter | None = None) -> None:
-        """What ``agent`` sees from now on: all, or what a filter keeps; redacted first."""
-        self._filter = input_filter
+    def set_view(self, agent: Agent[Any], view: list[Message] | None = None,
+                 source: HandoffTool | None = None) -> None:
+        """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
+        input filter of ``source`` kept of it (see ``filtered_view``)."""
+        self._filter = source
+        if view is None:
+            redact = self._redact.get(agent.name)
+            view = [redact.get(id(m), m) for m in self.transcript] if redact else self.transcript
+        self.view = view
+
+    async def filtered_view(self, agent: Agent[Any], source: HandoffTool, note: Message | None,
+                            extra: Sequence[Message] = ()) -> list[Message]:
+        """What the input filter of ``source`` keeps of the conversation, plus ``extra``
+        (results about to be logged), redacted for ``agent``; the transfer's ``note`` stays
+        visible. A failing filter raises ``UserError``."""
         redact = self._redact.get(agent.name)
-        base = [redact.get(id(m), m) for m in self.transcript] if redact else self.transcript
-        view = base if input_filter is None else input_filter(list(base))
-        note = self.handoff_note
-        if input_filter is not None and note is not None:
+        base = [*self.transcript, *extra]
+        if redact:
+            base = [redact.get(id(m), m) for m in base]
+        view = await filter_messages(source, base)
+        if note is not None:
             note = redact.get(id(note), note) if redact else note
             if not view or view[-1] is not note:
                 # Keep the reason visible, as a note: a system message mid-conversation is
                 # refused by some servers' chat templates.
                 view.append(Message("user", note.content, name=NOTE))
-        self.view = view
+        return view
 
     def blocked_answer(self, agent: Agent[Any], text: str) -> str:
         """End the turn with a guardrail's answer, as the agent's message."""
@@ -290,6 +304,11 @@ class AgentLoop:
         if log.started:  # a crash left these calls' outcomes unknown
             self.unknown, self.asked = dict(log.started), set(log.asked)
         agent = start_agent or self._active(log.active)
+        if start_agent is not None and start_agent is not self.entry and self.entry.is_composite:
+            from .team import Team
+
+            if isinstance(self.entry, Team):  # the team starts there, and its rules apply
+                self.start_member, agent = start_agent, self.entry
         if log.handoff is not None and log.handoff.to_agent == agent.name:
             self._resumed_filter = self._filter_of(log.handoff.agent, agent)
         name, path = agent.name, self.path(agent)
@@ -348,13 +367,13 @@ class AgentLoop:
         state.trace.end(span)
         return final, agent, reason
 
-    def _filter_of(self, source: str, target: Agent[Any]) -> InputFilter | None:
-        """The input filter of ``source``'s handoff to ``target``, if it has one."""
+    def _filter_of(self, source: str, target: Agent[Any]) -> HandoffTool | None:
+        """``source``'s handoff to ``target``, if it has an input filter."""
         agent = self.entry.find_agent(source)
         if agent is None:
             return None
         h = self.toolset(agent).handoffs.by_agent.get(target.name)
-        return h.input_filter if h is not None else None
+        return h if h is not None and h.input_filter is not None else None
 
     def _active(self, name: str | None) -> Agent[Any]:
         entry = self.entry
@@ -415,8 +434,12 @@ class AgentLoop:
         if blocked is not None:
             self.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
-        self.set_view(agent, self._resumed_filter)
-        self._resumed_filter = None  # for the agent the run starts with, only
+        resumed, self._resumed_filter = self._resumed_filter, None  # for the first agent only
+        if resumed is None:
+            self.set_view(agent)
+        else:
+            self.set_view(agent, await self.filtered_view(agent, resumed, self.handoff_note),
+                          resumed)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
         if pending:
@@ -436,7 +459,12 @@ class AgentLoop:
                             self.blocked = blocked
                             return self.blocked_answer(agent, blocked), agent, None
                         if len(self._redact.get(agent.name, ())) != known:
-                            self.set_view(agent, self._filter)
+                            source = self._filter
+                            if source is None:
+                                self.set_view(agent)
+                            else:
+                                self.set_view(agent, await self.filtered_view(
+                                    agent, source, self.handoff_note), source)
                     if agent.max_turns is not None and agent is not self.entry:
                         self._count_turn(agent, agent.max_turns)
                     self.turns += 1
@@ -484,9 +512,7 @@ class AgentLoop:
                 # The call's result and the move itself: one transaction, so a crash cannot
                 # leave the old agent told "Transferred" (or "Returned") and still active.
                 await self.flush()
-                view_filter = route.handoff.input_filter if route.handoff else None
-                agent, agent_span = self._switch(agent, target, agent_span, run_span,
-                                                 view_filter)
+                agent, agent_span = self._switch(agent, target, agent_span, run_span, route)
                 if self.blocked is not None:
                     return self.blocked_answer(agent, self.blocked), agent, None
         except BaseException as exc:
@@ -513,17 +539,20 @@ class AgentLoop:
                               reason=f"returned: {result}"[:500], is_return=True))
 
     def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
-                view_filter: InputFilter | None = None) -> tuple[Agent[Any], Span]:
+                route: Route | None = None) -> tuple[Agent[Any], Span]:
         """Make ``target`` the active agent: its guardrails, its view, and its span.
 
-        A transfer's target was checked before the transfer was confirmed; a return is
-        checked here, and a block there ends the run (``self.blocked``).
+        A transfer's target was checked, and its filtered view made, before the transfer was
+        confirmed; a return is checked here, and a block there ends the run (``self.blocked``).
         """
         self.state.trace.end(agent_span)
         blocked = input_block(self, target)
         if blocked is not None:
             self.blocked = blocked
-        self.set_view(target, view_filter)
+        if route is None or route.view is None:
+            self.set_view(target)
+        else:
+            self.set_view(target, route.view, route.handoff)
         return target, self.state.trace.start("agent", target.name, run_span)
 
     def _model(self, agent: Agent[Any]) -> Model:
@@ -541,10 +570,8 @@ class AgentLoop:
         self.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
                                 and self.handoff_count >= self.max_handoffs)
 
-    def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
-        if agent.mode == "chat" and not self.swarm_limit and not ts.handoffs.dynamic:
-            self.finish_task = self.refuse_handoffs = False  # the common case, decided early
-            return ts.definitions
+    async def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
+        """The tools offered this turn, when they change by turn (see ``_model_turn``)."""
         self._turn_flags(agent)
         no_handoffs = self.refuse_handoffs or (agent.mode == "single_turn"
                                                and bool(self._returns))
@@ -552,7 +579,7 @@ class AgentLoop:
             return ts.definitions
         defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
         if not no_handoffs:
-            defs.extend(ts.handoffs.offered(self.context_for(agent), set(ts.tools)))
+            defs.extend(await ts.handoffs.offered(self.context_for(agent)))
         if self.finish_task:
             defs.append(ToolDefinition(
                 name=FINISH_TASK, parameters=finish_task_definition(),
@@ -564,7 +591,12 @@ class AgentLoop:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
-        definitions = self._definitions(agent, agent._toolset or self.toolset(agent))
+        ts = agent._toolset or self.toolset(agent)
+        if agent.mode == "chat" and not self.swarm_limit and not ts.handoffs.dynamic:
+            self.finish_task = self.refuse_handoffs = False  # the common case, decided early
+            definitions = ts.definitions
+        else:
+            definitions = await self._definitions(agent, ts)
         instructions = agent.instructions
         if not isinstance(instructions, str) or agent._templated:
             instructions = await agent.render_instructions(self.context_for(agent),

@@ -8,6 +8,7 @@ from typing import Any
 from ._budget import Budget
 from .agent import Agent
 from .events import AgentEvent, MessageEvent, ToolResultEvent
+from .handoffs import FINISH_TASK as FINISH_TASK  # re-exported: the engine imports it from here
 from .handoffs import HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
@@ -16,9 +17,6 @@ from .tracing import Trace
 from .usage import UsageLimits
 
 Emit = Callable[[AgentEvent], None]
-
-FINISH_TASK = "finish_task"
-"""The tool a ``task``-mode agent calls to return to the agent that handed it the task."""
 
 
 class RunState:

@@ -8,6 +8,7 @@ returns compete, and the first emitted wins; calls awaiting approval stop the ru
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import traceback
@@ -19,9 +20,9 @@ from ._guarding import guard_text, input_block
 from ._state import FINISH_TASK
 from .approvals import PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
-from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded
+from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded, UserError
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
-from .messages import ToolCall
+from .messages import Message, ToolCall
 from .routing import Finish, Handoff
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
 
@@ -59,6 +60,8 @@ class Route:
     """For ``Finish`` and a task's return: the result."""
     handoff: HandoffTool | None = None
     """For a transfer: the handoff used."""
+    view: list[Message] | None = None
+    """For a transfer through an input filter: what the target sees."""
 
 
 @dataclass(slots=True)
@@ -127,15 +130,15 @@ async def _run_tools(
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:
-            h, reason, error = _parse_handoff(loop, agent, call, ts)
+            h, reason, error = await _parse_handoff(loop, agent, call, ts)
             if error is not None or h is None:
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
             route = Route("transfer", call, h.agent, reason=reason, handoff=h)
         else:
-            results[i] = loop.tool_result(agent, call, _refusal(loop, agent, call.name, ts),
-                                          is_error=True)
+            results[i] = loop.tool_result(
+                agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
             continue
         if needs_approval:
             decision = approvals.get(call.id)
@@ -239,6 +242,8 @@ async def _take_route(
                 loop.blocked = blocked
                 refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
+            if route.handoff.input_filter is not None:
+                await _filter_view(loop, agent, route, results, index)
             failure = await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
             if failure is not None:
                 results[index] = loop.tool_result(
@@ -304,7 +309,7 @@ def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> P
                            session_id=loop.session.session_id, note=note)
 
 
-def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
+async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     offered = sorted(d.name for d in ts.definitions)
     if name in ts.refused:
         return (f"Tool {name!r} is not available to {agent.name}: as a supervisor it may "
@@ -321,15 +326,16 @@ def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
         target = agent.find_agent(wanted) or next(
             (a for a in agent.root.walk() if sanitize_tool_name(a.name) == wanted), None)
         if target is not None:
-            return _forbidden(loop, agent, target.name, ts)
+            return await _forbidden(loop, agent, target.name, ts)
     return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
 
 
-def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
+async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
     handoffs = ts.handoffs
-    ctx = loop.context_for(agent) if handoffs.dynamic else None
-    enabled = [h for h in handoffs.by_agent.values()
-               if ctx is None or handoffs.is_offered(h, ctx)]
+    if handoffs.dynamic:
+        enabled = await handoffs.enabled(loop.context_for(agent))
+    else:
+        enabled = list(handoffs.by_agent.values())
     if not enabled:
         allowed = "none; answer the user yourself"
     elif handoffs.mode == "single":
@@ -342,7 +348,7 @@ def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> 
             f"policy allows. Transfers you can make now: {allowed}.")
 
 
-def _parse_handoff(
+async def _parse_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
 ) -> tuple[HandoffTool | None, str, str | None]:
     try:
@@ -360,12 +366,12 @@ def _parse_handoff(
         h = handoffs.by_agent.get(name)
         if h is None:
             if agent.find_agent(name) is not None:
-                return None, "", _forbidden(loop, agent, name, ts)
+                return None, "", await _forbidden(loop, agent, name, ts)
             return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}."
     else:
         h = handoffs.by_tool[call.name]
     assert h is not None
-    if handoffs.dynamic and not handoffs.is_offered(h, loop.context_for(agent, call.id)):
+    if handoffs.dynamic and not await handoffs.is_offered(h, loop.context_for(agent, call.id)):
         return None, "", (f"The transfer to {h.agent.name} is not available right now; "
                           "continue without it.")
     return h, reason, None
@@ -394,6 +400,26 @@ def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> st
     return None
 
 
+async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
+                       results: list[ToolResultEvent | None], index: int) -> None:
+    """Make the view the target of a transfer sees through its handoff's input filter.
+
+    Done before the transfer is confirmed: a filter that fails ends the run with the call
+    answered "not performed", so the session stays with ``agent``, valid, as before the call.
+    """
+    assert route.handoff is not None and route.target is not None
+    note = results[index].message  # type: ignore[union-attr]
+    try:
+        route.view = await loop.filtered_view(
+            route.target, route.handoff, note, [ev.message for ev in results if ev is not None])
+    except UserError as exc:
+        results[index] = loop.tool_result(
+            agent, route.call, f"Not performed: the transfer to {route.target.name} failed "
+            f"({exc})", is_error=True, tb="".join(traceback.format_exception(exc)))
+        push_results(loop, results)
+        raise
+
+
 async def _on_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: HandoffTool, reason: str,
     parent: Span,
@@ -404,7 +430,7 @@ async def _on_handoff(
     try:
         if h.on_handoff is not None:
             result = h.on_handoff(loop.context_for(agent, call.id), reason)
-            if asyncio.iscoroutine(result):
+            if inspect.isawaitable(result):
                 await result
     except Exception as exc:
         loop.state.trace.end(span, exc)

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 from ._templates import is_template, render_instructions
 from .context import RunContext, TContext
 from .exceptions import UserError
-from .handoffs import HandoffSet, HandoffTool, HandoffToolsMode, TransferPolicy, resolve_handoffs
+from .handoffs import (
+    FINISH_TASK,
+    HandoffSet,
+    HandoffTool,
+    HandoffToolsMode,
+    TransferPolicy,
+    resolve_handoffs,
+)
 from .models.interface import Model, ModelSettings
 from .tools import Tool
 
@@ -115,6 +122,9 @@ class Agent(Generic[TContext]):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UserError(f"Agent {name!r} has several tools named {sorted(dup)}.")
+        if mode == "task" and FINISH_TASK in names:
+            raise UserError(f"Agent {name!r} works in task mode, which offers {FINISH_TASK!r} "
+                            f"to return control; rename its own tool {FINISH_TASK!r}.")
         self.name = name
         self.instructions = instructions
         self.description = description
@@ -169,7 +179,12 @@ class Agent(Generic[TContext]):
                         f"{h.agent.name!r} is a workflow, team or swarm and cannot be a handoff "
                         f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
                         "make it a step of a workflow.")
-        for h in self.handoffs:  # only now, so a failed construction changes no child
+        # The transfers of this agent and of each child placed here, checked (for clashing
+        # tool names) before any link is made: a failed construction changes no child.
+        resolve_handoffs(self, None)
+        for h in self.handoffs:
+            resolve_handoffs(h.agent, self)
+        for h in self.handoffs:
             h.agent.parent = self
             h.agent._handoff_cache = None  # its parent and peers just changed
         for h in self.handoffs:  # each child's tree is final now: resolve its tools once
@@ -293,7 +308,7 @@ class Agent(Generic[TContext]):
     def handoff_set(self) -> HandoffSet:
         """The transfers this agent may make (computed once; trees are fixed once built)."""
         if self._handoff_cache is None:
-            self._handoff_cache = resolve_handoffs(self, {t.name for t in self.tools})
+            self._handoff_cache = resolve_handoffs(self, self.parent)
         return self._handoff_cache
 
     async def render_instructions(

@@ -7,19 +7,24 @@ by the agent tree (``sub_agents``) and its :class:`TransferPolicy`.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .exceptions import ConfigError, UserError
 from .messages import Message
 from .models.interface import ToolDefinition
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .context import RunContext
+    from .tools import Tool
 
 __all__ = [
+    "FINISH_TASK",
+    "AsyncInputFilter",
     "HandoffTool",
     "InputFilter",
     "TransferPolicy",
@@ -31,6 +36,15 @@ __all__ = [
 
 InputFilter = Callable[[list[Message]], list[Message]]
 """Decides what a handoff's target model sees; the session keeps the full record."""
+AsyncInputFilter = Callable[[list[Message]], Awaitable[list[Message]]]
+"""An input filter that must wait for something (a handoff awaits it)."""
+IsEnabled = Callable[["RunContext[Any]"], "bool | Awaitable[bool]"]
+"""Whether a handoff is offered this turn, from the run context (awaited if async)."""
+OnHandoff = Callable[["RunContext[Any]", str], "Awaitable[None] | None"]
+"""Called with the run context and the reason as a handoff happens (awaited if async)."""
+
+FINISH_TASK = "finish_task"
+"""The tool a ``task``-mode agent calls to return to the agent that handed it the task."""
 
 HandoffToolsMode = Literal["per_agent", "single"]
 SINGLE_TOOL_NAME = "transfer_to_agent"
@@ -56,14 +70,34 @@ class HandoffTool:
     """The tool's name; ``transfer_to_<agent name>`` by default."""
     description: str | None = None
     """The tool's description; built from the target's description by default."""
-    is_enabled: bool | Callable[[RunContext[Any]], bool] = True
-    """Whether the handoff is offered: a bool, or a function of the run context."""
-    input_filter: InputFilter | None = None
+    is_enabled: bool | IsEnabled = True
+    """Whether the handoff is offered: a bool, or a (sync or async) function of the run
+    context."""
+    input_filter: InputFilter | AsyncInputFilter | None = None
     """What the target's model sees of the history (the session keeps it all)."""
-    on_handoff: Callable[[RunContext[Any], str], Awaitable[None] | None] | None = None
-    """Called with the run context and the reason when the handoff happens."""
+    on_handoff: OnHandoff | None = None
+    """Called (and awaited if async) with the run context and the reason when the handoff
+    happens."""
     requires_approval: bool = False
     """Pause the run for a human decision before the transfer."""
+
+    def __post_init__(self) -> None:
+        # Checked here, so a wrong option fails where it is written, not mid-run.
+        from .agent import Agent  # agent.py imports this module
+
+        if not isinstance(self.agent, Agent):
+            raise UserError(f"handoff() takes the Agent that takes over, got "
+                            f"{_describe_value(self.agent)}.")
+        about = f"handoff({self.agent.name})"
+        if not isinstance(self.is_enabled, bool) and not callable(self.is_enabled):
+            raise UserError(f"{about}: is_enabled must be a bool or a function of the run "
+                            f"context, got {_describe_value(self.is_enabled)}.")
+        for option, value, takes in (
+                ("input_filter", self.input_filter, "the list of messages"),
+                ("on_handoff", self.on_handoff, "the run context and the reason")):
+            if value is not None and not callable(value):
+                raise UserError(f"{about}: {option} must be a function (sync or async) of "
+                                f"{takes}, got {_describe_value(value)}.")
 
     def default_description(self) -> str:
         """The description offered to the model."""
@@ -78,12 +112,15 @@ def handoff(
     *,
     tool_name: str | None = None,
     description: str | None = None,
-    is_enabled: bool | Callable[[RunContext[Any]], bool] = True,
-    input_filter: InputFilter | None = None,
-    on_handoff: Callable[[RunContext[Any], str], Awaitable[None] | None] | None = None,
+    is_enabled: bool | IsEnabled = True,
+    input_filter: InputFilter | AsyncInputFilter | None = None,
+    on_handoff: OnHandoff | None = None,
     requires_approval: bool = False,
 ) -> HandoffTool:
-    """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent."""
+    """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
+
+    ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
+    """
     return HandoffTool(
         agent=agent,
         tool_name=tool_name,
@@ -133,21 +170,37 @@ class HandoffSet:
     mode: HandoffToolsMode = "per_agent"
     """One tool per target, or one ``transfer_to_agent`` tool."""
 
-    def offered(self, ctx: RunContext[Any], taken: set[str]) -> list[ToolDefinition]:
+    async def offered(self, ctx: RunContext[Any]) -> list[ToolDefinition]:
         """The definitions to offer this turn."""
         if not self.dynamic:
             return self.definitions
-        enabled = [h for h in self.by_agent.values() if _enabled(h, ctx)]
-        return _definitions(enabled, self.mode, taken)[0]
+        enabled = await self.enabled(ctx)
+        if self.mode == "single":
+            return _definitions(enabled, "single", set())[0]
+        # The names stay those of the full set, which calls are resolved against.
+        return [d for d in self.definitions if self.by_tool[d.name] in enabled]
 
-    def is_offered(self, h: HandoffTool, ctx: RunContext[Any]) -> bool:
+    async def enabled(self, ctx: RunContext[Any]) -> list[HandoffTool]:
+        """The handoffs that may be taken this turn."""
+        out: list[HandoffTool] = []
+        for h in self.by_agent.values():
+            flag = _flag(h, ctx)
+            if inspect.isawaitable(flag):  # only an async is_enabled costs an await
+                flag = await flag
+            if flag:
+                out.append(h)
+        return out
+
+    @staticmethod
+    async def is_offered(h: HandoffTool, ctx: RunContext[Any]) -> bool:
         """Whether ``h`` may be taken this turn."""
-        return _enabled(h, ctx)
+        flag = _flag(h, ctx)
+        return bool(await flag if inspect.isawaitable(flag) else flag)
 
 
-def _enabled(h: HandoffTool, ctx: RunContext[Any]) -> bool:
+def _flag(h: HandoffTool, ctx: RunContext[Any]) -> bool | Awaitable[bool]:
     flag = h.is_enabled
-    return flag if isinstance(flag, bool) else bool(flag(ctx))
+    return flag if isinstance(flag, bool) else flag(ctx)
 
 
 def _definitions(
@@ -174,7 +227,9 @@ def _definitions(
     by_tool: dict[str, HandoffTool | None] = {}
     names = set(taken)
     for h in handoffs:
-        name = sanitize_tool_name(h.tool_name or f"transfer_to_{h.agent.name}", names)
+        # Targets whose names sanitize alike get numbered; the agent's other tools never
+        # share a name with a transfer (see _check_clashes).
+        name = sanitize_tool_name(_tool_name(h), names)
         names.add(name)
         by_tool[name] = h
         definitions.append(
@@ -187,10 +242,17 @@ def _definitions(
     return definitions, by_tool
 
 
-def resolve_handoffs(agent: Agent[Any], taken: set[str]) -> HandoffSet:
-    """The transfers ``agent`` may make: children, then parent and peers if its policy allows."""
+def _tool_name(h: HandoffTool) -> str:
+    return sanitize_tool_name(h.tool_name or f"transfer_to_{h.agent.name}")
+
+
+def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet:
+    """The transfers ``agent`` may make placed under ``parent``: children, then parent and
+    peers if its policy allows.
+
+    Raises ``ConfigError`` when a transfer tool would have the name of another of its tools.
+    """
     targets: list[HandoffTool] = list(agent.handoffs)
-    parent = agent.parent
     if parent is not None:
         if agent.transfer_policy.to_parent:
             targets.append(HandoffTool(agent=parent))
@@ -201,7 +263,9 @@ def resolve_handoffs(agent: Agent[Any], taken: set[str]) -> HandoffSet:
         if h.is_enabled is not False:
             by_agent.setdefault(h.agent.name, h)
     handoffs = list(by_agent.values())
-    definitions, by_tool = _definitions(handoffs, agent.handoff_tools, taken)
+    tools = {t.name: t for t in agent.tools}
+    _check_clashes(agent, parent, handoffs, tools)
+    definitions, by_tool = _definitions(handoffs, agent.handoff_tools, set(tools))
     return HandoffSet(
         by_agent=by_agent,
         by_tool=by_tool,
@@ -209,6 +273,39 @@ def resolve_handoffs(agent: Agent[Any], taken: set[str]) -> HandoffSet:
         dynamic=any(not isinstance(h.is_enabled, bool) for h in handoffs),
         mode=agent.handoff_tools,
     )
+
+
+def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
+                   handoffs: Sequence[HandoffTool], tools: dict[str, Tool]) -> None:
+    """Reject a transfer tool named like another tool of ``agent``: a renamed transfer would
+    leave the model calling the other tool when it means to transfer."""
+    if not handoffs or agent.pattern == "supervisor":  # a supervisor is offered no transfer
+        return
+    where = f"Agent {agent.name!r}"
+    if agent.handoff_tools == "single":
+        tool = tools.get(SINGLE_TOOL_NAME)
+        if tool is not None:
+            raise ConfigError(
+                f"{where}: its {type(tool).__name__} {tool.name!r} has the name of the single "
+                f"transfer tool, which reaches {', '.join(repr(h.agent.name) for h in handoffs)}"
+                "; rename the tool, or use handoff_tools='per_agent'.")
+        return
+    for h in handoffs:
+        name = _tool_name(h)
+        other = tools.get(name)
+        if other is not None:
+            clash = f"its {type(other).__name__} {other.name!r}"
+        elif name == FINISH_TASK and agent.mode == "task":
+            clash = f"the {FINISH_TASK!r} tool a task agent returns with"
+        else:
+            continue
+        target = h.agent.name
+        if h.agent is parent:
+            fix = "rename the tool"
+        else:
+            fix = f"rename the tool, or name the transfer with handoff({target}, tool_name=...)"
+        raise ConfigError(f"{where}: its transfer to {target!r} would be the tool {name!r}, "
+                          f"the name of {clash}, so the model could not call both; {fix}.")
 
 
 def remove_tool_traffic(messages: list[Message]) -> list[Message]:
@@ -238,3 +335,36 @@ def keep_last(n: int) -> InputFilter:
         return messages[start:]
 
     return _filter
+
+
+async def filter_messages(h: HandoffTool, messages: list[Message]) -> list[Message]:
+    """What ``h``'s input filter keeps of ``messages``, awaited if it is async.
+
+    Raises ``UserError`` naming the filter when it fails or returns anything but a list of
+    messages.
+    """
+    flt = h.input_filter
+    assert flt is not None
+    what = f"The input filter {_describe_value(flt)} of the handoff to {h.agent.name!r}"
+    try:
+        kept = flt(messages)
+        if inspect.isawaitable(kept):
+            kept = await kept
+    except Exception as exc:
+        raise UserError(f"{what} raised {type(exc).__name__}: {exc}. Fix the filter; it takes "
+                        "the list of messages and returns the list the target sees.") from exc
+    if not isinstance(kept, list) or not all(isinstance(m, Message) for m in kept):
+        raise UserError(f"{what} returned {_describe_value(kept)}; it must return a list of "
+                        "Message (the ones the target sees).")
+    return kept
+
+
+def _describe_value(value: Any) -> str:
+    """A short name for a user's value in an error message."""
+    if value is None:
+        return "None"
+    name = getattr(value, "__qualname__", None)
+    if isinstance(name, str) and callable(value):
+        return repr(name)
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"

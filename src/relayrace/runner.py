@@ -115,6 +115,7 @@ class Runner:
         On a session that already has a conversation, the run continues with the agent that
         was active when it ended (if it is in ``agent``'s tree), unless ``start_agent`` names
         another, or ``agent`` is itself a sub-agent: naming one is choosing where to start.
+        On a ``Team``, ``start_agent`` is the member its run starts with, under its rules.
         ``input=None`` resumes an interrupted run from the log, with the agent it stopped
         with. ``model`` overrides every agent's model.
         """

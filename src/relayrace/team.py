@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
 from .events import HandoffEvent
-from .exceptions import HandoffError
+from .exceptions import HandoffError, UserError
 from .guardrails import Guardrail
 from .messages import ToolCall
 from .routing import (
@@ -39,7 +39,8 @@ class Team(Composite):
     Rules are evaluated in priority order (lower first, ties in list order). A tool returning
     ``Handoff``/``Finish`` takes precedence over them (the first emitted wins); then
     ``default_target`` applies; ``max_turns`` bounds the number of speaker turns. The team's
-    guardrails apply to every member, at every change of speaker.
+    guardrails apply to every member, at every change of speaker. A run starts with
+    ``initial``, or with the member ``Runner.run(..., start_agent=...)`` names.
     """
 
     def __init__(
@@ -55,18 +56,24 @@ class Team(Composite):
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
+        for a in agents:
+            if not isinstance(a, Agent):
+                raise UserError(f"Team {name!r}: agents takes Agent objects, not "
+                                f"{type(a).__name__} {a!r}.")
+        rules = tuple(rules)
+        initial = initial or (agents[0].name if agents else "")
+        if agents:  # checked before the agents join the team, so a rejected team keeps none
+            dynamic = {a.name: {t for tool in a.tools for t in getattr(tool, "routes_to", ())}
+                       for a in agents}
+            check_rules([a.name for a in agents], rules, initial, default_target, dynamic)
         super().__init__(name, members=agents, description=description,
                          max_turns=max(max_turns * 10, 25))
-        self.rules = tuple(rules)
-        self.initial = initial or agents[0].name
+        self.rules = rules
+        self.initial = initial
         self.default_target = default_target
         self.team_turns = max_turns
         self.team_input = tuple(input_guardrails)
         self.team_output = tuple(output_guardrails)
-        names = [a.name for a in agents]
-        dynamic = {a.name: {t for tool in a.tools for t in getattr(tool, "routes_to", ())}
-                   for a in agents}
-        check_rules(names, self.rules, self.initial, default_target, dynamic)
 
     def _member(self, name: str) -> Agent[Any]:
         found = self.find_agent(name)
@@ -93,7 +100,8 @@ class Team(Composite):
 
     async def _run(self, loop: AgentLoop, span: Span,
                    pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        speaker = self._member(self.initial)
+        speaker = loop.start_member or self._member(self.initial)
+        loop.start_member = None  # start_agent names where the entry team starts, only
         if pending:  # resume with the member whose calls await (e.g. approval)
             last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
             if last is not None and last.name:
