@@ -68,11 +68,12 @@ def sent_calls(provider: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
             if b["type"] == "tool_use"]
 
 
-def sent_results(provider: str, body: dict[str, Any]) -> list[str]:
-    """The call id of every tool result in a request body, in order."""
+def sent_results(provider: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(call id, content) of every tool result in a request body, in order."""
     if provider == "openai":
-        return [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
-    return [b["tool_use_id"] for m in body["messages"] for b in m["content"]
+        return [(m["tool_call_id"], m["content"]) for m in body["messages"]
+                if m["role"] == "tool"]
+    return [(b["tool_use_id"], b["content"]) for m in body["messages"] for b in m["content"]
             if b["type"] == "tool_result"]
 
 
@@ -115,9 +116,10 @@ async def test_deeply_nested_arguments_are_a_tool_error_and_the_history_still_co
                               ).map(json.dumps)))
 def test_any_argument_text_is_an_object_or_a_tool_error_and_converts(arguments: str) -> None:
     try:
-        assert isinstance(parse_arguments(arguments, "lookup"), dict)
+        expected = parse_arguments(arguments, "lookup")
     except ToolRetry as e:
         assert "Invalid arguments for lookup" in str(e)
+        expected = {"_raw_arguments": arguments}  # kept as text, sent as an object
     history = [Message.user("Hi"), Message.assistant("", (ToolCall("c1", "lookup", arguments),)),
                Message.tool("c1", "Error: invalid arguments", name="lookup")]
     offered = ToolDefinition(name="lookup", description="Find an order.", parameters={})
@@ -126,7 +128,7 @@ def test_any_argument_text_is_an_object_or_a_tool_error_and_converts(arguments: 
         server = FakeServer(replay(PAYLOADS / provider / "text.json"))
         asyncio.run(make(server).request(request))
         [(_, sent)] = sent_calls(provider, server.body())
-        assert isinstance(sent, dict)
+        assert sent == expected
 
 
 def completion(*calls: tuple[str, str, dict[str, Any]], content: str = "") -> httpx2.Response:
@@ -166,8 +168,11 @@ async def test_call_ids_repeated_in_every_turn_convert_to_unique_paired_ids(
         ids = [id for id, _ in calls]
         assert len(set(ids)) == 3
         assert [args["order_id"] for _, args in calls] == ["A7", "B8", "C9"]
+    # Each result goes with its own call: B8's answer with the call that asked for B8.
+    orders = {id: args["order_id"] for id, args in sent_calls(provider, server.body())}
     results = sent_results(provider, server.body())
-    assert results == [id for id, _ in sent_calls(provider, server.body())]
+    assert [(orders[id], content) for id, content in results] == [
+        (order, f"order {order}: shipped") for order in ("A7", "B8", "C9")]
     if provider == "anthropic":  # every tool_use is answered in the very next message
         messages = server.body()["messages"]
         for i, m in enumerate(messages):

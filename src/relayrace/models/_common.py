@@ -47,15 +47,14 @@ class GaveUp(Exception):
 
 async def retrying(attempt: Callable[[], Awaitable[T]], retries: int) -> T:
     """``attempt()``, tried up to ``retries`` more times while its response is unreadable."""
-    for _ in range(retries):
+    tries = 0
+    while True:
+        tries += 1
         try:
             return await attempt()
-        except UNREADABLE:
-            continue
-    try:
-        return await attempt()
-    except UNREADABLE as e:
-        raise GaveUp(e, retries + 1) from e
+        except UNREADABLE as e:
+            if tries > retries:
+                raise GaveUp(e, tries) from e
 
 
 def gave_up(e: BaseException, retry: int, retries: int, streamed: bool) -> GaveUp | None:
@@ -67,6 +66,7 @@ def gave_up(e: BaseException, retry: int, retries: int, streamed: bool) -> GaveU
 
 
 def tries_text(tries: int) -> str:
+    """``"1 try"``, ``"3 tries"``."""
     return "1 try" if tries == 1 else f"{tries} tries"
 
 
