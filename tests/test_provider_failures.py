@@ -108,6 +108,11 @@ async def test_deeply_nested_arguments_are_a_tool_error_and_the_history_still_co
     assert [args for _, args in sent_calls(provider, body)] == [{"_raw_arguments": DEEP}] * 2
 
 
+# One server and model per provider for every example: building SDK clients is the slow part.
+SERVERS = {provider: FakeServer() for provider in PROVIDERS}
+MODELS = {provider: make(SERVERS[provider]) for provider, make in PROVIDERS.items()}
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.one_of(st.text(), st.integers(0, 4000).map(lambda n: "[" * n + "{" * n),
                  st.integers(0, 5000).map(lambda n: '{"n": ' + "9" * n + "}"),
@@ -124,9 +129,10 @@ def test_any_argument_text_is_an_object_or_a_tool_error_and_converts(arguments: 
                Message.tool("c1", "Error: invalid arguments", name="lookup")]
     offered = ToolDefinition(name="lookup", description="Find an order.", parameters={})
     request = ModelRequest(instructions="Help.", messages=history, tools=[offered])
-    for provider, make in PROVIDERS.items():
-        server = FakeServer(replay(PAYLOADS / provider / "text.json"))
-        asyncio.run(make(server).request(request))
+    for provider, model in MODELS.items():
+        server = SERVERS[provider]
+        server.replies.append(replay(PAYLOADS / provider / "text.json"))
+        asyncio.run(model.request(request))
         [(_, sent)] = sent_calls(provider, server.body())
         assert sent == expected
 
