@@ -15,8 +15,8 @@ import anthropic
 import httpx2
 import pytest
 
-from provider_helpers import FakeServer, collect, replay
-from relayrace.exceptions import ModelProviderError, UserError
+from provider_helpers import FakeServer, collect, cut_stream, edited, replay, replay_bytes
+from relayrace.exceptions import ModelBehaviorError, ModelProviderError, UserError
 from relayrace.messages import Message, ToolCall
 from relayrace.models import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 from relayrace.models.anthropic import AnthropicModel
@@ -386,3 +386,71 @@ def test_construction_needs_no_key_and_applies_constructor_options(
     model = AnthropicModel("claude-haiku-4-5", max_retries=4, timeout=30.0)
     assert model.name == "anthropic:claude-haiku-4-5"
     assert (model.client.max_retries, model.client.timeout) == (4, 30.0)
+
+
+UNREADABLE_BODIES = {
+    "invalid JSON": (b'{"id": "msg_1", "content": [', "application/json"),
+    "empty": (b"", "application/json"),
+    "HTML": (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    "JSON of another shape": (b'{"status": "ok"}', "application/json"),
+}
+
+
+@pytest.mark.parametrize("body", UNREADABLE_BODIES.values(), ids=list(UNREADABLE_BODIES))
+async def test_an_unreadable_200_body_is_retried_then_a_provider_error(
+    body: tuple[bytes, str],
+) -> None:
+    content, kind = body
+    bad = [httpx2.Response(200, content=content, headers={"content-type": kind})
+           for _ in range(2)]
+    server = FakeServer(*bad)
+    with pytest.raises(ModelProviderError, match="could not be used.*on 2 tries"):
+        await make_model(server, max_retries=1).request(ask())
+    assert len(server.requests) == 2
+
+    server = FakeServer(httpx2.Response(200, content=content, headers={"content-type": kind}),
+                        recorded("text.json"))
+    response = await make_model(server, max_retries=1).request(ask())
+    assert response.message.content == "The capital of France is Paris."
+
+
+async def test_a_garbage_stream_line_is_retried_then_a_provider_error() -> None:
+    garbage = b"event: message_start\ndata: {not json at all\n\n"
+    server = FakeServer(replay_bytes(garbage, ".sse"), replay_bytes(garbage, ".sse"))
+    with pytest.raises(ModelProviderError, match="JSONDecodeError"):
+        await collect(make_model(server, max_retries=1), ask())
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["ended", "reset"])
+async def test_a_stream_cut_short_fails_without_a_result(reset: bool) -> None:
+    # Text, then the stream stops inside the first tool call's input.
+    server = FakeServer(cut_stream(PAYLOADS / "stream.sse", 10, reset=reset),
+                        recorded("stream.sse"))
+    received: list[object] = []
+    with pytest.raises(ModelProviderError, match="could not be used") as info:
+        async for item in make_model(server, max_retries=2).stream(ask(tools=[WEATHER])):
+            received.append(item)
+    assert received == ["Okay", ", let's check the weather for San Francisco, CA:"]
+    assert ("no message_stop" in str(info.value)) is not reset
+    assert ("peer closed connection" in str(info.value)) is reset
+    assert "not asked again" in str(info.value)
+    assert len(server.requests) == 1  # a new try would stream the text twice
+
+    # Cut before any text was passed on: asked again.
+    server = FakeServer(cut_stream(PAYLOADS / "stream.sse", 1, reset=reset),
+                        recorded("stream.sse"))
+    _, final = await collect(make_model(server, max_retries=1), ask(tools=[WEATHER]))
+    assert len(final.message.tool_calls) == 2 and len(server.requests) == 2
+
+
+async def test_an_answer_cut_by_max_tokens_is_reported_as_such() -> None:
+    server = FakeServer(edited(PAYLOADS / "text.json", '"end_turn"', '"max_tokens"'))
+    with pytest.raises(ModelBehaviorError, match=r"max_tokens=7 .*raise ModelSettings.max_tokens"):
+        await make_model(server).request(ask(settings=ModelSettings(max_tokens=7)))
+
+    # Tool input cut by the limit is not taken as complete arguments.
+    server = FakeServer(edited(PAYLOADS / "stream.sse", '"stop_reason":"tool_use"',
+                               '"stop_reason":"max_tokens"'))
+    with pytest.raises(ModelBehaviorError, match="max_tokens=4096"):
+        await collect(make_model(server), ask(tools=[WEATHER]))

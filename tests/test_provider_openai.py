@@ -15,8 +15,8 @@ import httpx2
 import openai
 import pytest
 
-from provider_helpers import FakeServer, collect, replay
-from relayrace.exceptions import ModelProviderError, UserError
+from provider_helpers import FakeServer, collect, cut_stream, edited, replay, replay_bytes
+from relayrace.exceptions import ModelBehaviorError, ModelProviderError, UserError
 from relayrace.messages import Message, ToolCall
 from relayrace.models import ModelRequest, ModelSettings, ToolDefinition
 from relayrace.models.openai import OpenAIChatModel
@@ -400,3 +400,80 @@ def test_infer_model_builds_the_adapter_offline(monkeypatch: pytest.MonkeyPatch)
     model = infer_model("openai:gpt-test-infer-offline")
     assert isinstance(model, OpenAIChatModel)
     assert model.name == "openai:gpt-test-infer-offline"
+
+
+UNREADABLE_BODIES = {
+    "invalid JSON": (b'{"id": "chatcmpl-1", "choices": [', "application/json"),
+    "empty": (b"", "application/json"),
+    "HTML": (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    "JSON of another shape": (b'{"status": "ok"}', "application/json"),
+}
+
+
+@pytest.mark.parametrize("body", UNREADABLE_BODIES.values(), ids=list(UNREADABLE_BODIES))
+async def test_an_unreadable_200_body_is_retried_then_a_provider_error(
+    body: tuple[bytes, str],
+) -> None:
+    content, kind = body
+    bad = [httpx2.Response(200, content=content, headers={"content-type": kind})
+           for _ in range(2)]
+    server = FakeServer(*bad)
+    with pytest.raises(ModelProviderError, match="could not be used.*on 2 tries"):
+        await make_model(server, max_retries=1).request(ask())
+    assert len(server.requests) == 2
+
+    server = FakeServer(httpx2.Response(200, content=content, headers={"content-type": kind}),
+                        recorded("text.json"))
+    response = await make_model(server, max_retries=1).request(ask())
+    assert response.message.content == "The capital of France is Paris."
+
+
+async def test_a_garbage_stream_line_is_retried_then_a_provider_error() -> None:
+    garbage = b"data: {not json at all\n\n"
+    server = FakeServer(replay_bytes(garbage, ".sse"), replay_bytes(garbage, ".sse"))
+    with pytest.raises(ModelProviderError, match="JSONDecodeError"):
+        await collect(make_model(server, max_retries=1), ask())
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["ended", "reset"])
+async def test_a_stream_cut_short_after_text_fails_without_a_result(reset: bool) -> None:
+    # "Relay races" then the stream stops: the text is not the answer.
+    server = FakeServer(cut_stream(PAYLOADS / "stream_text.sse", 3, reset=reset),
+                        recorded("stream_text.sse"))
+    received: list[object] = []
+    with pytest.raises(ModelProviderError, match="could not be used") as info:
+        async for item in make_model(server, max_retries=2).stream(ask()):
+            received.append(item)
+    assert received == ["Relay", " races"]  # no ModelResponse
+    assert ("no finish_reason" in str(info.value)) is not reset
+    assert "not asked again" in str(info.value)
+    assert len(server.requests) == 1  # a new try would stream "Relay races" twice
+
+
+async def test_tool_calls_cut_short_are_never_returned_and_a_bare_cut_is_asked_again() -> None:
+    # The stream ends inside the calls' arguments: an error, not calls to run.
+    server = FakeServer(cut_stream(PAYLOADS / "stream_tool_calls.sse", 6))
+    received: list[object] = []
+    with pytest.raises(ModelProviderError, match="no finish_reason"):
+        async for item in make_model(server, max_retries=1).stream(ask(tools=[WEATHER])):
+            received.append(item)
+    assert received == ["Checking both."]
+
+    # Cut before any text was passed on: asked again.
+    server = FakeServer(cut_stream(PAYLOADS / "stream_tool_calls.sse", 1),
+                        recorded("stream_tool_calls.sse"))
+    _, final = await collect(make_model(server, max_retries=1), ask(tools=[WEATHER]))
+    assert [c.arguments for c in final.message.tool_calls] == [
+        '{"location": "Paris"}', '{"tz": "Europe/Paris"}']
+
+
+async def test_an_answer_cut_by_the_length_limit_is_reported_as_such() -> None:
+    server = FakeServer(edited(PAYLOADS / "text.json", '"stop"', '"length"'))
+    with pytest.raises(ModelBehaviorError, match=r"max_tokens=5 .*raise ModelSettings.max_tokens"):
+        await make_model(server).request(ask(settings=ModelSettings(max_tokens=5)))
+
+    server = FakeServer(edited(PAYLOADS / "stream_tool_calls.sse", '"finish_reason":"tool_calls"',
+                               '"finish_reason":"length"'))
+    with pytest.raises(ModelBehaviorError, match="output limit"):
+        await collect(make_model(server), ask(tools=[WEATHER]))

@@ -61,11 +61,13 @@ class CircularReferenceError(ConfigError):
 
 
 class ModelBehaviorError(RelayraceError):
-    """The model answered with something the run cannot continue from (e.g. an empty turn)."""
+    """The model answered with something the run cannot continue from (e.g. an empty turn, or
+    an answer cut off at its ``max_tokens``)."""
 
 
 class ModelProviderError(RelayraceError):
-    """The model provider failed after its retries: HTTP error, rate limit, timeout."""
+    """The model provider failed after its retries: HTTP error, rate limit, timeout, the
+    request's deadline, or a reply that was unreadable or cut short."""
 
     def __init__(self, message: str, *, status_code: int | None = None, provider: str = "") -> None:
         self.status_code = status_code

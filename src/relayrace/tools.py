@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic_core import to_json
+from pydantic_core import from_json, to_json
 
 from .context import RunContext
 from .exceptions import UserError
@@ -173,15 +173,19 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def parse_arguments(raw: str, tool_name: str, example: str = "") -> dict[str, Any]:
-    """A call's arguments as a JSON object, or ``ToolRetry`` telling the model what is wrong."""
+    """A call's arguments as a JSON object, or ``ToolRetry`` telling the model what is wrong.
+
+    Parsed as function tools parse theirs (``pydantic_core``): any text, however deeply nested
+    or long its numbers, is either an object or an error the model is told about.
+    """
     text = raw.strip()
     if not text or text == "{}":
         return {}
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = from_json(text)
+    except ValueError as exc:
         hint = f" Send a JSON object such as {example}." if example else ""
-        raise ToolRetry(f"Invalid arguments for {tool_name}: not valid JSON ({exc.msg}).{hint}") \
+        raise ToolRetry(f"Invalid arguments for {tool_name}: not valid JSON ({exc}).{hint}") \
             from None
     if not isinstance(value, dict):
         raise ToolRetry(f"Invalid arguments for {tool_name}: expected a JSON object, got "

@@ -5,9 +5,17 @@ from __future__ import annotations
 import os
 
 from ..exceptions import UserError
-from .interface import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
+from .interface import (
+    DEFAULT_DEADLINE,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ToolDefinition,
+)
 
 __all__ = [
+    "DEFAULT_DEADLINE",
     "KNOWN_PROVIDERS",
     "Model",
     "ModelRequest",

@@ -8,6 +8,7 @@ agent) into a request the API accepts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import warnings
@@ -15,9 +16,23 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
 
-from ..exceptions import ModelProviderError, UserError
+from ..exceptions import ModelBehaviorError, ModelProviderError, UserError
 from ..messages import Message, ToolCall
 from ..usage import Usage
+from ._common import (
+    UNREADABLE,
+    BadResponse,
+    GaveUp,
+    LoopClients,
+    arguments_object,
+    bounded,
+    deadline,
+    deadline_at,
+    gave_up,
+    retrying,
+    tool_ids,
+    tries_text,
+)
 from .interface import Model, ModelRequest, ModelResponse, ModelSettings
 
 try:
@@ -30,6 +45,7 @@ try:
         RawContentBlockStartEvent,
         RawMessageDeltaEvent,
         RawMessageStartEvent,
+        RawMessageStopEvent,
         RawMessageStreamEvent,
         TextBlock,
         TextBlockParam,
@@ -73,8 +89,12 @@ class AnthropicModel(Model):
     """A Claude model behind the Anthropic Messages API.
 
     ``api_key`` falls back to ``ANTHROPIC_API_KEY``; the client is built on first use, so
-    constructing the model never needs a key. Pass ``client`` to reuse a configured
-    ``anthropic.AsyncAnthropic``; ``max_retries`` and ``timeout`` then come from that client.
+    constructing the model never needs a key. Each event loop gets its own client, closed as
+    the loop shuts down, so the model works across ``asyncio.run`` calls. Pass ``client`` to
+    reuse a configured ``anthropic.AsyncAnthropic`` (then yours to close, on its one loop);
+    ``max_retries`` and ``timeout`` then come from that client.
+
+    ``max_retries`` also bounds new tries of a response that arrived unreadable or cut short.
     """
 
     def __init__(
@@ -98,42 +118,70 @@ class AnthropicModel(Model):
         self._max_retries = max_retries
         self._timeout = timeout
         self._client = client
+        self._clients = LoopClients(self._build_client)
         self._warned_sampling = False
 
     @property
     def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client, built on first use."""
-        if self._client is None:
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                max_retries=self._max_retries,
-                timeout=self._timeout if self._timeout is not None else anthropic.NOT_GIVEN,
-            )
-        return self._client
+        """The SDK client: the one passed in, else the running loop's own (built on first use;
+        outside a loop a new one)."""
+        return self._client if self._client is not None else self._clients.current()
+
+    async def _loop_client(self) -> anthropic.AsyncAnthropic:
+        return self._client if self._client is not None else await self._clients.get()
+
+    def _build_client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=self._max_retries,
+            timeout=self._timeout if self._timeout is not None else anthropic.NOT_GIVEN,
+        )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send one turn and return the assistant message and its usage."""
-        client = self.client
-        params, extra_body, timeout = self._params(request, client)
-        with self._mapped_errors():
-            reply = await client.messages.create(**params, timeout=timeout, extra_body=extra_body)
-        return _parse(reply, self.model)
+        client = await self._loop_client()
+        params, extra_body, timeout, settings = self._params(request, client)
+        when = deadline_at(settings)
+
+        async def attempt() -> ModelResponse:
+            async with asyncio.timeout_at(when):
+                reply = await client.messages.create(
+                    **params, timeout=timeout, extra_body=extra_body
+                )
+            return _parse(reply, self.name, params["max_tokens"])
+
+        with self._mapped_errors(client, settings):
+            return await retrying(attempt, client.max_retries)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
-        """Yield text deltas as they arrive, then the complete ``ModelResponse``."""
-        client = self.client
-        params, extra_body, timeout = self._params(request, client)
-        state = _StreamState(self.model)
-        with self._mapped_errors():
-            events = await client.messages.create(
-                **params, stream=True, timeout=timeout, extra_body=extra_body
-            )
-            async with events:
-                async for event in events:
-                    if piece := state.feed(event):
-                        yield piece
-        yield state.response()
+        """Yield text deltas as they arrive, then the complete ``ModelResponse``.
+
+        A stream that breaks or ends early is asked again while no text has been yielded;
+        after that a new try would repeat text already passed on, so it fails at once.
+        """
+        client = await self._loop_client()
+        params, extra_body, timeout, settings = self._params(request, client)
+        when = deadline_at(settings)
+        with self._mapped_errors(client, settings):
+            for retry in range(client.max_retries + 1):
+                state = _StreamState(self.model)
+                try:
+                    async with asyncio.timeout_at(when):
+                        events = await client.messages.create(
+                            **params, stream=True, timeout=timeout, extra_body=extra_body
+                        )
+                    async with events:
+                        async for event in bounded(events, when):
+                            if piece := state.feed(event):
+                                yield piece
+                    response = state.response(self.name, params["max_tokens"])
+                except UNREADABLE as e:
+                    if error := gave_up(e, retry, client.max_retries, state.streamed):
+                        raise error from e
+                    continue
+                yield response
+                return
 
     def _params(
         self, request: ModelRequest, client: anthropic.AsyncAnthropic
@@ -141,6 +189,7 @@ class AnthropicModel(Model):
         message_create_params.MessageCreateParamsBase,
         dict[str, Any] | None,
         float | anthropic.NotGiven,
+        ModelSettings,
     ]:
         settings = ModelSettings.merge(self.settings, request.settings)
         system, messages = _to_anthropic_messages(
@@ -182,15 +231,32 @@ class AnthropicModel(Model):
             sampling = {}
         extra_body = {**sampling, **settings.extra} or None
         timeout = settings.timeout if settings.timeout is not None else anthropic.NOT_GIVEN
-        return params, extra_body, timeout
+        return params, extra_body, timeout, settings
 
     @contextmanager
-    def _mapped_errors(self) -> Iterator[None]:
-        """Turn SDK failures into relayrace errors that say what to do."""
+    def _mapped_errors(
+        self, client: anthropic.AsyncAnthropic, settings: ModelSettings
+    ) -> Iterator[None]:
+        """Turn SDK and transport failures into relayrace errors that say what to do."""
+        where = f"{self.name} at {client.base_url}"
         try:
             yield
         except anthropic.APIError as e:
-            raise self._provider_error(e) from e
+            raise self._provider_error(e, where, client.max_retries) from e
+        except TimeoutError as e:
+            raise ModelProviderError(
+                f"{where} did not finish the request within its deadline of "
+                f"{deadline(settings):g} s: raise ModelSettings.deadline "
+                "or retry later.",
+                provider="anthropic",
+            ) from e
+        except GaveUp as e:
+            raise ModelProviderError(
+                f"{where} sent a response that could not be used ({e}), on "
+                f"{tries_text(e.tries)}: the API or a proxy in between is "
+                "failing; retry later.",
+                provider="anthropic",
+            ) from e
         except TypeError as e:
             # The SDK reports missing credentials as a TypeError while building the request.
             if "authentication method" not in str(e):
@@ -199,9 +265,9 @@ class AnthropicModel(Model):
                 f"{self.name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=."
             ) from e
 
-    def _provider_error(self, e: anthropic.APIError) -> ModelProviderError:
-        retries = self._client.max_retries if self._client is not None else self._max_retries
-        where = self.name if self._client is None else f"{self.name} at {self._client.base_url}"
+    def _provider_error(
+        self, e: anthropic.APIError, where: str, retries: int
+    ) -> ModelProviderError:
         if isinstance(e, anthropic.APITimeoutError):
             return ModelProviderError(
                 f"{where} timed out (after {retries} retries): raise the timeout "
@@ -242,6 +308,10 @@ class _StreamState:
         self.usage = Usage(requests=1)
         self.text: list[str] = []
         self.tools: dict[int, tuple[ToolUseBlock, list[str]]] = {}  # start block, JSON pieces
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self.streamed = False
+        """Whether text has been passed on (so a new try would repeat it)."""
 
     def feed(self, event: RawMessageStreamEvent) -> str:
         """Take one event; return the text it adds (``""`` if none)."""
@@ -254,14 +324,19 @@ class _StreamState:
                 self.tools[event.index] = (start, [])
             elif isinstance(start, TextBlock):
                 self.text.append(start.text)
+                self.streamed = self.streamed or bool(start.text)
                 return start.text
         elif isinstance(event, RawContentBlockDeltaEvent):
             if isinstance(event.delta, TextDelta):
                 self.text.append(event.delta.text)
+                self.streamed = self.streamed or bool(event.delta.text)
                 return event.delta.text
             if isinstance(event.delta, InputJSONDelta) and event.index in self.tools:
                 self.tools[event.index][1].append(event.delta.partial_json)
+        elif isinstance(event, RawMessageStopEvent):
+            self.stopped = True
         elif isinstance(event, RawMessageDeltaEvent):
+            self.stop_reason = event.delta.stop_reason or self.stop_reason
             # Counts here are cumulative; input tokens appear only on some API versions.
             final = _usage(event.usage)
             self.usage.output_tokens = final.output_tokens
@@ -269,8 +344,12 @@ class _StreamState:
                 self.usage.input_tokens = final.input_tokens
         return ""
 
-    def response(self) -> ModelResponse:
-        """The complete reply, once the stream has ended."""
+    def response(self, name: str, max_tokens: int) -> ModelResponse:
+        """The complete reply, once the stream has ended; an error if it is not complete."""
+        if not self.stopped:
+            raise BadResponse("the stream ended before the answer was complete: no message_stop")
+        if self.stop_reason == "max_tokens":
+            raise _output_limit(name, max_tokens)
         calls = tuple(
             # The streamed JSON is kept verbatim; with no deltas the start block holds it all.
             ToolCall(start.id, start.name, "".join(pieces) or json.dumps(start.input))
@@ -288,26 +367,26 @@ def _to_anthropic_messages(
     System messages join the instructions. Consecutive same-role messages merge, tool results
     first. Tool calls and results become ``tool_use``/``tool_result`` blocks only when ``tools``
     is true and each call is answered in the next user turn; otherwise they are rendered as text
-    so the API accepts the history.
+    so the API accepts the history. Repeated call ids (servers that number calls per response)
+    are paired by position within their turn and renamed so each is unique in the request.
     """
     system = "\n\n".join(
         s for s in [instructions, *(m.content for m in messages if m.role == "system")] if s.strip()
     )
     convo = [m for m in messages if m.role != "system" and not _renders_empty(m)]
-    paired = _paired_ids(convo) if tools else set()
+    ids = tool_ids(convo, _safe_id)
+    paired = ids.paired if tools else set()
     names = {tc.id: tc.name for m in convo for tc in m.tool_calls}
-    answered: set[str] = set()  # a second result for one call would be rejected
     turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
-    for m in convo:
+    for i, m in enumerate(convo):
         role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
         blocks: list[_Block] = []
         if m.role == "tool":
             call_id = m.tool_call_id or ""
-            if call_id in paired and call_id not in answered:
-                answered.add(call_id)
+            if ids.results[i] in paired:
                 result: ToolResultBlockParam = {
                     "type": "tool_result",
-                    "tool_use_id": _safe_id(call_id),
+                    "tool_use_id": ids.results[i],
                 }
                 if m.content.strip():  # an empty result is sent without content
                     result["content"] = m.content
@@ -318,12 +397,12 @@ def _to_anthropic_messages(
         else:
             if m.content.strip():
                 blocks.append(_text(m.content))
-            for tc in m.tool_calls:
-                if tc.id in paired:
+            for j, tc in enumerate(m.tool_calls):
+                if ids.calls[(i, j)] in paired:
                     blocks.append(
                         {
                             "type": "tool_use",
-                            "id": _safe_id(tc.id),
+                            "id": ids.calls[(i, j)],
                             "name": tc.name,
                             "input": _tool_input(tc.arguments),
                         }
@@ -354,29 +433,6 @@ def _renders_empty(m: Message) -> bool:
     return m.role in ("user", "assistant") and not m.content.strip() and not m.tool_calls
 
 
-def _paired_ids(convo: Sequence[Message]) -> set[str]:
-    """Ids of calls answered in the user turn right after their assistant turn, each once."""
-    paired: set[str] = set()
-    seen: set[str] = set()
-    open_calls: set[str] = set()
-    previous_assistant = False
-    for m in convo:
-        if m.role == "assistant":
-            if not previous_assistant:
-                open_calls = set()
-            for tc in m.tool_calls:
-                if tc.id and tc.id not in seen:
-                    seen.add(tc.id)
-                    open_calls.add(tc.id)
-            previous_assistant = True
-            continue
-        if m.role == "tool" and m.tool_call_id in open_calls:
-            paired.add(m.tool_call_id)
-            open_calls.discard(m.tool_call_id)
-        previous_assistant = False
-    return paired
-
-
 def _text(text: str) -> TextBlockParam:
     return {"type": "text", "text": text}
 
@@ -388,16 +444,32 @@ def _safe_id(call_id: str) -> str:
 
 def _tool_input(arguments: str) -> dict[str, object]:
     """The stored arguments as an object; malformed text is kept under ``_raw_arguments``."""
-    if not arguments.strip():
-        return {}
+    parsed = arguments_object(arguments)
+    return parsed if parsed is not None else {"_raw_arguments": arguments}
+
+
+def _output_limit(name: str, max_tokens: int) -> ModelBehaviorError:
+    return ModelBehaviorError(
+        f"{name} stopped at max_tokens={max_tokens} before its answer was complete "
+        "(stop_reason 'max_tokens'); the cut answer is not used: raise ModelSettings.max_tokens "
+        "(or the model's max_tokens=) or ask for shorter output."
+    )
+
+
+def _parse(reply: AnthropicMessage, name: str, max_tokens: int) -> ModelResponse:
+    # A body that is not a message (an HTML page, a proxy's JSON) comes back as is, or as a
+    # message without content: the SDK does not validate what it reads.
+    if not isinstance(reply, AnthropicMessage) or not isinstance(reply.content, list):
+        raise BadResponse(f"not a message: {str(reply)[:200]!r}")
     try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
-        return {"_raw_arguments": arguments}
-    return parsed if isinstance(parsed, dict) else {"_raw_arguments": arguments}
+        return _parse_message(reply, name, max_tokens)
+    except (AttributeError, TypeError) as e:  # JSON of another shape, read unvalidated
+        raise BadResponse(f"not a message ({e})") from e
 
 
-def _parse(reply: AnthropicMessage, model: str) -> ModelResponse:
+def _parse_message(reply: AnthropicMessage, name: str, max_tokens: int) -> ModelResponse:
+    if reply.stop_reason == "max_tokens":
+        raise _output_limit(name, max_tokens)
     text = "".join(b.text for b in reply.content if isinstance(b, TextBlock))
     calls = tuple(
         ToolCall(b.id, b.name, json.dumps(b.input))
@@ -407,7 +479,7 @@ def _parse(reply: AnthropicMessage, model: str) -> ModelResponse:
     return ModelResponse(
         message=Message.assistant(text, calls),
         usage=_usage(reply.usage),
-        model=reply.model or model,
+        model=reply.model or name.removeprefix("anthropic:"),
     )
 
 

@@ -10,7 +10,18 @@ from typing import Any
 from ..messages import Message
 from ..usage import Usage
 
-__all__ = ["Model", "ModelRequest", "ModelResponse", "ModelSettings", "ToolDefinition"]
+__all__ = [
+    "DEFAULT_DEADLINE",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "ToolDefinition",
+]
+
+DEFAULT_DEADLINE = 600.0
+"""Seconds a provider adapter's model request may take in all unless ``ModelSettings.deadline``
+says otherwise."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -38,7 +49,10 @@ class ModelSettings:
     parallel_tool_calls: bool | None = None
     """Whether the model may emit several tool calls in one turn (OpenAI-compatible only)."""
     timeout: float | None = None
-    """Seconds before a request is abandoned (the SDK then retries)."""
+    """Seconds to wait for a connection or for each read before the SDK retries."""
+    deadline: float | None = None
+    """Seconds one model request may take in all (retries and the whole stream included)
+    before it fails with ``ModelProviderError``; ``None`` is ``DEFAULT_DEADLINE`` (600)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific options passed through unchanged."""
 

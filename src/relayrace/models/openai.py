@@ -6,6 +6,7 @@ vLLM, llama.cpp, LM Studio): point ``base_url`` at them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -14,9 +15,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ModelProviderError, UserError
+from ..exceptions import ModelBehaviorError, ModelProviderError, UserError
 from ..messages import Message, ToolCall
 from ..usage import Usage
+from ._common import (
+    UNREADABLE,
+    BadResponse,
+    GaveUp,
+    LoopClients,
+    arguments_object,
+    bounded,
+    deadline,
+    deadline_at,
+    gave_up,
+    retrying,
+    tool_ids,
+    tries_text,
+)
 from .interface import Model, ModelRequest, ModelResponse, ModelSettings
 
 try:
@@ -58,8 +73,11 @@ class OpenAIChatModel(Model):
     The client is built on first use, so constructing the model never needs a key or a network:
     ``api_key`` falls back to ``OPENAI_API_KEY``, and when neither is set a placeholder key is
     used if a ``base_url`` (or ``OPENAI_BASE_URL``) points at a server that does not need one.
-    Pass ``client`` to reuse a configured ``openai.AsyncOpenAI``; ``max_retries`` and
-    ``timeout`` then come from that client.
+    Each event loop gets its own client, closed as the loop shuts down, so the model works
+    across ``asyncio.run`` calls. Pass ``client`` to reuse a configured ``openai.AsyncOpenAI``
+    (then yours to close, on its one loop); ``max_retries`` and ``timeout`` then come from it.
+
+    ``max_retries`` also bounds new tries of a response that arrived unreadable or cut short.
     """
 
     def __init__(
@@ -81,59 +99,88 @@ class OpenAIChatModel(Model):
         self._max_retries = max_retries
         self._timeout = timeout
         self._client = client
+        self._clients = LoopClients(self._build_client)
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, built on first use; raises ``UserError`` if no key is available."""
-        if self._client is None:
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            if not api_key:
-                if base_url is None:
-                    raise UserError(
-                        f"{self.name} needs an API key: set OPENAI_API_KEY or pass api_key= "
-                        "(or base_url= for a local server that needs none)."
-                    )
-                api_key = _PLACEHOLDER_KEY
-            self._client = openai.AsyncOpenAI(
-                api_key=api_key,
-                base_url=base_url,
-                max_retries=self._max_retries,
-                timeout=self._timeout if self._timeout is not None else openai.NOT_GIVEN,
-            )
-        return self._client
+        """The SDK client: the one passed in, else the running loop's own (built on first use;
+        outside a loop a new one). Raises ``UserError`` if no key is available."""
+        return self._client if self._client is not None else self._clients.current()
+
+    async def _loop_client(self) -> openai.AsyncOpenAI:
+        return self._client if self._client is not None else await self._clients.get()
+
+    def _build_client(self) -> openai.AsyncOpenAI:
+        base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if base_url is None:
+                raise UserError(
+                    f"{self.name} needs an API key: set OPENAI_API_KEY or pass api_key= "
+                    "(or base_url= for a local server that needs none)."
+                )
+            api_key = _PLACEHOLDER_KEY
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=self._max_retries,
+            timeout=self._timeout if self._timeout is not None else openai.NOT_GIVEN,
+        )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Send one turn and return the assistant message and its usage."""
-        client = self.client
+        client = await self._loop_client()
         params, settings = self._params(request)
-        with self._mapped_errors():
-            completion = await client.chat.completions.create(
-                **params,
-                timeout=_or_not_given(settings.timeout),
-                extra_body=settings.extra or None,
-            )
-        return self._parse(completion)
+        when = deadline_at(settings)
+
+        async def attempt() -> ModelResponse:
+            async with asyncio.timeout_at(when):
+                completion = await client.chat.completions.create(
+                    **params,
+                    timeout=_or_not_given(settings.timeout),
+                    extra_body=settings.extra or None,
+                )
+            return self._parse(completion, settings)
+
+        with self._mapped_errors(client, settings):
+            return await retrying(attempt, client.max_retries)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
-        """Yield text deltas as they arrive, then the complete ``ModelResponse``."""
-        client = self.client
+        """Yield text deltas as they arrive, then the complete ``ModelResponse``.
+
+        A stream that breaks or ends early is asked again while no text has been yielded;
+        after that a new try would repeat text already passed on, so it fails at once.
+        """
+        client = await self._loop_client()
         params, settings = self._params(request)
-        state = _StreamState(self.model)
         # Without include_usage the stream carries no token counts at all.
         params["stream_options"] = {"include_usage": True}
-        with self._mapped_errors():
-            chunks = await client.chat.completions.create(
-                **params,
-                stream=True,
-                timeout=_or_not_given(settings.timeout),
-                extra_body=settings.extra or None,
-            )
-            async with chunks:
-                async for chunk in chunks:
-                    if piece := state.feed(chunk):
-                        yield piece
-        yield state.response()
+        when = deadline_at(settings)
+        with self._mapped_errors(client, settings):
+            for retry in range(client.max_retries + 1):
+                state = _StreamState(self.model, settings)
+                try:
+                    async with asyncio.timeout_at(when):
+                        chunks = await client.chat.completions.create(
+                            **params,
+                            stream=True,
+                            timeout=_or_not_given(settings.timeout),
+                            extra_body=settings.extra or None,
+                        )
+                    async with chunks:
+                        try:
+                            async for chunk in bounded(chunks, when):
+                                if piece := state.feed(chunk):
+                                    yield piece
+                        except openai.APIConnectionError as e:  # only the request is retried
+                            raise BadResponse(f"the stream broke off: {e.__cause__ or e}") from e
+                    response = state.response(self.name)
+                except UNREADABLE as e:
+                    if error := gave_up(e, retry, client.max_retries, state.streamed):
+                        raise error from e
+                    continue
+                yield response
+                return
 
     def _params(
         self, request: ModelRequest
@@ -167,12 +214,27 @@ class OpenAIChatModel(Model):
             params["max_tokens"] = settings.max_tokens
         return params, settings
 
-    def _parse(self, completion: ChatCompletion) -> ModelResponse:
+    def _parse(self, completion: ChatCompletion, settings: ModelSettings) -> ModelResponse:
+        # A body that is not a completion (an HTML page, a proxy's JSON) comes back as is, or
+        # as a completion without choices: the SDK does not validate what it reads.
+        if not isinstance(completion, ChatCompletion) or not isinstance(completion.choices, list):
+            raise BadResponse(f"not a chat completion: {str(completion)[:200]!r}")
+        try:
+            return self._parse_completion(completion, settings)
+        except (AttributeError, TypeError) as e:  # JSON of another shape, read unvalidated
+            raise BadResponse(f"not a chat completion ({e})") from e
+
+    def _parse_completion(
+        self, completion: ChatCompletion, settings: ModelSettings
+    ) -> ModelResponse:
         usage = _usage(completion.usage) if completion.usage is not None else Usage(requests=1)
         model_name = completion.model or self.model
         if not completion.choices:
             return ModelResponse(message=Message.assistant(""), usage=usage, model=model_name)
-        msg = completion.choices[0].message
+        choice = completion.choices[0]
+        if choice.finish_reason == "length":
+            raise _output_limit(self.name, settings)
+        msg = choice.message
         tool_calls: list[ToolCall] = []
         for tc in msg.tool_calls or ():
             # Read defensively: compatible servers may omit the id or send a custom tool call.
@@ -196,16 +258,31 @@ class OpenAIChatModel(Model):
         return ModelResponse(message=message, usage=usage, model=model_name)
 
     @contextmanager
-    def _mapped_errors(self) -> Iterator[None]:
-        """Turn SDK failures into relayrace errors that say what to do."""
+    def _mapped_errors(self, client: openai.AsyncOpenAI, settings: ModelSettings) -> Iterator[None]:
+        """Turn SDK and transport failures into relayrace errors that say what to do."""
+        where = f"{self.name} at {client.base_url}"
         try:
             yield
         except openai.APIError as e:
-            raise self._provider_error(e) from e
+            raise self._provider_error(e, where, client.max_retries) from e
+        except TimeoutError as e:
+            raise ModelProviderError(
+                f"{where} did not finish the request within its deadline of "
+                f"{deadline(settings):g} s: raise ModelSettings.deadline "
+                "or retry later.",
+                provider="openai",
+            ) from e
+        except GaveUp as e:
+            raise ModelProviderError(
+                f"{where} sent a response that could not be used ({e}), on "
+                f"{tries_text(e.tries)}: the server or a proxy in between is "
+                "failing; retry later or check the base_url.",
+                provider="openai",
+            ) from e
 
-    def _provider_error(self, e: openai.APIError) -> ModelProviderError:
-        where = self.name if self._client is None else f"{self.name} at {self._client.base_url}"
-        retries = self._client.max_retries if self._client is not None else self._max_retries
+    def _provider_error(
+        self, e: openai.APIError, where: str, retries: int
+    ) -> ModelProviderError:
         if isinstance(e, openai.APITimeoutError):
             return ModelProviderError(
                 f"{where} timed out (after {retries} retries): raise the timeout "
@@ -247,11 +324,15 @@ class _PartialCall:
 class _StreamState:
     """Assembles a streamed reply: text, tool calls by ``index``, and usage."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, settings: ModelSettings) -> None:
         self.model = model
+        self.settings = settings
         self.usage = Usage(requests=1)
         self.text: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
+        self.finish_reason: str | None = None
+        self.streamed = False
+        """Whether text has been passed on (so a new try would repeat it)."""
 
     def feed(self, chunk: ChatCompletionChunk) -> str:
         """Take one chunk; return the text it adds (``""`` if none)."""
@@ -260,7 +341,9 @@ class _StreamState:
             self.usage = _usage(chunk.usage)
         if not chunk.choices:  # the final usage chunk has none
             return ""
-        delta = chunk.choices[0].delta
+        choice = chunk.choices[0]
+        self.finish_reason = choice.finish_reason or self.finish_reason
+        delta = choice.delta
         for position, tc in enumerate(delta.tool_calls or ()):
             # Id and name come in a call's first delta, arguments in pieces after it. Some
             # servers send each call whole and without `index`: fall back to its position.
@@ -273,10 +356,15 @@ class _StreamState:
                 call.arguments += _arguments_text(tc.function.arguments)
         piece = delta.content or delta.refusal or ""
         self.text.append(piece)
+        self.streamed = self.streamed or bool(piece)
         return piece
 
-    def response(self) -> ModelResponse:
-        """The complete reply, once the stream has ended."""
+    def response(self, name: str) -> ModelResponse:
+        """The complete reply, once the stream has ended; an error if it is not complete."""
+        if self.finish_reason is None:
+            raise BadResponse("the stream ended before the answer was complete: no finish_reason")
+        if self.finish_reason == "length":
+            raise _output_limit(name, self.settings)
         calls = tuple(
             ToolCall(c.id or _new_call_id(), c.name, c.arguments)
             for _, c in sorted(self.calls.items())
@@ -285,12 +373,24 @@ class _StreamState:
         return ModelResponse(message=message, usage=self.usage, model=self.model)
 
 
+def _output_limit(name: str, settings: ModelSettings) -> ModelBehaviorError:
+    limit = f"max_tokens={settings.max_tokens}" if settings.max_tokens else "its output limit"
+    return ModelBehaviorError(
+        f"{name} stopped at {limit} before its answer was complete (finish_reason 'length'); "
+        "the cut answer is not used: raise ModelSettings.max_tokens or ask for shorter output."
+    )
+
+
 def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    """Normalized messages -> chat-completions messages, instructions first as a system one."""
+    """Normalized messages -> chat-completions messages, instructions first as a system one.
+
+    Tool call ids are made unique in the request, each result sent with its call's id.
+    """
     out: list[ChatCompletionMessageParam] = []
     if request.instructions.strip():
         out.append({"role": "system", "content": request.instructions})
-    for m in request.messages:
+    ids = tool_ids(request.messages)
+    for i, m in enumerate(request.messages):
         if m.role == "system":
             out.append({"role": "system", "content": m.content})
         elif m.role == "user":
@@ -300,18 +400,18 @@ def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessagePara
             if m.tool_calls:
                 assistant["tool_calls"] = [
                     {
-                        "id": tc.id,
+                        "id": ids.calls[(i, j)],
                         "type": "function",
                         "function": {"name": tc.name, "arguments": _wire_arguments(tc.arguments)},
                     }
-                    for tc in m.tool_calls
+                    for j, tc in enumerate(m.tool_calls)
                 ]
                 assistant["content"] = m.content or None
             else:
                 assistant["content"] = m.content
             out.append(assistant)
         else:
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
+            out.append({"role": "tool", "tool_call_id": ids.results[i], "content": m.content})
     return out
 
 
@@ -338,11 +438,9 @@ def _wire_arguments(arguments: str) -> str:
     """
     if not arguments.strip():
         return "{}"
-    try:
-        parsed = json.loads(arguments)
-    except json.JSONDecodeError:
-        parsed = None
-    return arguments if isinstance(parsed, dict) else json.dumps({"_raw_arguments": arguments})
+    if arguments_object(arguments) is not None:
+        return arguments
+    return json.dumps({"_raw_arguments": arguments})
 
 
 def _new_call_id() -> str:
