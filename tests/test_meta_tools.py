@@ -394,6 +394,20 @@ async def test_a_judge_decides_consensus() -> None:
     assert len(child_requests(alice)) == 1
 
 
+@pytest.mark.parametrize("verdict", ["{" + "[" * 3000 + "}", '{"consensus": ' + "9" * 5000 + "}"])
+async def test_a_judge_answering_unparsable_json_falls_back_to_comparing(verdict: str) -> None:
+    judge = Agent("judge", instructions="You judge.", model=FunctionModel(lambda req: verdict))
+    alice = debater("alice", ["FINAL ANSWER: Paris"])
+    bob = debater("bob", ["FINAL ANSWER: Paris"])
+    agent, _ = lead([alice, bob], [
+        tool_call("debate_ensemble", {"question": "Capital?", "participants": ["alice", "bob"],
+                                      "rounds": 1}),
+        text("done")], delegation=DelegationConfig(judge=judge))
+    result = await Runner.run(agent, "go")
+    content = (await one_result(result)).message.content
+    assert "CONSENSUS" in content and "NO CONSENSUS" not in content  # the answers agree
+
+
 async def test_a_judge_can_deny_consensus_of_equal_answers() -> None:
     judge_model = FunctionModel(lambda req: text('{"consensus": false, "answer": ""}'))
     judge = Agent("judge", instructions="You judge.", model=judge_model)

@@ -328,11 +328,10 @@ def _json_object(text: str) -> dict[str, Any] | None:
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         return None
-    try:
-        value = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
+    try:  # the tool parser: model text of any depth or number size is an object or nothing
+        return parse_arguments(text[start : end + 1], "judge")
+    except ToolRetry:
         return None
-    return value if isinstance(value, dict) else None
 
 
 _BUILDERS: dict[MetaToolName, type[_MetaTool]] = {
