@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import traceback
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ async def _run_tools(
     results: list[ToolResultEvent | None],
 ) -> Route | None:
     ts = loop.toolset(agent)
-    approvals = loop.state.approvals
+    decisions = loop.state.approvals
     waiting: list[int] = []
     child_waiting: list[PendingApproval] = []
     ordinary: list[tuple[int, Tool, ToolCall]] = []
@@ -117,7 +118,7 @@ async def _run_tools(
                                           is_error=True)
             continue
         if needs_approval:
-            decision = approvals.get(call.id)
+            decision = decisions.take(loop.session.session_id, call) if decisions else None
             if decision is None:
                 waiting.append(i)
                 continue
@@ -147,7 +148,7 @@ async def _run_tools(
         for p in pending:
             loop.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
                                             tool_call_id=p.call_id, tool_name=p.tool_name,
-                                            arguments=p.arguments))
+                                            arguments=p.arguments, time=p.requested_at))
         raise Interrupted(pending + child_waiting)
     if not routes:
         push_results(loop, results)
@@ -278,7 +279,7 @@ def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None
 def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
                            agent=agent.name, path=loop.path(agent),
-                           session_id=loop.session.session_id)
+                           session_id=loop.session.session_id, requested_at=time.time())
 
 
 def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
