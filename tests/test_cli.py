@@ -102,6 +102,16 @@ def test_run_shows_handoff_tools_answer_trace_and_usage(db: Path) -> None:
     assert "answered by billing" in out
 
 
+def test_run_streams_a_guarded_answer_and_says_what_the_guardrail_did_after_it(
+    db: Path,
+) -> None:
+    result = run_team(db, agent="guarded")
+    assert result.exit_code == 0, result.output
+    assert ("guarded: Thanks for waiting. Write to [EMAIL] today.\nBye\n"
+            "⛨ guardrail pii (output) redact: 1 e-mail address\n") in result.stdout
+    assert "jane@example.com" not in result.stdout
+
+
 def test_run_restores_trace_processors(db: Path) -> None:
     before = get_trace_processors()
     assert run_team(db, "--session", "s1").exit_code == 0
