@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import (
     assert_valid_protocol,
@@ -344,6 +347,24 @@ async def test_a_redacting_output_guardrail_streams_sentence_by_sentence() -> No
     # Each sentence shows once it has passed, in its redacted form; the rest at the end.
     assert deltas == ["Thanks for waiting. ", "Write to [EMAIL] today.\n",
                       "Or pay with [CARD] now"]
+    assert "".join(deltas) == result.final_output
+
+
+_PIECES = [EMAIL, CARD, "415-555-0132", "+44 20 7946 0958", "DE89 3704 0044 0532 0130 00",
+           "word", "3", "1.5", ". ", "! ", "? ", "\n", " ", "-", ".", "@", "x.y"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=25),
+       st.integers(min_value=5, max_value=400))
+def test_what_streams_through_redaction_and_truncation_is_the_kept_answer(
+    pieces: list[str], limit: int
+) -> None:
+    answer = "".join(pieces).strip() or "ok"
+    agent = Agent("bot", instructions="x", model=ScriptedModel([text(answer)]),
+                  output_guardrails=[PIIGuardrail(),
+                                     MaxLengthGuardrail(limit, action="truncate")])
+    deltas, result = asyncio.run(deltas_of(agent))
     assert "".join(deltas) == result.final_output
 
 
