@@ -193,6 +193,39 @@ async def test_from_session_rebuilds_the_pending_run_after_a_restart(tmp_path: A
     assert_valid_protocol(await session_messages(reopened))
 
 
+async def test_an_approval_is_used_once_for_the_request_it_answers(tmp_path: Any) -> None:
+    """A new process numbers its model's calls afresh: the call after the approved one gets
+    its id again, and must ask again rather than run on the old approval."""
+    db = tmp_path / "approvals.db"
+    wire = tool_call("wire_money", {"amount": 50, "to": "bob"})  # ids call_1, call_2, ...
+    first = await Runner.run(banker(ScriptedModel([wire])), "pay",
+                             session=SQLiteSession("s-1", db))
+    assert first.pending is not None
+    stored = first.pending.to_json()
+    assert [a.call_id for a in first.pending.approvals] == ["call_1"]
+
+    # A second process: a new model, agent and session object; the pending run from JSON.
+    agent = banker(ScriptedModel([wire, text("Paid.")]))
+    session = SQLiteSession("s-1", db)
+    pending = PendingRun.from_json(stored, entry=agent, session=session)
+    second = await Runner.resume(pending, approvals={"call_1": True})
+    assert EXECUTED == ["50->bob"]  # the approved call ran; its namesake waits for a human
+    assert second.pending is not None
+    assert [a.call_id for a in second.pending.approvals] == ["call_1"]
+    assert len(of_type(await session.get_events(), ApprovalRequestedEvent)) == 2
+
+    # The first decision cannot answer the new request, however often it is replayed.
+    with pytest.raises(UserError, match="no longer waits"):
+        await Runner.resume(PendingRun.from_json(stored, entry=agent, session=session),
+                            approvals={"call_1": True})
+    assert EXECUTED == ["50->bob"]
+    third = await Runner.resume(PendingRun.from_json(second.pending.to_json(), entry=agent,
+                                                     session=session),
+                                approvals={"call_1": True})
+    assert third.final_output == "Paid."
+    assert EXECUTED == ["50->bob", "50->bob"]
+
+
 # --------------------------------------------------------------------------- handoffs
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from relayrace import __version__
-from relayrace.cli import app
+from relayrace.cli import EXIT_APPROVAL, app
 from relayrace.cli._render import EventPrinter
 from relayrace.cli._target import resolve_target
 from relayrace.events import (
@@ -102,6 +102,16 @@ def test_run_shows_handoff_tools_answer_trace_and_usage(db: Path) -> None:
     assert "answered by billing" in out
 
 
+def test_run_streams_a_guarded_answer_and_says_what_the_guardrail_did_after_it(
+    db: Path,
+) -> None:
+    result = run_team(db, agent="guarded")
+    assert result.exit_code == 0, result.output
+    assert ("guarded: Thanks for waiting. Write to [EMAIL] today.\nBye\n"
+            "⛨ guardrail pii (output) redact: 1 e-mail address\n") in result.stdout
+    assert "jane@example.com" not in result.stdout
+
+
 def test_run_restores_trace_processors(db: Path) -> None:
     before = get_trace_processors()
     assert run_team(db, "--session", "s1").exit_code == 0
@@ -111,7 +121,7 @@ def test_run_restores_trace_processors(db: Path) -> None:
 def test_run_without_session_prints_a_new_session_id(db: Path) -> None:
     result = run_team(db)
     assert result.exit_code == 0, result.output
-    first = result.stdout.splitlines()[0]
+    first = result.stdout.splitlines()[1]  # after the model line
     assert first.startswith("session ") and "--session" in first
     session_id = first.split()[1]
     listed = invoke("sessions", "list", "--db", db, "--json")
@@ -181,7 +191,7 @@ def test_run_stops_for_approval_and_resume_continues(db: Path) -> None:
     target = f"{TEAM}:cashier"
     stopped = runner.invoke(app, ["run", target, "refund INV-7", "--db", str(db),
                                   "--session", "s9"])
-    assert stopped.exit_code == 0, stopped.output
+    assert stopped.exit_code == EXIT_APPROVAL == 3, stopped.output
     assert "waiting for approval" in stopped.stdout
     assert 'cashier issue_refund({"invoice_id": "INV-7"}) [call call_9]' in stopped.stdout
     assert "answered by" not in stopped.stdout
@@ -195,6 +205,60 @@ def test_run_stops_for_approval_and_resume_continues(db: Path) -> None:
                                   "--db", str(db)])
     assert resumed.exit_code == 0, resumed.output
     assert "Refunded INV-7." in resumed.stdout
+
+
+def test_a_run_waiting_for_approval_exits_3_as_help_says(db: Path) -> None:
+    for json_flag in ([], ["--json"]):
+        stopped = invoke("run", f"{TEAM}:cashier", "refund INV-7", "--db", db, *json_flag)
+        assert stopped.exit_code == 3, stopped.output
+    for command in ("run", "resume"):
+        assert "3 the run stopped for approval" in " ".join(
+            invoke(command, "--help").stdout.split())
+
+
+def test_an_approval_given_in_one_process_is_not_replayed_on_the_next_call(db: Path) -> None:
+    """Each command loads the team afresh, as a new process would: after the approved
+    call_1 ran, the model's next call is numbered call_1 again. It must ask, not run."""
+    target = f"{TEAM}:repeat_cashier"
+    assert invoke("run", target, "refund INV-7 twice", "--db", db,
+                  "--session", "r1").exit_code == 3
+    resumed = invoke("resume", target, "--session", "r1", "--approve", "call_1", "--db", db)
+    assert resumed.exit_code == 3, resumed.output
+    assert resumed.stdout.count("→ issue_refund: Refunded INV-7.") == 1
+    assert "⏸ approval requested: issue_refund" in resumed.stdout
+    again = invoke("resume", target, "--session", "r1", "--approve", "call_1", "--db", db)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.count("→ issue_refund: Refunded INV-7.") == 1
+    assert "Refunded twice." in again.stdout
+
+
+def test_run_says_which_model_runs(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripted = run_team(db)
+    assert scripted.stdout.splitlines()[0].startswith(
+        "model scripted · a scripted offline model (no API key, no network)")
+    (tmp_path / "real.py").write_text(
+        "from relayrace import Agent\n"
+        "a = Agent('a', instructions='x', model='ollama:llama3.2')\n"
+        "b = Agent('b', instructions='x', model='openai:gpt-4o-mini', sub_agents=[a])\n")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    models = invoke("run", f"{tmp_path / 'real.py'}:a", "hi", "--db", db)
+    assert models.stdout.splitlines()[0] == ("models openai:gpt-4o-mini (b), "
+                                             "ollama:llama3.2 (a)")
+    assert_clean_error(models, "openai:gpt-4o-mini needs an API key: set OPENAI_API_KEY")
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"])
+def test_a_missing_api_key_fails_before_a_session_is_created(
+    db: Path, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    result = run_team(db, "--session", "k1", "--model", model)
+    assert_clean_error(result, "needs an API key")
+    assert not db.exists() or invoke("sessions", "list", "--db", db, "--json").stdout == ""
 
 
 def test_run_interrupted_exits_130(db: Path) -> None:

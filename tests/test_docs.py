@@ -30,3 +30,16 @@ def test_the_readme_has_examples() -> None:
 def test_doc_example_runs(name: str, code: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # examples use paths relative to the repository
     exec(compile(code, name, "exec"), {"__name__": f"docs_{name}"})
+
+
+def test_the_cli_section_says_how_to_get_the_command_and_what_it_exits_with() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Command line") :]
+    section = section[: section.index("\n## ")]
+    # Its commands assume `relayrace` on the PATH: it says how to get it there.
+    before = section[: section.index("```sh")]
+    assert "source .venv/bin/activate" in before and ".venv/bin/relayrace" in before
+    assert "pip install /path/to/relayrace" in before
+    from relayrace.cli import EXIT_APPROVAL
+
+    assert f"**{EXIT_APPROVAL} the run stopped for approval**" in section

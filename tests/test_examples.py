@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,10 @@ _MODEL_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL", "ANTHROPIC_AP
               "RELAYRACE_MODEL", "RELAYRACE_DB", "FORCE_COLOR")
 
 
-def _run(args: list[str], cwd: Path) -> str:
+def _run(args: list[str], cwd: Path, columns: int = 200) -> str:
     """Run ``python args`` with no model configured (so the scripted one plays); its stdout."""
     env = {k: v for k, v in os.environ.items() if k not in _MODEL_ENV}
-    env.update(COLUMNS="200", NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    env.update(COLUMNS=str(columns), NO_COLOR="1", PYTHONIOENCODING="utf-8")
     done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
                           text=True, encoding="utf-8", timeout=120)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -49,7 +50,19 @@ def test_support_demo(tmp_path: Path) -> None:
     assert "answered by account · 3 handoff(s)" in out
     # main.py calls assert_complete() after the conversation: reaching this line means the
     # scripted model was used up.
-    assert "Inspect the stored conversation: relayrace sessions show support-" in out
+    assert "Inspect the stored conversation: " in out
+    assert "relayrace sessions show support-" in out
+
+
+def test_support_demo_names_its_model_and_prints_its_last_command_unwrapped(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    out = _run([str(SUPPORT / "main.py"), "--db", str(db)], tmp_path, columns=40)
+    assert "model scripted-demo · a scripted offline model (no API key" in out
+    [hint] = [line for line in out.splitlines() if line.startswith("Inspect the stored")]
+    assert re.fullmatch(rf"Inspect the stored conversation: \S*relayrace sessions show "
+                        rf"support-\w+ --db {re.escape(str(db))}", hint), hint
 
 
 def test_research_demo(tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import (
     assert_valid_protocol,
@@ -18,6 +21,7 @@ from conftest import (
 from relayrace import (
     Agent,
     GuardrailTriggeredEvent,
+    GuardrailTripwireTriggered,
     RunFinishedEvent,
     Runner,
     RunResult,
@@ -28,10 +32,12 @@ from relayrace import (
     tool,
 )
 from relayrace.events import dump_events
+from relayrace.exceptions import UserError
 from relayrace.guardrails import (
     MaxLengthGuardrail,
     PIIGuardrail,
     TopicDenyListGuardrail,
+    Tripwire,
     guardrail,
 )
 from relayrace.routing import AgentTarget, Finish, FromSpeaker, Rule, TerminateTarget
@@ -323,6 +329,105 @@ async def test_streaming_a_handoff_target_with_output_guardrails_does_not_leak()
     triage = Agent("triage", instructions="x", model=model, sub_agents=[billing])
     events = [e async for e in Runner.stream(triage, "card?")]
     assert CARD not in "".join(dump_events(events))
+
+
+async def deltas_of(agent: Agent, prompt: str = "hi") -> tuple[list[str], RunResult]:
+    """The text deltas a streamed run of ``agent`` shows, and its result."""
+    stream = Runner.stream(agent, prompt)
+    deltas = [e.delta async for e in stream if isinstance(e, TextDeltaEvent)]
+    assert stream.result is not None
+    return deltas, stream.result
+
+
+async def test_a_redacting_output_guardrail_streams_sentence_by_sentence() -> None:
+    model = ScriptedModel([text(f"Thanks for waiting. Write to {EMAIL} today.\n"
+                                f"Or pay with {CARD} now")])
+    agent = Agent("bot", instructions="x", model=model, output_guardrails=[PIIGuardrail()])
+    deltas, result = await deltas_of(agent)
+    # Each sentence shows once it has passed, in its redacted form; the rest at the end.
+    assert deltas == ["Thanks for waiting. ", "Write to [EMAIL] today.\n",
+                      "Or pay with [CARD] now"]
+    assert "".join(deltas) == result.final_output
+
+
+_PIECES = [EMAIL, CARD, "415-555-0132", "+44 20 7946 0958", "DE89 3704 0044 0532 0130 00",
+           "word", "3", "1.5", ". ", "! ", "? ", "\n", " ", "-", ".", "@", "x.y"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PIECES), max_size=25),
+       st.integers(min_value=5, max_value=400))
+def test_what_streams_through_redaction_and_truncation_is_the_kept_answer(
+    pieces: list[str], limit: int
+) -> None:
+    answer = "".join(pieces).strip() or "ok"
+    agent = Agent("bot", instructions="x", model=ScriptedModel([text(answer)]),
+                  output_guardrails=[PIIGuardrail(),
+                                     MaxLengthGuardrail(limit, action="truncate")])
+    deltas, result = asyncio.run(deltas_of(agent))
+    assert "".join(deltas) == result.final_output
+
+
+async def test_a_truncating_output_guardrail_streams_up_to_its_limit() -> None:
+    model = ScriptedModel([text("One two three. Four five six. Seven eight nine. Ten.")])
+    agent = Agent("bot", instructions="x", model=model,
+                  output_guardrails=[MaxLengthGuardrail(20, action="truncate")])
+    deltas, result = await deltas_of(agent)
+    assert deltas[0] == "One two three. "
+    assert "".join(deltas) == result.final_output == "One two three. Four "
+
+
+@pytest.mark.parametrize("answer", ["Sure. Your refund is on its way.", "Sure. It ships today."])
+async def test_a_guardrail_that_may_block_shows_the_answer_only_once_it_passed(
+    answer: str,
+) -> None:
+    model = ScriptedModel([text(answer)])
+    agent = Agent("bot", instructions="x", model=model,
+                  output_guardrails=[PIIGuardrail(), TopicDenyListGuardrail(["refund"])])
+    deltas, result = await deltas_of(agent)
+    # A block withholds the whole answer, so nothing shows before the end: then what passed.
+    assert deltas == [result.final_output]
+    assert ("refund" in answer) == ("blocked" in result.final_output)
+
+
+async def test_a_tripwire_on_output_shows_nothing() -> None:
+    model = ScriptedModel([text("Sure. Your refund is on its way.")])
+    agent = Agent("bot", instructions="x", model=model,
+                  output_guardrails=[Tripwire(TopicDenyListGuardrail(["refund"]))])
+    events: list[Any] = []
+    with pytest.raises(GuardrailTripwireTriggered):
+        async for event in Runner.stream(agent, "hi"):
+            events.append(event)
+    assert not of_type(events, TextDeltaEvent)
+
+
+async def test_a_custom_output_guardrail_streams_only_when_it_says_so() -> None:
+    @guardrail(streams=True)
+    def no_secret(text: str, context: Any) -> str:
+        return text.replace("s3cret", "[SECRET]")
+
+    @guardrail
+    def unknown(text: str, context: Any) -> bool:
+        return True
+
+    model = ScriptedModel([text("Here it is. The key is s3cret. Done")] * 2)
+    streamed, _ = await deltas_of(Agent("a", instructions="x", model=model,
+                                        output_guardrails=[no_secret]))
+    assert streamed == ["Here it is. ", "The key is [SECRET]. ", "Done"]
+    held, _ = await deltas_of(Agent("b", instructions="x", model=model,
+                                    output_guardrails=[no_secret, unknown]))
+    assert held == ["Here it is. The key is [SECRET]. Done"]
+
+
+async def test_a_streaming_guardrail_that_blocks_is_a_user_error() -> None:
+    @guardrail(streams=True)
+    def liar(text: str, context: Any) -> bool:
+        return "later" not in text
+
+    model = ScriptedModel([text("First. Then later. End")])
+    agent = Agent("bot", instructions="x", model=model, output_guardrails=[liar])
+    with pytest.raises(UserError, match="streams=False"):
+        await deltas_of(agent)
 
 
 # --------------------------------------------------------------------------- review regressions

@@ -394,7 +394,8 @@ async def test_a_judge_decides_consensus() -> None:
     assert len(child_requests(alice)) == 1
 
 
-@pytest.mark.parametrize("verdict", ['{"a": ' + "[" * 3000 + "}", '{"consensus": ' + "9" * 5000 + "}"])
+@pytest.mark.parametrize("verdict", ['{"a": ' + "[" * 3000 + "}",
+                                     '{"consensus": ' + "9" * 5000 + "}"])
 async def test_a_judge_answering_unparsable_json_falls_back_to_comparing(verdict: str) -> None:
     judge = Agent("judge", instructions="You judge.", model=FunctionModel(lambda req: verdict))
     alice = debater("alice", ["FINAL ANSWER: Paris"])

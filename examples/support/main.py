@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
+import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.rule import Rule
 from script import CONVERSATION, scripted_model
 from team import build_team, configured_model
 
-from relayrace.cli import print_run
+from relayrace import UserError
+from relayrace.cli import check_credentials, describe_models, print_run
 from relayrace.sessions import SQLiteSession, new_session_id
 from relayrace.testing import ScriptedModel
 
@@ -30,11 +34,14 @@ async def main() -> None:
     args = parser.parse_args()
     model = args.model or configured_model() or scripted_model()
     triage = build_team(model)
-    session = SQLiteSession(f"support-{new_session_id()[:8]}", args.db)
     console = Console()
-    label = model.name if isinstance(model, ScriptedModel) else model
-    console.print(f"[bold]relayrace support demo[/] · model {label} · session "
-                  f"{session.session_id}\n")
+    console.print(f"[bold]relayrace support demo[/] · {describe_models(triage)}", soft_wrap=True)
+    try:
+        check_credentials(triage)  # before the session exists: a missing key stores nothing
+    except UserError as exc:
+        sys.exit(f"Error: {exc}")
+    session = SQLiteSession(f"support-{new_session_id()[:8]}", args.db)
+    console.print(f"session {session.session_id}\n")
     for i, message in enumerate(CONVERSATION, 1):
         console.print(Rule(f"customer message {i}"))
         result = await print_run(triage, message, session=session,
@@ -45,8 +52,19 @@ async def main() -> None:
                       f"{result.usage.total.requests} model request(s)\n")
     if isinstance(model, ScriptedModel):
         model.assert_complete()
-    console.print(f"Inspect the stored conversation: relayrace sessions show "
-                  f"{session.session_id} --db {args.db}")
+    # A command to copy: never wrapped, and runnable without an activated environment.
+    command = "relayrace" if shutil.which("relayrace") else _beside_python("relayrace")
+    print(f"Inspect the stored conversation: {command} sessions show {session.session_id} "
+          f"--db {args.db}")
+
+
+def _beside_python(script: str) -> str:
+    """``script`` as installed next to this Python (.venv/bin/relayrace), relative if short."""
+    path = Path(sys.executable).parent / script
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._guarding import guard_finish, guard_text, input_block
+from ._guarding import GuardedStream, guard_finish, guard_text, input_block
 from ._state import (
     FINISH_TASK,
     RunState,
@@ -347,7 +347,7 @@ class AgentLoop:
                         self.add(ApprovalRequestedEvent(
                             agent=p.agent, path=p.path, tool_call_id=p.call_id,
                             tool_name=p.tool_name, arguments=p.arguments,
-                            session_id=p.session_id, note=p.note))
+                            session_id=p.session_id, note=p.note, time=p.requested_at))
             self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
                                       status="interrupted", reason="awaiting approval"))
             await self.flush()
@@ -613,11 +613,15 @@ class AgentLoop:
         budget, local = state.budget, self.local
         estimate = await budget.open_request(request, path, local)
         span = state.trace.start("model", model.name, parent, agent=name)
+        guarded = agent.output_guardrails or self.team_output
+        shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
         try:
             if state.emit is None:
                 response = await model.request(request)
             else:
-                response = await self._stream_model(model, request, agent, path)
+                if guarded:
+                    shown = GuardedStream(self, agent)
+                response = await self._stream_model(model, request, agent, path, shown)
         except BaseException as exc:
             budget.close_request(estimate, path, local, None)
             state.trace.end(span, exc)
@@ -637,10 +641,14 @@ class AgentLoop:
                 raise ModelBehaviorError(
                     f"The model of agent {name!r} returned an empty turn (no text and no tool "
                     "call); check the model's output limits or its stop sequences.")
-            if agent.output_guardrails or self.team_output:
+            if guarded:
                 content = guard_text(self, agent, content)
-        elif self.finish_task and (agent.output_guardrails or self.team_output):
+        elif self.finish_task and guarded:
             calls = tuple(guard_finish(self, agent, c) for c in calls)
+        if shown is not None and content:
+            rest = shown.finish(content, guarded=not calls)
+            if rest:
+                self._emit_text(agent, path, rest)
         if message.name != name or content is not message.content or \
                 calls is not message.tool_calls:
             # A copy: the model may hand out shared messages (test doubles, caches).
@@ -654,24 +662,32 @@ class AgentLoop:
         budget.check_tokens()
         return message
 
-    async def _stream_model(
-        self, model: Model, request: ModelRequest, agent: Agent[Any], path: str
-    ) -> ModelResponse:
+    def _emit_text(self, agent: Agent[Any], path: str, delta: str) -> None:
+        """Stream a piece of ``agent``'s text (never logged)."""
         emit = self.state.emit
         assert emit is not None
-        # Text an output guardrail may still redact is never streamed.
-        if agent.output_guardrails or self.team_output:
+        emit(TextDeltaEvent(agent=agent.name, path=path, delta=delta))
+
+    async def _stream_model(
+        self, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
+        shown: GuardedStream | None,
+    ) -> ModelResponse:
+        if shown is not None and not shown.live:
+            # A guardrail that may block holds the answer whole: _model_turn shows what passes.
             return await model.request(request)
         response: ModelResponse | None = None
         streamed = False
         async for item in model.stream(request):
             if isinstance(item, str):
                 streamed = True
-                emit(TextDeltaEvent(agent=agent.name, path=path, delta=item))
+                delta = item if shown is None else shown.feed(item)
+                if delta:
+                    self._emit_text(agent, path, delta)
             else:
                 response = item
         if response is None:
             raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
-        if not streamed and response.message.content:  # a model that cannot stream text
-            emit(TextDeltaEvent(agent=agent.name, path=path, delta=response.message.content))
+        if not streamed and shown is None and response.message.content:
+            # A model that cannot stream text (a guarded turn shows its text as it passes).
+            self._emit_text(agent, path, response.message.content)
         return response

@@ -4,17 +4,19 @@ Input guardrails run on everything an agent has not yet checked whenever it take
 takes a turn (the user's text, other agents' messages and tool calls, tool results, transfer
 reasons); their redactions shape that agent's own view only. Output guardrails run on every
 text that leaves an agent as an answer: its final text, a ``Finish`` summary, a task's result.
+A streamed answer passes them before any of it is shown (``GuardedStream``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._state import FINISH_TASK
 from .events import GuardrailTriggeredEvent
-from .exceptions import GuardrailTripwireTriggered
+from .exceptions import GuardrailTripwireTriggered, UserError
 from .guardrails import Guardrail, apply_guardrails, block_message
 from .messages import Message, ToolCall
 from .tools import ToolRetry, parse_arguments
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from ._engine import AgentLoop
     from .agent import Agent
 
-__all__ = ["guard_finish", "guard_text", "input_block"]
+__all__ = ["GuardedStream", "guard_finish", "guard_text", "input_block"]
 
 
 def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
@@ -105,3 +107,79 @@ def guard_finish(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> ToolCall
     if guarded == result:
         return call
     return ToolCall(call.id, call.name, json.dumps({**args, "result": guarded}))
+
+
+# Where a streamed answer is checked: a sentence end (., ! or ? before a space) or a line break.
+_BOUNDARY = re.compile(r"[.!?]\s|\n")
+
+
+class GuardedStream:
+    """The text deltas of an answer, shown only once its output guardrails have passed them.
+
+    When every guardrail streams (``Guardrail.streams``: it never blocks, and what it keeps of a
+    text ending at a sentence end stays the start of what it keeps later), the text so far is
+    checked at each sentence end or line break and what the guardrails keep of it is shown:
+    redactions in their redacted form, so nothing a guardrail changes is ever shown. Any other
+    guardrail may block, and a block withholds the whole answer: then the answer is shown only
+    once it has passed, as one piece. A long answer is checked at growing steps (each at least
+    an eighth of the text so far), so checking stays linear in its length.
+    """
+
+    __slots__ = ("_checked", "_context", "_guards", "_length", "_parts", "_tail", "live",
+                 "shown")
+
+    def __init__(self, loop: AgentLoop, agent: Agent[Any]) -> None:
+        self._guards = loop.team_output + agent.output_guardrails
+        self._context = loop.state.context
+        self.live = all(g.streams for g in self._guards)
+        """Whether text is shown as the model streams it (else when the answer is complete)."""
+        self._parts: list[str] = []  # the streamed text, joined when checked
+        self._length = 0
+        self._tail = ""  # its last character: ". " may straddle two deltas
+        self._checked = 0  # how much of the text the guardrails have passed
+        self.shown = ""
+        """What was shown: what the guardrails kept of the first ``_checked`` characters."""
+
+    def feed(self, delta: str) -> str:
+        """Take a streamed text delta; return the text newly passed, to show ("" if none)."""
+        start = self._length - len(self._tail)
+        window = self._tail + delta
+        self._parts.append(delta)
+        self._length += len(delta)
+        self._tail = window[-1:]
+        cut = 0
+        for match in _BOUNDARY.finditer(window):
+            cut = start + match.end()
+        if cut - self._checked <= self._checked // 8:
+            return ""
+        self._checked = cut
+        text = "".join(self._parts)
+        self._parts = [text]
+        kept, results = apply_guardrails(self._guards, text[:cut], self._context)
+        if results and results[-1].action == "block":
+            self._broken(results[-1].guardrail)
+        return self._show(kept)
+
+    def finish(self, content: str, *, guarded: bool) -> str:
+        """The rest to show once the model's turn is complete: ``content`` is the answer as
+        kept (``guarded``) or the text of a turn with tool calls, checked here, unlogged."""
+        if not guarded:
+            content, results = apply_guardrails(self._guards, content, self._context)
+            if results and results[-1].action == "block":
+                if self.live:
+                    self._broken(results[-1].guardrail)
+                return ""
+        return self._show(content)
+
+    def _show(self, kept: str) -> str:
+        if not kept.startswith(self.shown):
+            self._broken(", ".join(g.name for g in self._guards))
+        new = kept[len(self.shown):]
+        self.shown = kept
+        return new
+
+    def _broken(self, names: str) -> None:
+        raise UserError(
+            f"Output guardrail(s) {names} blocked or changed text of an answer already shown "
+            "while it streamed. A guardrail with streams=True must never block, and must keep "
+            "what it kept of a text ending at a sentence end; give it streams=False.")

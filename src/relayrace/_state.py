@@ -2,21 +2,67 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._budget import Budget
 from .agent import Agent
+from .approvals import PendingApproval, PendingRun
 from .events import AgentEvent, MessageEvent, ToolResultEvent
+from .exceptions import UserError
 from .handoffs import FINISH_TASK as FINISH_TASK  # re-exported: the engine imports it from here
 from .handoffs import HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
+from .sessions.base import Session
 from .tools import Tool
 from .tracing import Trace
 from .usage import UsageLimits
 
 Emit = Callable[[AgentEvent], None]
+
+
+class Decisions:
+    """A resumed run's approval decisions, each bound to the request it answers.
+
+    A decision holds for the call that was pending in that session with that id, tool and
+    arguments, once: any other call, a later one with the same id included, asks again.
+    """
+
+    __slots__ = ("_open",)
+
+    def __init__(self, decided: dict[tuple[str, str, str, str], bool]) -> None:
+        self._open = decided
+
+    @classmethod
+    async def bind(cls, session: Session, entry: Agent[Any], approvals: Mapping[str, bool],
+                   given_for: Sequence[PendingApproval] | None) -> Decisions:
+        """``approvals`` (call id to decision) bound to the requests ``session`` waits for.
+
+        ``given_for`` are the requests the decisions were made on (a ``PendingRun``'s): each
+        decided one must still be what the session waits for, not an earlier request.
+        """
+        waiting = await PendingRun.from_session(session, entry=entry)
+        requests = waiting.approvals if waiting is not None else []
+        if given_for is not None:
+            stale = sorted({a.call_id for a in given_for
+                            if a.call_id in approvals and a not in requests})
+            if stale:
+                raise UserError(
+                    f"Session {session.session_id!r} no longer waits for the request(s) "
+                    f"{stale} this pending run lists: it was resumed since. Decide on what it "
+                    "waits for now: PendingRun.from_session(session, entry=agent).")
+        ids = {a.call_id for a in requests}
+        unknown = sorted(set(approvals) - ids)
+        if unknown:
+            raise UserError(f"No pending call has the id(s) {unknown}; pending: "
+                            f"{sorted(ids)}.")
+        return cls({(a.session_id, a.call_id, a.tool_name, a.arguments): approvals[a.call_id]
+                    for a in requests if a.call_id in approvals})
+
+    def take(self, session_id: str, call: ToolCall) -> bool | None:
+        """The decision on ``call`` in ``session_id``, used up; ``None``: ask for one."""
+        return self._open.pop((session_id, call.id, call.name, call.arguments), None)
 
 
 class RunState:
@@ -26,13 +72,14 @@ class RunState:
 
     def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
-                 approvals: dict[str, bool] | None = None) -> None:
+                 approvals: Decisions | None = None) -> None:
         self.context = context
         self.trace = trace
         self.budget = Budget(limits)
         self.emit = emit
         self.model_override = model_override
-        self.approvals = approvals or {}
+        self.approvals = approvals
+        """The decisions of a resumed run (``None`` unless it resumes after approval)."""
 
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:

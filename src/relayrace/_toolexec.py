@@ -100,7 +100,7 @@ async def _run_tools(
     results: list[ToolResultEvent | None],
 ) -> Route | None:
     ts = loop.toolset(agent)
-    approvals = loop.state.approvals
+    decisions = loop.state.approvals
     unknown, asked = loop.unknown, loop.asked
     if unknown:  # the first batch of a resumed run: these calls started in another process
         loop.unknown, loop.asked = {}, set()
@@ -141,7 +141,7 @@ async def _run_tools(
                 agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
             continue
         if needs_approval:
-            decision = approvals.get(call.id)
+            decision = decisions.take(loop.session.session_id, call) if decisions else None
             if decision is None:
                 waiting[i] = ""
                 continue
@@ -171,7 +171,8 @@ async def _run_tools(
         for p in pending:
             loop.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
                                             tool_call_id=p.call_id, tool_name=p.tool_name,
-                                            arguments=p.arguments, note=p.note))
+                                            arguments=p.arguments, note=p.note,
+                                            time=p.requested_at))
         raise Interrupted(pending + child_waiting)
     if not routes:
         push_results(loop, results)
@@ -306,7 +307,8 @@ def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
 def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
                            agent=agent.name, path=loop.path(agent),
-                           session_id=loop.session.session_id, note=note)
+                           session_id=loop.session.session_id, requested_at=time.time(),
+                           note=note)
 
 
 async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:

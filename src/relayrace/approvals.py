@@ -31,6 +31,9 @@ class PendingApproval:
     """Its delegation path; a call inside a delegated child has a path with a ``/``."""
     session_id: str
     """The session holding the call (a child session for a delegated child)."""
+    requested_at: float
+    """When approval was asked (the ``ApprovalRequestedEvent``'s time): a decision answers
+    this request only, so a later call with the same id asks again."""
     note: str = ""
     """What the person deciding must know: set when the call started before and a crash left
     its outcome unknown (running it again may repeat its effect)."""
@@ -74,7 +77,8 @@ class PendingRun:
         approvals = [
             PendingApproval(call_id=e.tool_call_id, tool_name=e.tool_name,
                             arguments=e.arguments, agent=e.agent, path=e.path,
-                            session_id=e.session_id or session.session_id, note=e.note)
+                            session_id=e.session_id or session.session_id,
+                            requested_at=e.time, note=e.note)
             for e in events[start:end] if isinstance(e, ApprovalRequestedEvent)
         ]
         return cls(session_id=session.session_id, agent=entry.name, approvals=approvals,

@@ -70,6 +70,12 @@ class Guardrail(ABC):
 
     name: str
     """Shown in results, block messages and traces."""
+    streams: bool = False
+    """Whether an answer may stream through this guardrail as an output guardrail, sentence by
+    sentence. True promises that ``check`` never blocks, and that what it keeps of a text ending
+    at a sentence end or line break stays the start of what it keeps once more text follows
+    (the built-in redactions and truncation keep it). An answer through any guardrail without
+    it is held until the whole answer has passed, since a block withholds all of it."""
 
     @abstractmethod
     def check(self, text: str, context: Any) -> GuardrailResult:
@@ -110,6 +116,7 @@ class Tripwire(Guardrail):
     def __init__(self, inner: Guardrail) -> None:
         self.inner = inner
         self.name = inner.name
+        self.streams = inner.streams  # a guardrail that never blocks never trips either
 
     def check(self, text: str, context: Any) -> GuardrailResult:
         """The inner guardrail's result, with its blocks marked as tripwires."""
@@ -348,6 +355,8 @@ class PIIGuardrail(Guardrail):
         self.action: Literal["redact", "block"] = action
         self.kinds = _check_kinds(kinds)
         self.name = _check_name(name)
+        # Matches never span a sentence end or line break, so redacting streams.
+        self.streams = action == "redact"
 
     def check(self, text: str, context: Any) -> GuardrailResult:
         """Find personal data and redact it, or block when ``action`` is block."""
@@ -386,6 +395,7 @@ class MaxLengthGuardrail(Guardrail):
         self.max_chars = max_chars
         self.action: Literal["truncate", "block"] = action
         self.name = _check_name(name)
+        self.streams = action == "truncate"  # the first max_chars stay the first max_chars
 
     def check(self, text: str, context: Any) -> GuardrailResult:
         """Allow texts up to ``max_chars`` characters; truncate or block longer ones."""
@@ -441,10 +451,14 @@ class FunctionGuardrail(Guardrail):
     """A guardrail written as a plain synchronous function (see ``GuardrailFunction``).
 
     The function returns a ``GuardrailResult``; ``True``/``None`` (allow); ``False`` (block);
-    or a ``str`` replacement text (redact; allow when it equals the input).
+    or a ``str`` replacement text (redact; allow when it equals the input). ``streams=True``
+    lets answers stream through it (see ``Guardrail.streams``): give it only to a function
+    that never blocks and judges each sentence by itself and what came before.
     """
 
-    def __init__(self, fn: GuardrailFunction, *, name: str | None = None) -> None:
+    def __init__(
+        self, fn: GuardrailFunction, *, name: str | None = None, streams: bool = False
+    ) -> None:
         if not callable(fn):
             raise UserError(f"A function guardrail needs a callable, not {fn!r}.")
         if inspect.iscoroutinefunction(fn):
@@ -453,6 +467,7 @@ class FunctionGuardrail(Guardrail):
             )
         self.fn = fn
         self.name = _check_name(name if name is not None else getattr(fn, "__name__", "custom"))
+        self.streams = streams
 
     def check(self, text: str, context: Any) -> GuardrailResult:
         """Call the function and turn its answer into a ``GuardrailResult``."""
@@ -478,14 +493,19 @@ class FunctionGuardrail(Guardrail):
 @overload
 def guardrail(fn: GuardrailFunction, /) -> FunctionGuardrail: ...
 @overload
-def guardrail(*, name: str | None = None) -> Callable[[GuardrailFunction], FunctionGuardrail]: ...
 def guardrail(
-    fn: GuardrailFunction | None = None, /, *, name: str | None = None
+    *, name: str | None = None, streams: bool = False
+) -> Callable[[GuardrailFunction], FunctionGuardrail]: ...
+def guardrail(
+    fn: GuardrailFunction | None = None, /, *, name: str | None = None, streams: bool = False
 ) -> FunctionGuardrail | Callable[[GuardrailFunction], FunctionGuardrail]:
-    """Turn a function into a guardrail: ``@guardrail`` or ``@guardrail(name="no_secrets")``."""
+    """Turn a function into a guardrail: ``@guardrail`` or ``@guardrail(name="no_secrets")``.
+
+    ``streams=True`` marks a redacting function that never blocks (see ``Guardrail.streams``).
+    """
     if fn is None:
-        return lambda f: FunctionGuardrail(f, name=name)
-    return FunctionGuardrail(fn, name=name)
+        return lambda f: FunctionGuardrail(f, name=name, streams=streams)
+    return FunctionGuardrail(fn, name=name, streams=streams)
 
 
 # --- construction from configuration -------------------------------------------------------

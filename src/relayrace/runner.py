@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._engine import AgentLoop
-from ._state import RunState
+from ._state import Decisions, RunState
 from ._toolexec import Interrupted
 from .agent import Agent
-from .approvals import PendingRun
+from .approvals import PendingApproval, PendingRun
 from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .exceptions import UserError
 from .messages import Message
@@ -136,6 +136,7 @@ class Runner:
         usage_limits: UsageLimits | None,
         emit: Any,
         approvals: dict[str, bool] | None = None,
+        given_for: Sequence[PendingApproval] | None = None,
     ) -> RunResult:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -148,8 +149,10 @@ class Runner:
         if max_turns is not None and max_turns < 1:
             raise UserError(f"max_turns must be at least 1, got {max_turns}.")
         session = session if session is not None else MemorySession()
+        decisions = None if approvals is None else await Decisions.bind(
+            session, agent, approvals, given_for)
         state = RunState(context, Trace(), usage_limits, emit,
-                         infer_model(model) if model is not None else None, approvals)
+                         infer_model(model) if model is not None else None, decisions)
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
         start: Agent[Any] | None
         if start_agent is not None:
@@ -185,15 +188,14 @@ class Runner:
         """Continue a run that stopped for approvals.
 
         ``approvals`` maps call ids to True (run the call) or False (tell the model it was
-        rejected). Calls left out stay pending, and the run stops for them again.
+        rejected). Calls left out stay pending, and the run stops for them again. A decision
+        holds once, for the request ``pending`` lists (its session, call id, tool and
+        arguments): a later call, even with the same id, asks again, and a request the
+        session was resumed past since cannot be decided on any more.
         """
         if pending.entry is None or pending.session is None:
             raise UserError("This pending run is not bound to an agent and a session; load it "
                             "with PendingRun.from_json(text, entry=..., session=...).")
-        unknown = set(approvals) - {a.call_id for a in pending.approvals}
-        if unknown:
-            raise UserError(f"No pending call has the id(s) {sorted(unknown)}; pending: "
-                            f"{[a.call_id for a in pending.approvals]}.")
         # Settings not given again are the stopped run's (when it stopped in this process).
         was = pending.options
         return await cls._run(
@@ -203,7 +205,7 @@ class Runner:
             max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
-            approvals=approvals,
+            approvals=approvals, given_for=pending.approvals,
         )
 
     @classmethod

@@ -3,6 +3,7 @@
 ``relayrace run team.py:triage "hello"`` streams the run (messages, tool calls, handoffs,
 delegations), then prints the trace tree and the usage per agent. Sessions live in SQLite
 (``.relayrace/sessions.db`` by default), so a conversation continues with ``--session ID``.
+A run that stops for approval exits with ``EXIT_APPROVAL`` (3); ``relayrace resume`` decides.
 """
 
 from __future__ import annotations
@@ -44,13 +45,20 @@ from ._render import (
     truncate,
     usage_table,
 )
-from ._target import resolve_model, resolve_target
+from ._target import check_credentials, describe_models, resolve_model, resolve_target
 
-__all__ = ["app", "main", "print_run"]
+__all__ = ["EXIT_APPROVAL", "app", "check_credentials", "describe_models", "main", "print_run"]
+
+EXIT_APPROVAL = 3
+"""The exit code of ``run`` and ``resume`` when the run stopped for approval."""
+
+_EXIT_CODES = ("Exit codes: 0 done; 1 error; 2 bad command line; 3 the run stopped for "
+               "approval (decide with `relayrace resume`); 130 interrupted.")
 
 app = typer.Typer(
     name="relayrace",
     help="Run relayrace agent teams and inspect their sessions.",
+    epilog=_EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -200,7 +208,7 @@ def _print_pending(console: Console, pending: PendingRun, session_id: str) -> No
                        "(or --reject ID).", style="dim"), soft_wrap=True)
 
 
-@app.command()
+@app.command(epilog=_EXIT_CODES)
 def run(
     target: TargetArgument,
     prompt: Annotated[str, typer.Argument(help="The user message ('-' reads stdin).")],
@@ -224,7 +232,7 @@ def run(
               max_turns=max_turns, context=context, approvals=None, agent_name=agent_name)
 
 
-@app.command()
+@app.command(epilog=_EXIT_CODES)
 def resume(
     target: TargetArgument,
     session: Annotated[str, typer.Option("--session", "-s", help="The session to resume.")],
@@ -272,6 +280,8 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
     with _errors():
         agent = resolve_target(target, agent_name)
         override = resolve_model(model) if model else None
+        info.print(Text(describe_models(agent, model=override), style="dim"), soft_wrap=True)
+        check_credentials(agent, model=override)  # a missing key leaves no session behind
         existed = session is not None and db.exists() and SQLiteSession.exists(session, db)
         store = SQLiteSession(session_id, db)
         if session is None:
@@ -320,6 +330,7 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         if json_output:
             if pending:
                 _print_pending(err, pending, session_id)
+                raise typer.Exit(EXIT_APPROVAL)
             return
         printer.close()
         if pending:
@@ -329,7 +340,7 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         out.print()
         out.print(usage_table(result.usage))
         if pending:
-            return
+            raise typer.Exit(EXIT_APPROVAL)
         out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
                                 (result.last_agent.name, "bold"),
                                 (f" · session {session_id}", "dim")))

@@ -58,7 +58,8 @@ class EventPrinter:
     """Prints events as they come: messages, tool calls, handoffs, delegations, ...
 
     Assistant text arrives as ``TextDeltaEvent`` pieces when streaming; the ``MessageEvent``
-    that follows is then not printed again. Events of delegated children (``path`` with a
+    that follows is then not printed again, and what output guardrails did to the text is
+    said after it rather than in its middle. Events of delegated children (``path`` with a
     ``/``) are indented by their depth below ``base_depth``. Tool calls that are transfers
     (named in ``handoff_tools``, or with an id in ``handoff_call_ids``) show as the handoff
     line only. ``live`` leaves the top-level failure to the caller's error message.
@@ -79,7 +80,9 @@ class EventPrinter:
         self.handoff_call_ids = set(handoff_call_ids)
         self.base_depth = base_depth
         self._streaming: str | None = None  # the path whose text is mid-line
+        self._newline_due = False  # the streamed text so far ends with a line break
         self._streamed: dict[str, str] = {}  # text streamed per path, not yet confirmed
+        self._guarded: list[GuardrailTriggeredEvent] = []  # said once the streamed text ends
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -91,6 +94,10 @@ class EventPrinter:
         if self._streaming is not None:
             self.console.print()
             self._streaming = None
+            self._newline_due = False
+        held, self._guarded = self._guarded, []
+        for event in held:
+            self._guardrail(event)
 
     def _line(self, event: AgentEvent, *parts: str | tuple[str, str] | Text) -> None:
         self._end_line()
@@ -130,9 +137,10 @@ class EventPrinter:
         elif isinstance(event, DelegationEvent):
             self._delegation(event)
         elif isinstance(event, GuardrailTriggeredEvent):
-            detail = f": {event.message}" if event.message else ""
-            self._line(event, (f"⛨ guardrail {event.guardrail} ({event.stage}) {event.action}",
-                               "bold yellow"), (detail, "yellow"))
+            if event.stage == "output" and self._streaming == event.path:
+                self._guarded.append(event)  # about the text streaming now: said after it
+            else:
+                self._guardrail(event)
         elif isinstance(event, ApprovalRequestedEvent):
             self._line(event, ("⏸ approval requested: ", "bold yellow"),
                        (f"{event.tool_name}({truncate(event.arguments)})", "yellow"),
@@ -142,6 +150,11 @@ class EventPrinter:
                 self._line(event, (f"▸ {event.path or event.agent} started", "dim"))
         elif isinstance(event, RunFinishedEvent):
             self._finished(event)
+
+    def _guardrail(self, event: GuardrailTriggeredEvent) -> None:
+        detail = f": {event.message}" if event.message else ""
+        self._line(event, (f"⛨ guardrail {event.guardrail} ({event.stage}) {event.action}",
+                           "bold yellow"), (detail, "yellow"))
 
     def _delta(self, event: TextDeltaEvent) -> None:
         if not event.delta:
@@ -153,8 +166,12 @@ class EventPrinter:
                                end="", soft_wrap=True)
             self._streaming = event.path
         self._streamed[event.path] = self._streamed.get(event.path, "") + event.delta
-        self.console.print(Text(event.delta.replace("\n", "\n" + indent)), end="",
-                           soft_wrap=True)
+        text = "\n" + event.delta if self._newline_due else event.delta
+        # A trailing line break waits for more text: the end of the line prints its own.
+        self._newline_due = text.endswith("\n")
+        if self._newline_due:
+            text = text[:-1]
+        self.console.print(Text(text.replace("\n", "\n" + indent)), end="", soft_wrap=True)
 
     def _message(self, event: MessageEvent) -> None:
         msg = event.message

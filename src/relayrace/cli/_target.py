@@ -14,10 +14,19 @@ from types import ModuleType
 from typing import Any
 
 from ..agent import Agent
+from ..delegation import AgentTool
 from ..exceptions import UserError
 from ..models import Model, infer_model
+from ..testing import FunctionModel, ScriptedModel
 
-__all__ = ["agent_variables", "load_module", "resolve_model", "resolve_target"]
+__all__ = [
+    "agent_variables",
+    "check_credentials",
+    "describe_models",
+    "load_module",
+    "resolve_model",
+    "resolve_target",
+]
 
 _FORM = "path/to/team.py:agent_variable"
 _counter = itertools.count(1)
@@ -53,11 +62,13 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
     return found
 
 
-def resolve_model(spec: str) -> Model:
-    """The model ``spec`` names: ``provider:model``, or ``file.py:VARIABLE`` holding a Model."""
+def resolve_model(spec: str) -> Model | str:
+    """The model ``spec`` names: ``provider:model`` (checked, and kept as the string it is, so
+    it is shown as given), or ``file.py:VARIABLE`` holding a Model."""
     file_part, _, variable = spec.rpartition(":")
     if not file_part.endswith(".py"):
-        return infer_model(spec)
+        infer_model(spec)
+        return spec
     path = Path(file_part)
     if not path.is_file():
         raise UserError(f"Model file {file_part!r} does not exist.")
@@ -65,6 +76,82 @@ def resolve_model(spec: str) -> Model:
     if not isinstance(value, Model):
         raise UserError(f"{spec} is not a Model object (found {type(value).__name__}).")
     return value
+
+
+def describe_models(agent: Agent[Any], *, model: Model | str | None = None) -> str:
+    """One line naming the models ``agent``'s team runs on, for a run's header.
+
+    ``model`` overrides every agent's, as ``Runner.run``'s does. E.g. ``model
+    openai:gpt-4o-mini``; a scripted test model is said to be one, with how to use a real one.
+    """
+    used = _models(agent, model)
+    if not used:
+        return "model: none (give the agents a model, or pass --model provider:model)"
+    if len(used) == 1:
+        line = f"model {next(iter(used))}"
+    else:
+        line = "models " + ", ".join(f"{label} ({', '.join(agents)})"
+                                     for label, (_, agents) in used.items())
+    if all(isinstance(m, ScriptedModel | FunctionModel) for m, _ in used.values()):
+        line += (" · a scripted offline model (no API key, no network): give --model "
+                 "provider:model and its key for a real one")
+    return line
+
+
+def check_credentials(agent: Agent[Any], *, model: Model | str | None = None) -> None:
+    """Raise ``UserError`` if a model ``agent``'s team runs on has no API key.
+
+    So a caller can check before it stores anything; ``model`` as in ``describe_models``.
+    """
+    for resolved, _ in _models(agent, model).values():
+        _check_credentials(resolved)
+
+
+def _models(
+    agent: Agent[Any], model: Model | str | None
+) -> dict[str, tuple[Model, list[str]]]:
+    """The models the team uses, by label, with the agents using each."""
+    used: dict[str, tuple[Model, list[str]]] = {}
+    for member in _team(agent):
+        spec = model if model is not None else member.model
+        if spec is None:
+            continue  # a workflow, or an agent the run itself reports as having no model
+        resolved = infer_model(spec)
+        # A "provider:model" string as given: an ollama model is served by the openai adapter.
+        label = spec if isinstance(spec, str) else resolved.name
+        used.setdefault(label, (resolved, []))[1].append(member.name)
+    return used
+
+
+def _team(agent: Agent[Any]) -> list[Agent[Any]]:
+    """Every agent a run of ``agent`` may ask a model: its tree, specialists and agent tools."""
+    found: dict[int, Agent[Any]] = {}
+    todo = [agent.root]
+    while todo:
+        member = todo.pop(0)
+        if id(member) in found:
+            continue
+        found[id(member)] = member
+        todo.extend(h.agent for h in member.handoffs)
+        todo.extend(member.specialists)
+        todo.extend(t.agent for t in member.tools if isinstance(t, AgentTool))
+    return list(found.values())
+
+
+def _check_credentials(model: Model) -> None:
+    """Raise ``UserError`` now if a provider ``model`` has no API key.
+
+    The provider modules are looked up, not imported: a model of theirs exists only if they
+    were, and importing an SDK for nothing would slow every offline run down.
+    """
+    openai_models = sys.modules.get("relayrace.models.openai")
+    if openai_models is not None and isinstance(model, openai_models.OpenAIChatModel):
+        model.client  # noqa: B018 - built without a network; raises UserError without a key
+    anthropic_models = sys.modules.get("relayrace.models.anthropic")
+    if anthropic_models is not None and isinstance(model, anthropic_models.AnthropicModel):
+        client = model.client  # built without a network
+        if client.api_key is None and client.auth_token is None:
+            raise UserError(f"{model.name} needs an API key: set ANTHROPIC_API_KEY.")
 
 
 def _yaml_agent(path: Path, agent: str | None) -> Agent[Any]:
