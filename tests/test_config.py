@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from pathlib import Path
@@ -18,7 +19,7 @@ from relayrace.guardrails import MaxLengthGuardrail, PIIGuardrail, TopicDenyList
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, Stay, TerminateTarget, ToolCalled
 from relayrace.team import Team
-from relayrace.testing import ScriptedModel, text
+from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -612,3 +613,44 @@ def test_cli_validate(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": agent_doc("a", "  toolz: []\n")})
     ok, report = config_cli.validate(tmp_path)
     assert not ok and "unknown key 'spec.toolz'; did you mean 'tools'?" in report
+
+
+def test_swarm_member_tool_settings_reach_the_transfer(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("desk", """\
+          orchestration: {pattern: swarm}
+          tools:
+            - type: agent
+              agent: billing
+              name: ask_billing
+              description: Invoices and refunds.
+              requires_approval: true
+        """, system="Answer or hand off."), "b.yaml": agent_doc("billing", system="Bills.")})
+    model = ScriptedModel([tool_call("ask_billing", {"reason": "refund"})])
+    desk = load_team(tmp_path, model=model)["desk"]
+    transfer = desk.handoffs[1]
+    assert transfer.agent.name == "billing" and transfer.requires_approval
+    assert transfer.default_description() == "Invoices and refunds."
+    result = asyncio.run(Runner.run(desk, "I want a refund"))
+    assert [t for t in model.requests[0].tools if "billing" in t] == ["ask_billing"]
+    assert result.pending is not None  # the transfer waits for its approval
+
+
+@pytest.mark.parametrize(("key", "value", "why"), [
+    ("context_transform", "'{\"topic\": \"{{ data.reason }}\"}'", "no arguments to turn into"),
+    ("rate_limit", "{max_calls: 1, window_seconds: 60}", "orchestration.max_handoffs"),
+    ("parameters", "{type: object}", "takes only a reason"),
+    ("max_turns", "3", "max_iterations"),
+    ("report", "false", "not with a report"),
+])
+def test_swarm_member_keys_a_transfer_cannot_use_are_refused(
+        tmp_path: Path, key: str, value: str, why: str) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("desk", f"""\
+          orchestration: {{pattern: swarm}}
+          tools:
+            - type: agent
+              agent: billing
+              {key}: {value}
+        """), "b.yaml": agent_doc("billing")})
+    message = load_error(tmp_path)
+    assert f"a.yaml:12: spec.tools[0].{key}: not available for a member of a swarm" in message
+    assert why in message, message

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
-from ..exceptions import ConfigError
+from ..exceptions import RelayraceError
 from ..models import Model
 from .graph import to_mermaid, write_svg
 from .loader import LoadedTeam, load_team
@@ -56,7 +56,7 @@ def validate(path: str | Path) -> tuple[bool, str]:
     """
     try:
         team = load_team(path)
-    except ConfigError as exc:
+    except RelayraceError as exc:
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
         return False, f"{path}: invalid team definition:\n{exc}{notes}"
     return True, describe(team)
