@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 import time
 import tracemalloc
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from relayrace import ConfigError
+from relayrace import ConfigError, Runner, UserError
 from relayrace.cli import app
 from relayrace.config import load_team
+from relayrace.testing import ScriptedModel, text
 
 
 def _laughs(anchor: str, levels: int = 9) -> str:
@@ -118,3 +120,11 @@ def test_validate_fails_on_a_hostile_file(tmp_path: Path) -> None:
     (tmp_path / "team.yaml").write_text("x: " + "[" * 20_000 + "]" * 20_000 + "\n")
     result = CliRunner().invoke(app, ["validate", str(tmp_path)])
     assert result.exit_code == 1 and "nested deeper than 100 levels" in result.output
+
+
+def test_hostile_instructions_in_yaml_fail_the_run_naming_the_template(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(_AGENT.replace("system: hi", "system: \"{{ 'A' * 10**9 }}\""))
+    agent = load_team(tmp_path, model=ScriptedModel([text("never asked")]))["a"]
+    with pytest.raises(UserError, match=r"Instructions template \"\{\{ 'A' \* 10\*\*9 \}\}\" "
+                                        "went past a rendering limit"):
+        asyncio.run(Runner.run(agent, "hello"))
