@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from relayrace import Agent, CircularReferenceError, ConfigError, FunctionTool, RateLimit, Runner
+from relayrace import (
+    Agent,
+    CircularReferenceError,
+    ConfigError,
+    FunctionTool,
+    RateLimit,
+    Runner,
+    UserError,
+)
 from relayrace.config import LoadedTeam, load_team, to_dot, to_mermaid, write_svg
 from relayrace.config import cli as config_cli
 from relayrace.config.schema import json_schema, render
@@ -205,7 +213,7 @@ def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(EXAMPLE / "run.py"), run_name="example")
     asyncio.run(script["main"]())
     out = capsys.readouterr().out
-    assert "warning:" not in out and 'lead ==>|"research"| researcher' in out
+    assert "warning:" not in out and 'lead ==>|"delegates: research"| researcher' in out
     assert out.rstrip().endswith("A handoff passes the conversation on. Sources: note 1.")
 
 
@@ -574,33 +582,61 @@ def test_mermaid(team: LoadedTeam) -> None:
     text = to_mermaid(team)
     assert text.startswith("flowchart TD\n")
     for line in [
-        'triage["triage<br/><i>react</i>"]',
+        'triage["triage<br/><i>react · openai:gpt-4o-mini</i>"]',
         'editor["editor<br/><i>supervisor</i>"]',
-        'triage -->|"handoff"| billing',
-        'billing -.->|"back"| triage',
-        'billing -.->|"peer"| tech',
-        'triage ==>|"research"| researcher',
-        'editor ==>|"review"| critic',
-        'desk -.->|"handoff: writer"| writer',
+        'tech["tech<br/><i>react · task</i>"]',
+        'tech -.->|"returns"| triage',
+        'triage -->|"transfer"| billing',
+        'billing -.->|"transfer back"| triage',
+        'billing -.->|"transfer"| tech',
+        'triage ==>|"delegates: research"| researcher',
+        'editor ==>|"delegates: review"| critic',
+        'desk -.->|"transfer: writer"| writer',
         'review_team ---|"member"| writer',
         'writer -->|"from writer"| critic',
         'critic -->|"from critic"| review_team_end',
-        'pipeline -->|"1"| researcher',
-        'pipeline -->|"2"| writer',
+        'pipeline -->|"step 1"| researcher',
+        'pipeline -->|"step 2"| writer',
     ]:
         assert f"    {line}\n" in text, line
-    assert 'tech -.->|"peer"|' not in text  # tech may not transfer to peers
+    assert 'tech -.->|"transfer"|' not in text  # tech may not transfer to peers
 
 
 def test_dot_and_svg(team: LoadedTeam, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     dot = to_dot(team)
     assert dot.startswith("digraph team {")
-    assert '"billing" -> "triage" [label="back", style=dashed];' in dot
-    assert '"triage" -> "researcher" [label="research", penwidth=2];' in dot
+    assert '"billing" -> "triage" [label="transfer back", style=dashed];' in dot
+    assert '"triage" -> "researcher" [label="delegates: research", penwidth=2];' in dot
     monkeypatch.setattr("shutil.which", lambda name: None)
     assert write_svg(team, tmp_path / "team.svg") is False
-    text = config_cli.graph(VALID, tmp_path / "team.svg")
-    assert text.startswith("flowchart TD") and "not written: Graphviz 'dot'" in text
+    with pytest.raises(UserError, match="needs Graphviz's 'dot'.*Install Graphviz.*Mermaid"):
+        config_cli.graph(VALID, tmp_path / "team.svg")
+    assert not (tmp_path / "team.svg").exists()
+
+
+def test_mermaid_of_an_agent_tree_built_in_python() -> None:
+    billing = Agent("billing", instructions="Bills.", model="openai:gpt-4o-mini", mode="task",
+                    tools=[FunctionTool(lambda invoice: invoice, name="lookup")])
+    researcher = Agent("researcher", instructions="Researches.", model="anthropic:claude")
+    expert = Agent("expert", instructions="Knows.", description="An expert.")
+    triage = Agent("triage", instructions="Routes.", sub_agents=[billing],
+                   tools=[researcher.as_tool(name="research")], specialists=[expert])
+    pipeline = SequentialAgent("pipeline", steps=[triage, Agent("writer", instructions="W.")])
+    text = to_mermaid(pipeline)
+    for line in [
+        'pipeline[/"pipeline<br/><i>sequential</i>"/]',
+        'billing["billing<br/><i>react · task · openai:gpt-4o-mini</i>"]',
+        'tool_lookup(["lookup"])',
+        'pipeline -->|"step 1"| triage',
+        'triage -->|"transfer"| billing',
+        'billing -.->|"returns"| triage',
+        'billing -->|"uses"| tool_lookup',
+        'triage ==>|"delegates: research"| researcher',
+        'triage ==>|"delegates (meta-tool)"| expert',
+    ]:
+        assert f"    {line}\n" in text, text
+    assert "consult" not in text  # meta-tools are drawn as the specialists they reach
+    assert '"triage" -> "billing" [label="transfer"];' in to_dot(triage)
 
 
 def test_cli_validate(tmp_path: Path) -> None:
