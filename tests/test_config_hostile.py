@@ -63,6 +63,9 @@ HOSTILE: dict[str, tuple[str, str]] = {
                            "too long to read"),
     "month 13": ("x: 2024-13-01\n", "month must be in 1..12"),
     "undefined alias": ("x: *nowhere\n", "undefined alias"),
+    "template nested 3,000 deep": (
+        _AGENT.replace("system: hi", "system: '{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}'"),
+        "spec.prompts.system: the template nests its expressions too deeply"),
 }
 
 

@@ -8,9 +8,9 @@ Values are never compiled as templates: an argument holding ``{{ 7*7 }}`` arrive
 Templates are compiled once per source text and cached. Rendering is bounded too: at most
 ``MAX_OUTPUT`` characters out and in any one text or list a template builds (repetition,
 concatenation, padding, joins, replacements), ``MAX_STEPS`` loop iterations, range items and
-calls, ``MAX_FORMAT_WIDTH`` in a format width or precision, ``MAX_INT_BITS`` in an integer
-arithmetic makes, and ``MAX_SECONDS``; past one, rendering fails with an error naming the
-template and the limit.
+calls, ``MAX_FORMAT_WIDTH`` in a format width or precision, integers of ``MAX_INT_BITS``
+bits, and ``MAX_SECONDS``; past one, rendering fails with an error naming the template and
+the limit.
 """
 
 from __future__ import annotations
@@ -241,7 +241,10 @@ def _bounded_filter(name: str, check: Callable[..., None]) -> Callable[..., Any]
 
     @wraps(original)  # keeps Jinja's pass_eval_context marks
     def bounded(*args: Any, **kwargs: Any) -> Any:
-        check(*args, **kwargs)
+        try:
+            check(*args, **kwargs)
+        except _LimitExceeded as exc:
+            raise _LimitExceeded(f"the {name} filter: {exc}") from None
         return _sized(original(*args, **kwargs))
 
     return bounded

@@ -330,6 +330,9 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
             line = start + (exc.lineno or 1) - (0 if style in ("|", ">") else 1)
             errors.append(f"{source.file}:{line}: spec.prompts.system: template syntax error: "
                           f"{exc.message}")
+        except RecursionError:  # Jinja's parser recurses per nested expression
+            errors.append(f"{source.where(('spec', 'prompts', 'system'))}: spec.prompts.system: "
+                          "the template nests its expressions too deeply to read; flatten it")
     _check_guardrails(parsed, spec.guardrails, warnings, errors)
 
 

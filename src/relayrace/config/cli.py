@@ -78,12 +78,12 @@ def graph(target: str | Path, svg_out: Path | None = None) -> str:
             "this command prints into any Mermaid viewer (e.g. https://mermaid.live).")
     text = str(target)
     drawn: LoadedTeam | Agent[Any]
-    if Path(text).is_dir() or text.endswith((".yaml", ".yml")):
-        drawn = load_team(text)
-    else:
+    if text.endswith(".py") or ".py:" in text:
         from ..cli._target import resolve_target  # the CLI's own resolution of file.py:agent
 
         drawn = resolve_target(text)
+    else:
+        drawn = load_team(text)
     if svg_out is not None:
         write_svg(drawn, svg_out)
     return to_mermaid(drawn)
