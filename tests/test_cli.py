@@ -458,7 +458,27 @@ def test_graph_prints_mermaid_edges() -> None:
     drawn = invoke("graph", YAML_TEAM)
     assert drawn.exit_code == 0, drawn.output
     assert drawn.stdout.startswith("flowchart")
-    assert 'lead ==>|"research"| researcher' in drawn.stdout
+    assert 'lead ==>|"delegates: research"| researcher' in drawn.stdout
+
+
+def test_graph_draws_a_python_team() -> None:
+    drawn = invoke("graph", f"{TEAM}:triage")
+    assert drawn.exit_code == 0, drawn.output
+    assert 'triage["triage<br/><i>react · scripted</i>"]' in drawn.stdout
+    assert 'triage -->|"transfer"| billing' in drawn.stdout
+    assert 'billing -->|"uses"| tool_lookup_invoice' in drawn.stdout
+    coordinator = invoke("graph", f"{TEAM}:coordinator")
+    assert coordinator.exit_code == 0, coordinator.output
+    assert '==>|"delegates: researcher"| researcher' in coordinator.stdout
+
+
+def test_graph_svg_without_graphviz_fails_and_says_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    drawn = invoke("graph", YAML_TEAM, "--svg", tmp_path / "team.svg")
+    assert drawn.exit_code == 1
+    assert "Install Graphviz" in drawn.stderr and "Mermaid" in drawn.stderr
+    assert not (tmp_path / "team.svg").exists()
 
 
 def test_run_a_yaml_team_by_agent_name(db: Path) -> None:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from relayrace import Agent, CircularReferenceError, ConfigError, FunctionTool, RateLimit, Runner
+from relayrace import (
+    Agent,
+    CircularReferenceError,
+    ConfigError,
+    FunctionTool,
+    RateLimit,
+    Runner,
+    UserError,
+)
 from relayrace.config import LoadedTeam, load_team, to_dot, to_mermaid, write_svg
 from relayrace.config import cli as config_cli
 from relayrace.config.schema import json_schema, render
@@ -18,7 +27,7 @@ from relayrace.guardrails import MaxLengthGuardrail, PIIGuardrail, TopicDenyList
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, Stay, TerminateTarget, ToolCalled
 from relayrace.team import Team
-from relayrace.testing import ScriptedModel, text
+from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,7 +213,7 @@ def test_example_runs_offline(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(EXAMPLE / "run.py"), run_name="example")
     asyncio.run(script["main"]())
     out = capsys.readouterr().out
-    assert "warning:" not in out and 'lead ==>|"research"| researcher' in out
+    assert "warning:" not in out and 'lead ==>|"delegates: research"| researcher' in out
     assert out.rstrip().endswith("A handoff passes the conversation on. Sources: note 1.")
 
 
@@ -573,33 +582,61 @@ def test_mermaid(team: LoadedTeam) -> None:
     text = to_mermaid(team)
     assert text.startswith("flowchart TD\n")
     for line in [
-        'triage["triage<br/><i>react</i>"]',
+        'triage["triage<br/><i>react · openai:gpt-4o-mini</i>"]',
         'editor["editor<br/><i>supervisor</i>"]',
-        'triage -->|"handoff"| billing',
-        'billing -.->|"back"| triage',
-        'billing -.->|"peer"| tech',
-        'triage ==>|"research"| researcher',
-        'editor ==>|"review"| critic',
-        'desk -.->|"handoff: writer"| writer',
+        'tech["tech<br/><i>react · task</i>"]',
+        'tech -.->|"returns"| triage',
+        'triage -->|"transfer"| billing',
+        'billing -.->|"transfer back"| triage',
+        'billing -.->|"transfer"| tech',
+        'triage ==>|"delegates: research"| researcher',
+        'editor ==>|"delegates: review"| critic',
+        'desk -.->|"transfer: writer"| writer',
         'review_team ---|"member"| writer',
         'writer -->|"from writer"| critic',
         'critic -->|"from critic"| review_team_end',
-        'pipeline -->|"1"| researcher',
-        'pipeline -->|"2"| writer',
+        'pipeline -->|"step 1"| researcher',
+        'pipeline -->|"step 2"| writer',
     ]:
         assert f"    {line}\n" in text, line
-    assert 'tech -.->|"peer"|' not in text  # tech may not transfer to peers
+    assert 'tech -.->|"transfer"|' not in text  # tech may not transfer to peers
 
 
 def test_dot_and_svg(team: LoadedTeam, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     dot = to_dot(team)
     assert dot.startswith("digraph team {")
-    assert '"billing" -> "triage" [label="back", style=dashed];' in dot
-    assert '"triage" -> "researcher" [label="research", penwidth=2];' in dot
+    assert '"billing" -> "triage" [label="transfer back", style=dashed];' in dot
+    assert '"triage" -> "researcher" [label="delegates: research", penwidth=2];' in dot
     monkeypatch.setattr("shutil.which", lambda name: None)
     assert write_svg(team, tmp_path / "team.svg") is False
-    text = config_cli.graph(VALID, tmp_path / "team.svg")
-    assert text.startswith("flowchart TD") and "not written: Graphviz 'dot'" in text
+    with pytest.raises(UserError, match="needs Graphviz's 'dot'.*Install Graphviz.*Mermaid"):
+        config_cli.graph(VALID, tmp_path / "team.svg")
+    assert not (tmp_path / "team.svg").exists()
+
+
+def test_mermaid_of_an_agent_tree_built_in_python() -> None:
+    billing = Agent("billing", instructions="Bills.", model="openai:gpt-4o-mini", mode="task",
+                    tools=[FunctionTool(lambda invoice: invoice, name="lookup")])
+    researcher = Agent("researcher", instructions="Researches.", model="anthropic:claude")
+    expert = Agent("expert", instructions="Knows.", description="An expert.")
+    triage = Agent("triage", instructions="Routes.", sub_agents=[billing],
+                   tools=[researcher.as_tool(name="research")], specialists=[expert])
+    pipeline = SequentialAgent("pipeline", steps=[triage, Agent("writer", instructions="W.")])
+    text = to_mermaid(pipeline)
+    for line in [
+        'pipeline[/"pipeline<br/><i>sequential</i>"/]',
+        'billing["billing<br/><i>react · task · openai:gpt-4o-mini</i>"]',
+        'tool_lookup(["lookup"])',
+        'pipeline -->|"step 1"| triage',
+        'triage -->|"transfer"| billing',
+        'billing -.->|"returns"| triage',
+        'billing -->|"uses"| tool_lookup',
+        'triage ==>|"delegates: research"| researcher',
+        'triage ==>|"delegates (meta-tool)"| expert',
+    ]:
+        assert f"    {line}\n" in text, text
+    assert "consult" not in text  # meta-tools are drawn as the specialists they reach
+    assert '"triage" -> "billing" [label="transfer"];' in to_dot(triage)
 
 
 def test_cli_validate(tmp_path: Path) -> None:
@@ -612,3 +649,44 @@ def test_cli_validate(tmp_path: Path) -> None:
     write(tmp_path, {"a.yaml": agent_doc("a", "  toolz: []\n")})
     ok, report = config_cli.validate(tmp_path)
     assert not ok and "unknown key 'spec.toolz'; did you mean 'tools'?" in report
+
+
+def test_swarm_member_tool_settings_reach_the_transfer(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("desk", """\
+          orchestration: {pattern: swarm}
+          tools:
+            - type: agent
+              agent: billing
+              name: ask_billing
+              description: Invoices and refunds.
+              requires_approval: true
+        """, system="Answer or hand off."), "b.yaml": agent_doc("billing", system="Bills.")})
+    model = ScriptedModel([tool_call("ask_billing", {"reason": "refund"})])
+    desk = load_team(tmp_path, model=model)["desk"]
+    transfer = desk.handoffs[1]
+    assert transfer.agent.name == "billing" and transfer.requires_approval
+    assert transfer.default_description() == "Invoices and refunds."
+    result = asyncio.run(Runner.run(desk, "I want a refund"))
+    assert [t for t in model.requests[0].tools if "billing" in t] == ["ask_billing"]
+    assert result.pending is not None  # the transfer waits for its approval
+
+
+@pytest.mark.parametrize(("key", "value", "why"), [
+    ("context_transform", "'{\"topic\": \"{{ data.reason }}\"}'", "no arguments to turn into"),
+    ("rate_limit", "{max_calls: 1, window_seconds: 60}", "orchestration.max_handoffs"),
+    ("parameters", "{type: object}", "takes only a reason"),
+    ("max_turns", "3", "max_iterations"),
+    ("report", "false", "not with a report"),
+])
+def test_swarm_member_keys_a_transfer_cannot_use_are_refused(
+        tmp_path: Path, key: str, value: str, why: str) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("desk", f"""\
+          orchestration: {{pattern: swarm}}
+          tools:
+            - type: agent
+              agent: billing
+              {key}: {value}
+        """), "b.yaml": agent_doc("billing")})
+    message = load_error(tmp_path)
+    assert f"a.yaml:12: spec.tools[0].{key}: not available for a member of a swarm" in message
+    assert why in message, message

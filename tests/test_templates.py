@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -480,3 +482,87 @@ def test_transforms_only_ever_raise_relayrace_errors(source: str, value: str) ->
     except ContextTransformError:
         return
     assert isinstance(result, dict)
+
+
+# --------------------------------------------------------------------------- bounds
+
+HOSTILE_TEMPLATES = [
+    "{{ 'A' * 10**9 }}",
+    "{{ (['A'] * 10**9) | length }}",
+    "{{ 10**9 * 'A' }}",
+    "{{ '%0999999999d' % 1 }}",
+    "{{ '%*d' % (999999999, 1) }}",
+    "{{ '%.999999999f' % 1.5 }}",
+    "{{ '{:0999999999}'.format(1) }}",
+    "{{ '{:{w}}'.format(1, w=999999999) }}",
+    "{{ '%0999999999d' | format(1) }}",
+    "{{ 9 ** (9 ** 9) }}",
+    "{{ (10 ** 3000) * (10 ** 3000) }}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}",
+    "{% for c in 'x' * 100000 %}{% for d in 'y' * 100000 %}{% endfor %}{% endfor %}",
+    "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+    "{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+    "{% endfor %}{{ ns.s | length }}",
+    "{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+    "{% endfor %}{{ ns.s | length }}",
+    "{{ 'a'.center(999999999) }}",
+    "{{ 'a'.ljust(999999999) }}",
+    "{{ ('a' * 1000) .replace('', 'b' * 1000) }}",
+    "{{ ('b' * 1000).join('a' * 100000) }}",
+    "{{ 'a' | center(999999999) }}",
+    "{{ ('\n' * 100000) | indent(10000) }}",
+    "{{ range(100000) | join('x' * 100000) }}",
+    "{{ ('a' * 1000) | replace('', 'b' * 1000) }}",
+    "{{ [1] | batch(999999999, 'x') | list }}",
+    "{{ [1] | slice(999999999) | list }}",
+    "{{ range(1000) | list | tojson(indent=999999999) }}",
+    "{% for i in range(20) %}{{ 'x' * 100000 }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("source", HOSTILE_TEMPLATES)
+def test_instruction_templates_are_bounded(source: str) -> None:
+    calls_only = source.startswith("{% macro")  # tracing allocations would slow it past 5 s
+    if not calls_only:
+        tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(UserError) as info:
+            render_instructions(source, {})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The bound the issue asks for: refused within the time and memory limits, not a hang.
+    assert time.monotonic() - started < 5 and peak < 100_000_000
+    message = str(info.value)
+    assert message.startswith("Instructions template") and "rendering limit" in message, message
+
+
+@pytest.mark.parametrize("source", [
+    '{"x": "{{ \'A\' * 10**9 }}"}',
+    '{"x": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}'
+    '{% endfor %}"}',
+    "{x: '%0999999999d' % 1}",
+    "{x: data.text * 10**9}",
+])
+def test_context_transforms_are_bounded(source: str) -> None:
+    transform = ContextTransform(source, name="research.context_transform")
+    with pytest.raises(ContextTransformError,
+                       match=r"'research.context_transform' went past a rendering limit"):
+        transform.render({"text": "abc"})
+
+
+def test_bounded_templates_still_render_ordinary_work() -> None:
+    source = ("{% for i in range(3) %}{{ '%03d' % i }}{{ '-' * 2 }}{% endfor %}"
+              "{{ '{:>5}'.format('ab') }}|{{ 'x'.center(5) }}|{{ items | join(', ') }}|"
+              "{{ 2 ** 10 }}|{{ ('a\nb') | indent(2) }}")
+    assert render_instructions(source, {"items": ["a", "b"]}) == \
+        "000--001--002--   ab|  x  |a, b|1024|a\n  b"
+
+
+def test_values_are_not_bounded_as_templates() -> None:
+    """A value holding template text arrives as text: it is never evaluated."""
+    value = "{{ 'A' * 10**9 }}"
+    assert render_instructions("Note: {{ note }}", {"note": value}) == f"Note: {value}"
+    assert ContextTransform('{"x": "{{ data.t }}"}').render({"t": value}) == {"x": value}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .agent import Agent
@@ -42,7 +43,7 @@ def bounded_transcript(*, turns: int | None = None, chars: int | None = None) ->
 
 def swarm(
     name: str,
-    agents: Sequence[Agent[Any]],
+    agents: Sequence[Agent[Any] | HandoffTool],
     *,
     max_handoffs: int = 3,
     transcript_turns: int | None = None,
@@ -55,15 +56,21 @@ def swarm(
     continues the next run. After ``max_handoffs`` in one run, handoff tools are hidden and
     further transfers are refused, so the active agent must answer. With ``transcript_turns``
     or ``transcript_chars`` the receiving agent sees only that much of the conversation.
-    Members are cloned with a peer transfer policy; run the returned agent.
+    Members are cloned with a peer transfer policy; run the returned agent. A member given as
+    a :func:`~relayrace.handoffs.handoff` keeps its tool name, description, approval and
+    input filter for the transfers to it.
     """
     if len(agents) < 2:
         raise UserError(f"swarm {name!r} needs at least two agents.")
     bounded = (bounded_transcript(turns=transcript_turns, chars=transcript_chars)
                if transcript_turns is not None or transcript_chars is not None else None)
     peers = TransferPolicy(to_peers=True)
-    members = [HandoffTool(agent=a.clone(transfer_policy=peers), input_filter=bounded)
-               for a in agents]
+    members = [
+        replace(a, agent=a.agent.clone(transfer_policy=peers),
+                input_filter=a.input_filter or bounded) if isinstance(a, HandoffTool)
+        else HandoffTool(agent=a.clone(transfer_policy=peers), input_filter=bounded)
+        for a in agents
+    ]
     return Agent(name, instructions="", description=description, sub_agents=members,
                  pattern="swarm", max_handoffs=max_handoffs)
 

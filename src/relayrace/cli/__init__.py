@@ -361,15 +361,16 @@ def validate(
 
 @app.command()
 def graph(
-    path: Annotated[Path, typer.Argument(help="A YAML team: a directory or one file.")],
+    target: Annotated[str, typer.Argument(
+        help="A YAML team (a directory or one file) or path/to/team.py:agent_variable.")],
     svg: Annotated[Path | None, typer.Option(
-        "--svg", help="Also write an SVG here (needs graphviz's dot).")] = None,
+        "--svg", help="Also write an SVG here (needs Graphviz's dot).")] = None,
 ) -> None:
-    """Print the team as a Mermaid graph: agents, handoffs, delegations, routing rules."""
+    """Print a team as a Mermaid graph: agents, transfers, delegations, tools, routing rules."""
     from ..config.cli import graph as draw
 
     with _errors():
-        text = draw(path, svg)
+        text = draw(target, svg)
     typer.echo(text)
 
 

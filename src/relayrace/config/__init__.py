@@ -13,7 +13,7 @@
 
 from ._schema import json_schema
 from ._validate import ConfigWarning
-from .graph import GraphEdge, GraphNode, TeamGraph, to_dot, to_mermaid, write_svg
+from .graph import GraphEdge, GraphNode, TeamGraph, agent_graph, to_dot, to_mermaid, write_svg
 from .loader import DocumentInfo, LoadedTeam, load_team
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "GraphNode",
     "LoadedTeam",
     "TeamGraph",
+    "agent_graph",
     "json_schema",
     "load_team",
     "to_dot",

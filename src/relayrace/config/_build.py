@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from ..agent import Agent
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
-from ..handoffs import TransferPolicy
+from ..handoffs import HandoffTool, TransferPolicy, handoff
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..patterns import swarm
 from ..routing import TerminateTarget
@@ -70,26 +70,34 @@ def _local_file(folder: Path, module_name: str) -> Path | None:
     return None
 
 
-def _import(doc: ParsedDocument, target: str) -> Any:
-    """``package.module:attribute``; a module not importable as is is found next to the file."""
-    module_name, _, attribute = target.partition(":")
-    folder = Path(doc.source.path).resolve().parent
+def _import_module(module_name: str, folder: Path) -> Any:
+    """The module, imported as is or else from ``folder``; any failure is a ``ConfigError``."""
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not module_name.startswith(exc.name):
-            raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
         sys.path.insert(0, str(folder))
         try:
-            module = importlib.import_module(module_name)
+            return importlib.import_module(module_name)
         except ImportError as again:
             raise ConfigError(f"cannot import {module_name!r} (looked on sys.path and in "
                               f"{folder}): {again}") from again
         finally:
             sys.path.remove(str(folder))
-    except Exception as exc:  # the module itself failed
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as exc:  # the module itself failed, or called sys.exit()
         raise ConfigError(f"importing {module_name!r} failed: {type(exc).__name__}: "
                           f"{exc}") from exc
+
+
+def _import(doc: ParsedDocument, target: str) -> Any:
+    """``package.module:attribute``; a module not importable as is is found next to the file."""
+    module_name, _, attribute = target.partition(":")
+    folder = Path(doc.source.path).resolve().parent
+    module = _import_module(module_name, folder)
     local = _local_file(folder, module_name)
     loaded = getattr(module, "__file__", None)
     if local is not None and loaded is not None and Path(loaded).resolve() != local:
@@ -240,12 +248,15 @@ class Builder:
         pattern = spec.orchestration.pattern
         is_swarm = pattern == "swarm"
         tools: list[Tool] = []
-        swarm_members: list[Agent[Any]] = []
+        swarm_members: list[HandoffTool] = []
         for i, item in enumerate(spec.tools):
             with located(doc, ("spec", "tools", i)):
                 if isinstance(item, AgentToolSpec):
-                    if is_swarm:
-                        swarm_members.append(self.build(item.agent))
+                    if is_swarm:  # keys a transfer cannot use are refused when validated
+                        swarm_members.append(handoff(
+                            self.build(item.agent), tool_name=item.name,
+                            description=item.description,
+                            requires_approval=item.requires_approval))
                     else:
                         tools.append(self._agent_tool(item))
                 elif isinstance(item, PythonToolSpec):

@@ -25,6 +25,7 @@ from .models import (
     MODEL_PROVIDERS,
     UNSUPPORTED_PATTERNS,
     AgentDocument,
+    AgentToolSpec,
     ExternalToolSpec,
     GuardrailsSpec,
     ModelParameters,
@@ -252,6 +253,37 @@ def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec,
         parsed.guardrails[side] = kept
 
 
+_NOT_FOR_TRANSFERS = {
+    "parameters": "a transfer takes only a reason, not arguments",
+    "context_transform": "a transfer has no arguments to turn into variables; the member's "
+                         "prompt renders the run's context variables (Runner.run(..., "
+                         "context=...))",
+    "rate_limit": "transfers are bounded per run by spec.orchestration.max_handoffs",
+    "max_turns": "a member continues the swarm's run; bound its turns with "
+                 "spec.orchestration.max_iterations in the member's own document",
+    "timeout_seconds": "a member continues the swarm's run; bound it with "
+                       "spec.orchestration.timeout_seconds in the member's own document",
+    "report": "a member answers in the conversation itself, not with a report",
+    "include_history": "a member always receives the conversation (bounded by "
+                       "spec.orchestration.transcript)",
+}
+"""Agent-tool keys that only a delegation can use, refused on swarm members, and why."""
+
+
+def _check_swarm_members(parsed: ParsedDocument, doc: AgentDocument, errors: list[str]) -> None:
+    for i, item in enumerate(doc.spec.tools):
+        if not isinstance(item, AgentToolSpec):
+            continue
+        for key, why in _NOT_FOR_TRANSFERS.items():
+            if key in item.model_fields_set:
+                loc: Loc = ("spec", "tools", i, key)
+                errors.append(
+                    f"{parsed.where(loc)}: {format_path(loc)}: not available for a member of a "
+                    f"swarm, which is reached by a transfer of the whole conversation: {why}. "
+                    "Remove the key, or drop 'pattern: swarm' to call the agent as a tool "
+                    "(a delegation), where it applies")
+
+
 def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
                  warnings: list[ConfigWarning], errors: list[str]) -> None:
     spec, source = doc.spec, parsed.source
@@ -265,6 +297,8 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
             if key in orch.model_fields_set:
                 _warn(warnings, source, ("spec", "orchestration", key),
                       "applies only to pattern 'swarm'; ignored")
+    if orch.pattern == "swarm":
+        _check_swarm_members(parsed, doc, errors)
     workers = any(t.type == "agent" for t in spec.tools)
     if (orch.pattern == "swarm" and not workers) or (
             orch.pattern == "supervisor" and not workers and not spec.specialists):
@@ -296,6 +330,9 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
             line = start + (exc.lineno or 1) - (0 if style in ("|", ">") else 1)
             errors.append(f"{source.file}:{line}: spec.prompts.system: template syntax error: "
                           f"{exc.message}")
+        except RecursionError:  # Jinja's parser recurses per nested expression
+            errors.append(f"{source.where(('spec', 'prompts', 'system'))}: spec.prompts.system: "
+                          "the template nests its expressions too deeply to read; flatten it")
     _check_guardrails(parsed, spec.guardrails, warnings, errors)
 
 

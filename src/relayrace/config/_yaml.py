@@ -119,6 +119,97 @@ def _check_duplicate_keys(node: yaml.Node, file: str) -> None:
             stack.extend(current.value)
 
 
+MAX_DEPTH = 100
+"""The deepest nesting of lists and mappings a team file may have, aliases expanded."""
+MAX_ALIAS_VALUES = 100_000
+"""The most values aliases may add to one document when expanded (a "billion laughs")."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """A safe loader refusing deep nesting, and values it cannot build, as located YAML errors."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def fetch_flow_collection_start(self, token_class: type[yaml.Token]) -> None:
+        if self.flow_level >= MAX_DEPTH:  # the scanner reads ahead through every open bracket
+            raise yaml.scanner.ScannerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
+                                            self.get_mark())
+        super().fetch_flow_collection_start(token_class)
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1  # the composer recurses per level: stop before Python's own limit
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels",
+                    self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as exc:  # e.g. a 5,000-digit integer, a 13th month
+            problem = (f"the integer {_clip(node.value)!r} is too long to read; quote it to "
+                       "keep it as text" if node.tag == "tag:yaml.org,2002:int"
+                       else f"cannot read the value {_clip(node.value)!r}: {exc}")
+            raise yaml.constructor.ConstructorError(None, None, problem,
+                                                    node.start_mark) from exc
+
+
+def _clip(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse a document whose aliases expand too far or too deep, or contain themselves.
+
+    Aliases share nodes, so the node tree stays small while the data it stands for, as every
+    later step walks it, can grow exponentially. Sizes are counted per shared node, once.
+    """
+    expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (values, depth) when expanded
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        if leaving:
+            kids = [expanded[id(k)] for k in _children(node)]
+            size = 1 + sum(k[0] for k in kids)
+            depth = 1 + max((k[1] for k in kids), default=0)
+            open_nodes.discard(key)
+            expanded[key] = (size, depth)
+            line = node.start_mark.line + 1
+            if size - len(expanded) > MAX_ALIAS_VALUES:
+                raise ConfigError(
+                    f"{file}:{line}: aliases expand this value to more than "
+                    f"{MAX_ALIAS_VALUES} values; write the values out, or nest fewer aliases.")
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"{file}:{line}: aliases nest this value deeper than "
+                                  f"{MAX_DEPTH} levels; write it flatter.")
+            continue
+        if key in expanded:
+            continue
+        if key in open_nodes:
+            raise ConfigError(f"{file}:{node.start_mark.line + 1}: an alias refers to a value "
+                              "that contains it; a team file cannot hold a value inside itself.")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in _children(node))
+
+
 def _syntax_error(file: str, exc: yaml.YAMLError) -> ConfigError:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
@@ -136,20 +227,29 @@ def read_documents(path: Path, display: str) -> list[SourceDocument]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{display}: cannot read the file: {exc}") from exc
     documents: list[SourceDocument] = []
-    loader = yaml.SafeLoader(text)
+    loader: _BoundedLoader | None = None
     try:
+        loader = _BoundedLoader(text)  # checks the characters already
         index = 0
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            _check_expansion(node, display)
             _check_duplicate_keys(node, display)
             data = loader.construct_document(node)
             if data is not None:
                 documents.append(SourceDocument(display, path, index, node, data))
             index += 1
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
+        line = text.count("\n", 0, exc.position) + 1
+        character = f"#x{exc.character:04x}" if isinstance(exc.character, int) else exc.character
+        raise ConfigError(f"{display}:{line}: invalid YAML: character {character} is not "
+                          f"allowed ({exc.reason}); remove it or quote it as an escape in a "
+                          "double-quoted string.") from None
     except yaml.YAMLError as exc:
         raise _syntax_error(display, exc) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return documents

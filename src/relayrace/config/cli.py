@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from ..agent import Agent
-from ..exceptions import ConfigError
+from ..exceptions import RelayraceError, UserError
 from ..models import Model
 from .graph import to_mermaid, write_svg
 from .loader import LoadedTeam, load_team
@@ -56,20 +57,33 @@ def validate(path: str | Path) -> tuple[bool, str]:
     """
     try:
         team = load_team(path)
-    except ConfigError as exc:
+    except RelayraceError as exc:
         notes = "".join(f"\n{n}" for n in getattr(exc, "__notes__", ()))
         return False, f"{path}: invalid team definition:\n{exc}{notes}"
     return True, describe(team)
 
 
-def graph(path: str | Path, svg_out: Path | None = None) -> str:
-    """The team at ``path`` as a Mermaid flowchart; with ``svg_out``, also an SVG via Graphviz.
+def graph(target: str | Path, svg_out: Path | None = None) -> str:
+    """The team ``target`` names as a Mermaid flowchart; with ``svg_out``, also an SVG.
 
-    When Graphviz is not installed the text ends with a Mermaid comment saying so.
-    Raises ``ConfigError`` if the team does not load.
+    ``target`` is a YAML team (a directory or one file) or ``path/to/team.py:agent``, as
+    ``relayrace run`` takes. An SVG needs Graphviz's ``dot``: without it nothing is drawn and
+    ``UserError`` says how to install it. Raises ``ConfigError`` if a YAML team does not load.
     """
-    team = load_team(path)
-    text = to_mermaid(team)
-    if svg_out is not None and not write_svg(team, svg_out):
-        text += f"%% {svg_out} not written: Graphviz 'dot' is not installed\n"
-    return text
+    if svg_out is not None and shutil.which("dot") is None:
+        raise UserError(
+            f"{svg_out} cannot be written: --svg needs Graphviz's 'dot', which is not installed. "
+            "Install Graphviz (apt install graphviz, brew install graphviz, or "
+            "https://graphviz.org/download/), or leave out --svg and paste the Mermaid text "
+            "this command prints into any Mermaid viewer (e.g. https://mermaid.live).")
+    text = str(target)
+    drawn: LoadedTeam | Agent[Any]
+    if text.endswith(".py") or ".py:" in text:
+        from ..cli._target import resolve_target  # the CLI's own resolution of file.py:agent
+
+        drawn = resolve_target(text)
+    else:
+        drawn = load_team(text)
+    if svg_out is not None:
+        write_svg(drawn, svg_out)
+    return to_mermaid(drawn)

@@ -1,9 +1,11 @@
-"""Drawing a loaded team: Mermaid and Graphviz text from the documents' references.
+r"""Drawing a team: Mermaid and Graphviz text, from a YAML team's documents or any agent tree.
 
-Nodes are agents (labelled with their pattern), teams and workflows. Edges are handoffs
-(sub-agents, dashed transfers back to the parent, dotted peer transfers), delegations (agent
-tools, labelled with the tool name, and specialists), team membership and routing rules
-(labelled with the condition), and workflow steps (numbered).
+Nodes are agents (labelled with their name, pattern and model), teams, workflows and tools.
+Edges say what they are: ``transfer`` (a handoff to a sub-agent; dashed ``transfer back`` to
+the parent, dotted ``transfer`` between peers), ``returns`` (a task-mode agent giving control
+back), ``delegates: <tool>`` (an agent tool) and ``delegates (meta-tool)`` (a specialist),
+``uses`` (a tool), ``member`` and routing rules (labelled with the condition) of a team, and
+numbered workflow ``step``\ s.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from ..agent import Agent
+from ..delegation import AgentTool
 from ..exceptions import UserError
 from ..routing import (
     AgentTarget,
@@ -30,29 +34,33 @@ from ..routing import (
     TerminateTarget,
     ToolCalled,
 )
+from ..team import Team
+from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ParsedDocument
-from .models import AgentDocument, AgentToolSpec, TeamDocument, WorkflowDocument
+from .models import AgentDocument, AgentToolSpec, PythonToolSpec, TeamDocument, WorkflowDocument
 
 if TYPE_CHECKING:
     from .loader import LoadedTeam
 
-__all__ = ["GraphEdge", "GraphNode", "TeamGraph", "build_graph", "to_dot", "to_mermaid",
-           "write_svg"]
+__all__ = ["GraphEdge", "GraphNode", "TeamGraph", "agent_graph", "build_graph", "to_dot",
+           "to_mermaid", "write_svg"]
 
-EdgeKind = Literal["handoff", "back", "peer", "delegation", "specialist", "swarm", "member",
-                   "route", "step"]
+EdgeKind = Literal["handoff", "back", "peer", "return", "delegation", "specialist", "swarm",
+                   "tool", "member", "route", "step"]
 
 
 @dataclass(frozen=True, slots=True)
 class GraphNode:
-    """An agent, a team, a workflow, or a team's end."""
+    """An agent, a team, a workflow, a tool, or a team's end."""
 
     name: str
-    """The document name (``<team>:end`` for the end of a team's routing)."""
-    kind: Literal["agent", "team", "workflow", "end"]
+    """The agent's name (``<team>:end`` for the end of a team's routing, ``tool:<name>``)."""
+    kind: Literal["agent", "team", "workflow", "tool", "end"]
     """What it is."""
     detail: str
-    """The agent's pattern, ``team``, or the workflow type."""
+    """The agent's pattern and model, ``team``, the workflow type, or ``tool``."""
+    label: str = ""
+    """What the picture names it, when not ``name`` (a tool's own name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,10 @@ def _team_edges(doc: ParsedDocument, model: TeamDocument) -> Iterable[GraphEdge]
             yield GraphEdge(speaker, target, "route", _condition(rule))
 
 
+def _tool_node(name: str) -> GraphNode:
+    return GraphNode(f"tool:{name}", "tool", "tool", name)
+
+
 def _agent_edges(model: AgentDocument, specs: dict[str, AgentDocument]) -> Iterable[GraphEdge]:
     name, spec = model.metadata.name, model.spec
     for child in spec.sub_agents:
@@ -122,6 +134,8 @@ def _agent_edges(model: AgentDocument, specs: dict[str, AgentDocument]) -> Itera
         if child_doc is None:
             continue
         policy = child_doc.spec.transfer_policy
+        if child_doc.spec.mode == "task":
+            yield GraphEdge(child, name, "return")
         if policy.to_parent:
             yield GraphEdge(child, name, "back")
         if policy.to_peers:
@@ -133,8 +147,24 @@ def _agent_edges(model: AgentDocument, specs: dict[str, AgentDocument]) -> Itera
         if isinstance(tool, AgentToolSpec):
             yield GraphEdge(name, tool.agent, "swarm" if swarm else "delegation",
                             tool.name or tool.agent)
+        elif isinstance(tool, PythonToolSpec):
+            yield GraphEdge(name, _tool_node(_python_tool_name(tool)).name, "tool")
     for specialist in spec.specialists:
-        yield GraphEdge(name, specialist, "specialist", "specialist")
+        yield GraphEdge(name, specialist, "specialist")
+
+
+def _python_tool_name(spec: PythonToolSpec) -> str:
+    return spec.name or spec.function.rpartition(":")[2].rpartition(".")[2]
+
+
+def _yaml_detail(model: AgentDocument) -> str:
+    primary = model.spec.model.primary if model.spec.model is not None else None
+    about: list[str] = [model.spec.orchestration.pattern]
+    if model.spec.mode != "chat":
+        about.append(model.spec.mode)
+    if primary is not None:
+        about.append(f"{primary.provider}:{primary.model}")
+    return " · ".join(about)
 
 
 def build_graph(documents: Sequence[ParsedDocument]) -> TeamGraph:
@@ -145,8 +175,10 @@ def build_graph(documents: Sequence[ParsedDocument]) -> TeamGraph:
     for doc in documents:
         model = doc.model
         if isinstance(model, AgentDocument):
-            nodes.append(GraphNode(doc.name, "agent", model.spec.orchestration.pattern))
+            nodes.append(GraphNode(doc.name, "agent", _yaml_detail(model)))
             edges.extend(_agent_edges(model, specs))
+            nodes.extend(_tool_node(_python_tool_name(t)) for t in model.spec.tools
+                         if isinstance(t, PythonToolSpec))
         elif isinstance(model, TeamDocument):
             nodes.append(GraphNode(doc.name, "team", "team"))
             team_edges = list(_team_edges(doc, model))
@@ -157,7 +189,104 @@ def build_graph(documents: Sequence[ParsedDocument]) -> TeamGraph:
             nodes.append(GraphNode(doc.name, "workflow", model.spec.type))
             edges.extend(GraphEdge(doc.name, step, "step", str(i))
                          for i, step in enumerate(model.spec.steps, 1))
-    return TeamGraph(tuple(nodes), tuple(dict.fromkeys(edges)))
+    return TeamGraph(tuple(dict.fromkeys(nodes)), tuple(dict.fromkeys(edges)))
+
+
+# -- any agent tree ---------------------------------------------------------------------------
+
+
+def _model_name(agent: Agent[Any]) -> str:
+    model = agent.model
+    return "" if model is None else model if isinstance(model, str) else model.name
+
+
+def _node(agent: Agent[Any]) -> GraphNode:
+    if isinstance(agent, Team):
+        return GraphNode(agent.name, "team", "team")
+    workflow = ("sequential" if isinstance(agent, SequentialAgent) else "parallel"
+                if isinstance(agent, ParallelAgent) else "loop"
+                if isinstance(agent, LoopAgent) else "")
+    if agent.is_composite:
+        return GraphNode(agent.name, "workflow", workflow or type(agent).__name__)
+    about = [agent.pattern] + ([agent.mode] if agent.mode != "chat" else [])
+    return GraphNode(agent.name, "agent", " · ".join(about + [_model_name(agent)]).strip(" ·"))
+
+
+def _member_edges(agent: Agent[Any]) -> Iterable[GraphEdge]:
+    if isinstance(agent, Team):
+        for member in agent.sub_agents:
+            yield GraphEdge(agent.name, member.name, "member")
+        for rule in agent.rules:
+            cond = rule.condition
+            speaker = cond.agent if isinstance(cond, FromSpeaker) else agent.name
+            for target in _targets(agent.name, rule.target, agent.initial, speaker):
+                yield GraphEdge(speaker, target, "route", _condition(rule))
+    elif isinstance(agent, ParallelAgent):
+        yield from (GraphEdge(agent.name, b.name, "member", "branch") for b in agent.sub_agents)
+    else:
+        yield from (GraphEdge(agent.name, s.name, "step", str(i))
+                    for i, s in enumerate(agent.sub_agents, 1))
+
+
+def _handoff_edges(agent: Agent[Any]) -> Iterable[GraphEdge]:
+    swarm = agent.pattern == "swarm"
+    for h in agent.handoffs:
+        child = h.agent
+        if swarm:
+            yield GraphEdge(agent.name, child.name, "member")
+        else:
+            yield GraphEdge(agent.name, child.name, "handoff", h.tool_name or "")
+        if child.mode == "task":
+            yield GraphEdge(child.name, agent.name, "return")
+        if child.transfer_policy.to_parent:
+            yield GraphEdge(child.name, agent.name, "back")
+        if child.transfer_policy.to_peers:
+            yield from (GraphEdge(child.name, peer.agent.name, "peer", peer.tool_name or "")
+                        for peer in agent.handoffs if peer.agent is not child)
+
+
+def agent_graph(agent: Agent[Any]) -> TeamGraph:
+    """The picture of ``agent``'s tree: what it hands off to, delegates to and uses.
+
+    Works on any agent, team or workflow built in Python (or loaded from YAML): sub-agents,
+    agent tools, specialists and their children are followed; each agent is drawn once.
+    """
+    nodes: list[GraphNode] = []
+    edges: list[GraphEdge] = []
+    seen: set[int] = set()
+    stack = [agent]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        nodes.append(_node(current))
+        if current.is_composite:
+            edges.extend(_member_edges(current))
+        else:
+            edges.extend(_handoff_edges(current))
+        children = list(current.sub_agents)
+        for tool in current.tools:
+            if isinstance(tool, AgentTool):
+                edges.append(GraphEdge(current.name, tool.agent.name, "delegation", tool.name))
+                children.append(tool.agent)
+            elif not tool.delegates:  # meta-tools are drawn as the specialists they reach
+                tool_node = _tool_node(tool.name)
+                nodes.append(tool_node)
+                edges.append(GraphEdge(current.name, tool_node.name, "tool"))
+        for specialist in current.specialists:
+            edges.append(GraphEdge(current.name, specialist.name, "specialist"))
+            children.append(specialist)
+        stack.extend(reversed(children))
+    nodes.extend(GraphNode(e.target, "end", "end") for e in edges
+                 if e.kind == "route" and e.target.endswith(":end"))
+    return TeamGraph(tuple(dict.fromkeys(nodes)), tuple(dict.fromkeys(edges)))
+
+
+def _graph(team: LoadedTeam | TeamGraph | Agent[Any]) -> TeamGraph:
+    if isinstance(team, TeamGraph):
+        return team
+    return agent_graph(team) if isinstance(team, Agent) else team.graph
 
 
 # -- rendering --------------------------------------------------------------------------------
@@ -179,28 +308,46 @@ def _mermaid_text(text: str) -> str:
 
 
 _MERMAID_SHAPES = {"agent": ('["', '"]'), "team": ('{{"', '"}}'), "workflow": ('[/"', '"/]'),
-                   "end": ('(("', '"))')}
+                   "tool": ('(["', '"])'), "end": ('(("', '"))')}
 _MERMAID_ARROWS: dict[EdgeKind, str] = {
-    "handoff": "-->", "back": "-.->", "peer": "-.->", "delegation": "==>", "specialist": "==>",
-    "swarm": "-.->", "member": "---", "route": "-->", "step": "-->",
+    "handoff": "-->", "back": "-.->", "peer": "-.->", "return": "-.->", "delegation": "==>",
+    "specialist": "==>", "swarm": "-.->", "tool": "-->", "member": "---", "route": "-->",
+    "step": "-->",
 }
-_DEFAULT_LABELS: dict[EdgeKind, str] = {"handoff": "handoff", "back": "back", "peer": "peer",
-                                        "member": "member", "swarm": "handoff"}
+_EDGE_LABELS: dict[EdgeKind, tuple[str, str]] = {  # (without a label, with one: {} is the label)
+    "handoff": ("transfer", "transfer: {}"), "back": ("transfer back", "transfer back: {}"),
+    "peer": ("transfer", "transfer: {}"), "return": ("returns", "returns: {}"),
+    "delegation": ("delegates", "delegates: {}"),
+    "specialist": ("delegates (meta-tool)", "delegates (meta-tool): {}"),
+    "swarm": ("transfer", "transfer: {}"), "tool": ("uses", "uses: {}"),
+    "member": ("member", "{}"), "route": ("", "{}"), "step": ("step", "step {}"),
+}
 
 
-def to_mermaid(team: LoadedTeam | TeamGraph) -> str:
-    """A Mermaid ``flowchart`` of the team."""
-    graph = team if isinstance(team, TeamGraph) else team.graph
+def _edge_label(edge: GraphEdge) -> str:
+    plain, labelled = _EDGE_LABELS[edge.kind]
+    return labelled.format(edge.label) if edge.label else plain
+
+
+def _node_label(node: GraphNode, separator: str) -> str:
+    if node.kind == "end":
+        return "end"
+    name = node.label or node.name
+    return name if node.kind == "tool" else f"{name}{separator}{node.detail}"
+
+
+def to_mermaid(team: LoadedTeam | TeamGraph | Agent[Any]) -> str:
+    """A Mermaid ``flowchart`` of a loaded YAML team, or of any agent's tree."""
+    graph = _graph(team)
     ids = _ids(graph)
     lines = ["flowchart TD"]
     for node in graph.nodes:
         left, right = _MERMAID_SHAPES[node.kind]
-        label = "end" if node.kind == "end" else f"{node.name}<br/><i>{node.detail}</i>"
+        label = _node_label(node, "<br/><i>") + ("</i>" if node.kind in
+                                                  ("agent", "team", "workflow") else "")
         lines.append(f"    {ids[node.name]}{left}{_mermaid_text(label)}{right}")
     for edge in graph.edges:
-        label = edge.label or _DEFAULT_LABELS.get(edge.kind, "")
-        if edge.kind == "swarm":
-            label = f"handoff: {label}"
+        label = _edge_label(edge)
         text = f'|"{_mermaid_text(label)}"|' if label else ""
         source, target = ids.get(edge.source, edge.source), ids.get(edge.target, edge.target)
         lines.append(f"    {source} {_MERMAID_ARROWS[edge.kind]}{text} {target}")
@@ -212,26 +359,27 @@ def _dot_text(text: str) -> str:
 
 
 _DOT_NODES = {"agent": "shape=box, style=rounded", "team": "shape=hexagon",
-              "workflow": "shape=parallelogram", "end": "shape=doublecircle"}
+              "workflow": "shape=parallelogram", "tool": "shape=ellipse, style=dashed",
+              "end": "shape=doublecircle"}
 _DOT_EDGES: dict[EdgeKind, str] = {
-    "handoff": "", "back": "style=dashed", "peer": "style=dotted, dir=both",
+    "handoff": "", "back": "style=dashed", "peer": "style=dotted", "return": "style=dashed",
     "delegation": "penwidth=2", "specialist": "penwidth=2, style=bold",
-    "swarm": "style=dashed", "member": "arrowhead=none, color=gray", "route": "color=blue",
-    "step": "",
+    "swarm": "style=dashed", "tool": "color=gray", "member": "arrowhead=none, color=gray",
+    "route": "color=blue", "step": "",
 }
 
 
-def to_dot(team: LoadedTeam | TeamGraph) -> str:
-    """A Graphviz ``digraph`` of the team."""
-    graph = team if isinstance(team, TeamGraph) else team.graph
+def to_dot(team: LoadedTeam | TeamGraph | Agent[Any]) -> str:
+    """A Graphviz ``digraph`` of a loaded YAML team, or of any agent's tree."""
+    graph = _graph(team)
     lines = ["digraph team {", "    rankdir=TB;", '    node [fontname="Helvetica"];',
              '    edge [fontname="Helvetica", fontsize=10];']
     for node in graph.nodes:
-        label = "end" if node.kind == "end" else f"{node.name}\n{node.detail}"
+        label = _node_label(node, "\n")
         lines.append(f"    {_dot_text(node.name)} [label={_dot_text(label)}, "
                      f"{_DOT_NODES[node.kind]}];")
     for edge in graph.edges:
-        label = edge.label or _DEFAULT_LABELS.get(edge.kind, "")
+        label = _edge_label(edge)
         attrs = [a for a in (f"label={_dot_text(label)}" if label else "",
                              _DOT_EDGES[edge.kind]) if a]
         lines.append(f"    {_dot_text(edge.source)} -> {_dot_text(edge.target)}"
@@ -240,7 +388,7 @@ def to_dot(team: LoadedTeam | TeamGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_svg(team: LoadedTeam | TeamGraph, path: str | Path) -> bool:
+def write_svg(team: LoadedTeam | TeamGraph | Agent[Any], path: str | Path) -> bool:
     """Render the team to an SVG file with Graphviz ``dot``; ``False`` if it is not installed."""
     dot = shutil.which("dot")
     if dot is None:
