@@ -5,6 +5,7 @@ to children that report back in a structured form. Everything that happens is an
 session log, traced in one tree, with usage rolled up across the whole team.
 """
 
+from ._version import __version__ as __version__
 from .agent import Agent
 from .context import RunContext
 from .events import (
@@ -41,8 +42,6 @@ from .models import Model, ModelRequest, ModelResponse, ModelSettings, infer_mod
 from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

@@ -7,15 +7,16 @@ used; it keeps the totals, the breakdown by agent path, and the token gate.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from .exceptions import UsageLimitExceeded
-from .usage import RunUsage, TokenGate, Usage, UsageLimits
+from .usage import RunUsage, Usage, UsageLimits
 
 if TYPE_CHECKING:
     from .models.interface import ModelRequest
 
-__all__ = ["Budget"]
+__all__ = ["Budget", "TokenGate"]
 
 Estimate = tuple[int, int] | None
 
@@ -110,3 +111,70 @@ class Budget:
                                       limits.max_agent_calls)
         self._agent_calls += 1
         return None
+
+
+class TokenGate:
+    """Keeps concurrent model requests from jointly passing a run's token budgets.
+
+    Token counts arrive only with a response, so a request is admitted against estimates: it
+    starts at once when no other request is in flight (as in a sequential run); otherwise only
+    if the tokens used so far, plus the estimates of the requests in flight and its own, fit
+    every budget. If they do not, it waits for a request in flight to finish and checks again
+    with the real counts. Estimates: input, a quarter of the request's characters; output, the
+    request's ``max_tokens`` setting, else the largest single response of the run so far.
+    """
+
+    __slots__ = ("_freed", "_largest_output", "_limits", "_reserved_in", "_reserved_out",
+                 "in_flight")
+
+    def __init__(self, limits: UsageLimits) -> None:
+        self._limits = limits
+        self.in_flight = 0
+        """Requests admitted and not yet finished."""
+        self._reserved_in = 0
+        self._reserved_out = 0
+        self._largest_output = 1
+        self._freed: asyncio.Future[None] | None = None  # resolved when a request finishes
+
+    async def admit(self, request: ModelRequest, total: Usage) -> tuple[int, int]:
+        """Wait until ``request`` fits the budgets beside the requests in flight, then count
+        it (``UsageLimits.reserve_request``); raise if a budget is used up.
+
+        Returns the request's (input, output) estimate, to hand back to ``leave``.
+        """
+        chars = len(request.instructions)
+        for m in request.messages:
+            chars += len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+        output = request.settings.max_tokens if request.settings is not None else None
+        estimate = chars // 4 + 1, output or self._largest_output
+        limits = self._limits
+        while self.in_flight:
+            limits.check_tokens(total)
+            if self._fits(total, estimate):
+                break
+            if self._freed is None:
+                self._freed = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._freed)  # a cancelled waiter leaves the others waiting
+        limits.reserve_request(total)  # no await since the check: concurrent ones see it
+        self.in_flight += 1
+        self._reserved_in += estimate[0]
+        self._reserved_out += estimate[1]
+        return estimate
+
+    def leave(self, estimate: tuple[int, int], output_tokens: int) -> None:
+        """A request admitted with ``estimate`` finished (or failed); wake the waiters."""
+        self.in_flight -= 1
+        self._reserved_in -= estimate[0]
+        self._reserved_out -= estimate[1]
+        self._largest_output = max(self._largest_output, output_tokens)
+        freed, self._freed = self._freed, None
+        if freed is not None:
+            freed.set_result(None)
+
+    def _fits(self, total: Usage, estimate: tuple[int, int]) -> bool:
+        limits = self._limits
+        if limits.max_input_tokens is not None and (
+                total.input_tokens + self._reserved_in + estimate[0] > limits.max_input_tokens):
+            return False
+        return limits.max_output_tokens is None or (
+            total.output_tokens + self._reserved_out + estimate[1] <= limits.max_output_tokens)

@@ -16,10 +16,12 @@ from ._state import (
     FINISH_TASK,
     RunState,
     Toolset,
+    toolset_of,
     unanswered_calls,
 )
-from ._toolexec import Interrupted, Route, finish_task_definition, outcome_unknown, run_tools
+from ._toolexec import Route, finish_task_definition, outcome_unknown, run_tools
 from .agent import Agent
+from .approvals import Interrupted
 from .context import RunContext, new_context
 from .events import (
     AgentEvent,
@@ -43,7 +45,7 @@ from .exceptions import (
 )
 from .guardrails import Guardrail
 from .handoffs import HandoffTool, filter_messages
-from .messages import Message, ToolCall
+from .messages import NOTE, Message, ToolCall
 from .models import infer_model
 from .models.interface import (
     Model,
@@ -60,8 +62,6 @@ if TYPE_CHECKING:
 
 _new = object.__new__
 DEFAULT_MAX_TURNS = 25
-NOTE = "relayrace"
-"""The ``name`` of user-role notes the framework adds (routing, returns)."""
 
 
 class AgentLoop:
@@ -196,11 +196,8 @@ class AgentLoop:
                            if call_id else "")
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent`` (built once per agent: trees are fixed once built)."""
-        ts: Toolset | None = agent._toolset
-        if ts is None:
-            ts = agent._toolset = Toolset(agent)
-        return ts
+        """The tools of ``agent``."""
+        return toolset_of(agent)
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""
@@ -591,7 +588,7 @@ class AgentLoop:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
-        ts = agent._toolset or self.toolset(agent)
+        ts = toolset_of(agent)
         if agent.mode == "chat" and not self.swarm_limit and not ts.handoffs.dynamic:
             self.finish_task = self.refuse_handoffs = False  # the common case, decided early
             definitions = ts.definitions

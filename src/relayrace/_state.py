@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from ._budget import Budget
 from .agent import Agent
@@ -103,15 +104,29 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 
 class Toolset:
-    """The tools one agent is offered, by name; static, so it is cached on the agent."""
+    """The tools one agent is offered, by name; static while the agent's tree is (see
+    ``toolset_of``)."""
 
-    __slots__ = ("definitions", "handoffs", "refused", "tools")
+    __slots__ = ("definitions", "handoffs", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any]) -> None:
         supervisor = agent.pattern == "supervisor"
         offered = [t for t in agent.tools if t.delegates or not supervisor]
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
         self.refused = {t.name for t in agent.tools} - set(self.tools)
-        self.handoffs = HandoffSet() if supervisor else agent.handoff_set()
+        self.source = agent.handoff_set()  # what it was built from: stale once that changes
+        self.handoffs = HandoffSet() if supervisor else self.source
         self.definitions: list[ToolDefinition] = [t.definition for t in offered]
         self.definitions.extend(self.handoffs.definitions)
+
+
+_toolsets: WeakKeyDictionary[Agent[Any], Toolset] = WeakKeyDictionary()
+
+
+def toolset_of(agent: Agent[Any]) -> Toolset:
+    """The tools ``agent`` is offered, built once and again only when its transfers change
+    (an agent placed under a parent gains its parent and peers)."""
+    ts = _toolsets.get(agent)
+    if ts is None or ts.source is not agent.handoff_set():
+        ts = _toolsets[agent] = Toolset(agent)
+    return ts

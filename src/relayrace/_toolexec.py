@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._guarding import guard_text, input_block
 from ._state import FINISH_TASK
-from .approvals import PendingApproval
+from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
 from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded, UserError
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
@@ -32,14 +32,6 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .tracing import Span
 
-
-
-class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by the runner
-    """The run stopped for human decisions on ``approvals``."""
-
-    def __init__(self, approvals: list[PendingApproval]) -> None:
-        super().__init__(f"{len(approvals)} call(s) await approval")
-        self.approvals = approvals
 
 
 @dataclass(slots=True)
@@ -578,5 +570,5 @@ def finish_task_definition() -> dict[str, Any]:
         "result": {"type": "string", "description": "What you did and found, for the caller."}}}
 
 
-__all__ = ["FINISH_TASK", "Interrupted", "Route", "finish_task_definition", "outcome_unknown",
+__all__ = ["FINISH_TASK", "Route", "finish_task_definition", "outcome_unknown",
            "push_results", "run_tools"]

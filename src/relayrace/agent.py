@@ -146,7 +146,6 @@ class Agent(Generic[TContext]):
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
         self._handoff_cache: HandoffSet | None = None
-        self._toolset: Any = None  # the engine's Toolset (see prepare)
         for h in self.handoffs:
             child = h.agent
             if child is self:
@@ -187,10 +186,6 @@ class Agent(Generic[TContext]):
         for h in self.handoffs:
             h.agent.parent = self
             h.agent._handoff_cache = None  # its parent and peers just changed
-        for h in self.handoffs:  # each child's tree is final now: resolve its tools once
-            h.agent.prepare()
-        if not self.is_composite:
-            self.prepare()  # as a root, so its runs start warm; a parent prepares it again
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -293,17 +288,6 @@ class Agent(Generic[TContext]):
             report=report, include_history=include_history, timeout=timeout,
             report_template=report_template or DEFAULT_REPORT_SUFFIX,
         )
-
-    def prepare(self) -> None:
-        """Resolve this agent's tools and transfers now, rather than on its first turn.
-
-        Called when the agent is built, again when its parent is built (its transfers depend
-        on its parent and peers), and when it is offered as a tool; so runs start warm.
-        """
-        from ._state import Toolset
-
-        self._handoff_cache = None
-        self._toolset = Toolset(self)
 
     def handoff_set(self) -> HandoffSet:
         """The transfers this agent may make (computed once; trees are fixed once built)."""

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .sessions import Session
 
-__all__ = ["PendingApproval", "PendingRun"]
+__all__ = ["Interrupted", "PendingApproval", "PendingRun"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -37,6 +37,14 @@ class PendingApproval:
     note: str = ""
     """What the person deciding must know: set when the call started before and a crash left
     its outcome unknown (running it again may repeat its effect)."""
+
+
+class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by the runner
+    """The run stopped for human decisions on ``approvals``."""
+
+    def __init__(self, approvals: list[PendingApproval]) -> None:
+        super().__init__(f"{len(approvals)} call(s) await approval")
+        self.approvals = approvals
 
 
 @dataclass(slots=True, kw_only=True)

@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._engine import AgentLoop
 from ._templates import ContextTransform, ContextTransformError
-from ._toolexec import Interrupted
-from .approvals import PendingApproval
+from .approvals import Interrupted, PendingApproval
 from .events import DelegationEvent, MessageEvent, RunFinishedEvent, ToolResultEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
@@ -314,7 +313,6 @@ class AgentTool(Tool):
         report_template: str = DEFAULT_REPORT_SUFFIX,
     ) -> None:
         self.agent = agent
-        agent.prepare()
         self.name = sanitize_tool_name(name or agent.name)
         self.description = description or agent.description or f"Delegate a task to {agent.name}."
         self._model: type[BaseModel] | None = None

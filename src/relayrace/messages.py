@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Message", "Role", "ToolCall"]
+__all__ = ["NOTE", "Message", "Role", "ToolCall"]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+NOTE = "relayrace"
+"""The ``name`` of user-role notes the framework adds (routing, returns, workflow steps)."""
 
 
 @dataclass(slots=True)

@@ -9,9 +9,8 @@ from typing import Any
 
 from ._engine import AgentLoop
 from ._state import Decisions, RunState
-from ._toolexec import Interrupted
 from .agent import Agent
-from .approvals import PendingApproval, PendingRun
+from .approvals import Interrupted, PendingApproval, PendingRun
 from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .exceptions import UserError
 from .messages import Message

@@ -12,12 +12,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._engine import NOTE
 from .agent import Agent
 from .delegation import bounded_history, run_child, run_children
 from .events import MessageEvent
 from .exceptions import UserError
-from .messages import Message, ToolCall
+from .messages import NOTE, Message, ToolCall
 
 if TYPE_CHECKING:
     from ._engine import AgentLoop

@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .. import __version__
+from .._version import __version__
 from ..agent import Agent
 from ..approvals import PendingRun
 from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events

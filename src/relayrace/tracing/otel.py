@@ -18,6 +18,7 @@ import re
 import threading
 from typing import Any
 
+from .._version import __version__
 from ..exceptions import UserError
 from . import Span
 
@@ -113,8 +114,6 @@ class OpenTelemetryProcessor:
         tracer_provider: otel_trace.TracerProvider | None = None,
         capture_content: bool = False,
     ) -> None:
-        from .. import __version__
-
         provider = tracer_provider or otel_trace.get_tracer_provider()
         self.tracer = provider.get_tracer("relayrace", __version__)
         self.capture_content = capture_content
