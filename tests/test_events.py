@@ -71,7 +71,7 @@ async def test_request_and_context_builders_match_the_constructors() -> None:
                        "s:3:c1")
     assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.session,
                               usage=usage, tool_call_id="c1", messages=msgs, depth=2,
-                              span=None, loop=loop, call_key="s:3:c1")
+                              span=None, children=loop, call_key="s:3:c1")
 
 
 def test_spans_have_every_field() -> None:

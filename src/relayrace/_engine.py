@@ -8,9 +8,11 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._children import run_child
 from ._guarding import GuardedStream, guard_finish, guard_text, input_block
 from ._state import (
     FINISH_TASK,
@@ -23,6 +25,7 @@ from ._toolexec import Route, finish_task_definition, outcome_unknown, run_tools
 from .agent import Agent
 from .approvals import Interrupted
 from .context import RunContext, new_context
+from .delegation import ChildOptions, ChildResult
 from .events import (
     AgentEvent,
     ApprovalRequestedEvent,
@@ -53,9 +56,11 @@ from .models.interface import (
     ModelResponse,
     ToolDefinition,
 )
+from .routing import Finish, Handoff
 from .sessions.base import Session
 from .tracing import Span
 from .usage import Usage
+from .workflows import SpeakerTurn
 
 if TYPE_CHECKING:
     from .workflows import Composite
@@ -198,6 +203,11 @@ class AgentLoop:
     def toolset(self, agent: Agent[Any]) -> Toolset:
         """The tools of ``agent``."""
         return toolset_of(agent)
+
+    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
+                        options: ChildOptions) -> ChildResult:
+        """Run a delegated child of the agent ``ctx`` serves (``ChildRunner``)."""
+        return await run_child(self, ctx, agent, task, options)
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""
@@ -410,6 +420,56 @@ class AgentLoop:
             self.finished = True
             return final, last, route.reason
         return final, last, "guardrail" if self.blocked else ""
+
+    # -- what composite agents ask of the run (``workflows.Driver``) -----------------------
+
+    @property
+    def context(self) -> Any:
+        """The run's context object."""
+        return self.state.context
+
+    async def speak(self, agent: Agent[Any], span: Span,
+                    pending: list[ToolCall]) -> SpeakerTurn:
+        """One team member's turn; a typed ``Handoff`` ends it for the team to route."""
+        final, last, route = await self.turns_of(agent, span, pending, team=True)
+        signal: Handoff | Finish | None = None
+        if route is not None and route.kind == "finish":
+            signal = Finish(route.reason, route.summary)
+        elif route is not None and route.kind == "handoff":
+            signal = Handoff(route.name, route.reason)
+        return SpeakerTurn(final, last, signal, frozenset(self.called))
+
+    def say(self, agent: Agent[Any], text: str) -> None:
+        """Add ``agent``'s answer to the conversation."""
+        message = Message.assistant(text, name=agent.name)
+        self.push(message)
+        self.add(new_message_event(agent.name, self.path(agent), message))
+
+    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
+        """A team passes the conversation from ``speaker`` to ``to``."""
+        self.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
+                              reason=why))
+        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
+
+    def finish(self) -> None:
+        """End the run after this member (a tool returned ``Finish``)."""
+        self.finished = True
+
+    @contextmanager
+    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
+                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
+        """A team's guardrails hold for its members while it runs, only."""
+        saved = self.team_input, self.team_output
+        self.team_input, self.team_output = input_guardrails, output_guardrails
+        try:
+            yield
+        finally:
+            self.team_input, self.team_output = saved
+
+    def take_start_member(self) -> Agent[Any] | None:
+        """The member ``start_agent`` named for the entry team's run, once."""
+        member, self.start_member = self.start_member, None
+        return member
 
     @property
     def stopped(self) -> bool:

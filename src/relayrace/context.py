@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ._engine import AgentLoop
     from .agent import Agent
+    from .delegation import ChildOptions, ChildResult
     from .messages import Message
     from .sessions import Session
     from .tracing import Span
     from .usage import RunUsage
 
-__all__ = ["RunContext", "TContext"]
+__all__ = ["ChildRunner", "RunContext", "TContext"]
 
 TContext = TypeVar("TContext")
+
+
+class ChildRunner(Protocol):
+    """How delegating tools (agent tools, meta-tools, parallel workflows) start child runs.
+
+    The engine implements it; declarations reach the engine only through it.
+    """
+
+    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
+                        options: ChildOptions) -> ChildResult:
+        """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
+        ...
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,8 +58,8 @@ class RunContext(Generic[TContext]):
     """How deeply delegated the agent is: 0 for the top-level run, 1 for its children."""
     span: Span | None = None
     """The trace span of the tool call being served; delegated children nest under it."""
-    loop: AgentLoop
-    """The engine loop serving the agent (internal: agent tools start child runs from it)."""
+    children: ChildRunner
+    """Starts delegated child runs of the agent served (see ``relayrace.delegation``)."""
 
 
 _new = object.__new__
@@ -56,7 +68,7 @@ _new = object.__new__
 def new_context(
     context: Any, agent: Agent[Any], path: str, session: Session, usage: RunUsage,
     tool_call_id: str, messages: Sequence[Message], depth: int, span: Span | None,
-    loop: AgentLoop, call_key: str = "",
+    children: ChildRunner, call_key: str = "",
 ) -> RunContext[Any]:
     """A `RunContext`, for the engine: one is made per tool call, and matching ten keyword
     arguments would cost more than the rest of the call's bookkeeping."""
@@ -71,5 +83,5 @@ def new_context(
     ctx.messages = messages
     ctx.depth = depth
     ctx.span = span
-    ctx.loop = loop
+    ctx.children = children
     return ctx

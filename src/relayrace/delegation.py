@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._engine import AgentLoop
 from ._templates import ContextTransform, ContextTransformError
 from .approvals import Interrupted, PendingApproval
-from .events import DelegationEvent, MessageEvent, RunFinishedEvent, ToolResultEvent
-from .exceptions import UsageLimitExceeded, UserError
+from .events import MessageEvent, ToolResultEvent
+from .exceptions import UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
 from .messages import Message, ToolCall
-from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport, parse_report
-from .reports import report_instructions as _report_instructions
+from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport
 from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments
 from .usage import Usage
 
@@ -32,9 +30,9 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .context import RunContext
     from .events import AgentEvent
-    from .sessions import Session
 
-__all__ = ["AgentTool", "ChildResult", "run_child", "run_children"]
+__all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_children",
+           "used_sources"]
 
 class _Query(BaseModel):
     """The default arguments of an agent tool."""
@@ -55,6 +53,30 @@ HISTORY_CHARS = 4000
 """The most characters of parent history a child receives."""
 SOURCE_ARGUMENTS_CHARS = 400
 """The most characters of a used tool's arguments kept in a report's completed SOURCES."""
+
+
+@dataclass(slots=True, kw_only=True, frozen=True)
+class ChildOptions:
+    """How a delegated child runs (see ``run_child``)."""
+
+    report: bool = True
+    """Whether the child ends with a structured report."""
+    audience: str = ""
+    """Who reads the report, for its wording."""
+    report_template: str = DEFAULT_REPORT_SUFFIX
+    """The Jinja2 text that asks for the report."""
+    suffix: str = ""
+    """More text for the child's instructions."""
+    max_turns: int | None = None
+    """The child's own turn limit."""
+    timeout: float | None = None
+    """Seconds the child may take."""
+    variables: dict[str, Any] | None = None
+    """Template variables for the child's instructions."""
+    history: tuple[Message, ...] = ()
+    """Parent messages the child sees before its task."""
+    key: str | None = None
+    """Which child of the parent's call this is (numbered by default)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -87,7 +109,7 @@ class ChildResult:
         return self.output or EMPTY_ANSWER
 
 
-def _sources(events: Sequence[AgentEvent]) -> list[str]:
+def used_sources(events: Sequence[AgentEvent]) -> list[str]:
     """The tools a child actually used, with their arguments, for provenance."""
     calls: dict[str, ToolCall] = {}
     used: list[str] = []
@@ -167,81 +189,13 @@ async def run_child(
 
     Every failure comes back as a failed ``ChildResult`` that the parent's model is told
     about: a refused start (``max_agent_calls`` or ``max_depth`` reached) and whatever ends the
-    child (an error, a timeout, its turn or usage limit).
+    child (an error, a timeout, its turn or usage limit). ``key`` tells children of one call
+    apart (they are numbered by default), so a resumed call finds each again.
     """
-    loop = ctx.loop
-    state = loop.state
-    prefix = ctx.path + "/"
-    path = prefix + agent.name
-    too_deep = state.budget.refuse_depth(ctx.depth + 1)
-    if too_deep is not None:
-        return _refused(agent, path, too_deep)
-    if key is None:  # children of one tool call are numbered, so a resume finds each again
-        n = loop.child_counts.get(ctx.tool_call_id, 0)
-        loop.child_counts[ctx.tool_call_id] = n + 1
-        key = str(n)
-    # Which batch made the call, too: a model may reuse a call id in a later turn.
-    key = f"{loop.batch_at}:{key}"
-    child_input: list[Message] | None = [*history, Message.user(task)]
-    session: Session | None = None
-    if state.approvals or ctx.tool_call_id in loop.resumed:
-        # The call ran before this process: continue its child, or reuse what it returned.
-        session, finished = await _earlier_child(loop.session, ctx.tool_call_id, key)
-        if finished is not None:
-            return finished
-        if session is not None and (await session.view()).messages:
-            child_input = None
-    if child_input is not None:  # a new child: checked and counted with no await between
-        refused = state.budget.start_child()
-        if refused is not None:
-            return _refused(agent, path, refused)
-    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
-                                                  key=key)
-    instructions_suffix = _report_instructions(audience, report_template) if report else ""
-    if suffix:
-        instructions_suffix = f"{instructions_suffix}\n\n{suffix}".strip()
-    child = AgentLoop(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
-                      max_turns=max_turns, depth=ctx.depth + 1,
-                      instructions_suffix=instructions_suffix, variables=variables)
-    used = child.local
-    assert used is not None  # a delegated loop counts what it uses
-    result = ChildResult(agent=agent.name, path=path, ok=False,
-                         session_id=child_session.session_id, usage=used)
-    deadline = asyncio.timeout(timeout) if timeout is not None else None
-    try:
-        if deadline is None:
-            final = (await child.run(child_input))[0]
-        else:
-            async with deadline:
-                final = (await child.run(child_input))[0]
-    except Interrupted:
-        if loop.local is not None:
-            loop.local.add(used)
-        raise  # the approval request surfaces on the outer run
-    except Exception as exc:  # the parent's model is told; the child's log has the details
-        result.error = (f"timed out after {timeout:g} s"
-                        if deadline is not None and deadline.expired()
-                        else f"{type(exc).__name__}: {exc}")
-    else:
-        result.ok = True
-        result.output = final
-        if report:
-            result.report = parse_report(final)
-            result.report.merge_sources(_sources(child.new_events))
-    if loop.local is not None:  # the top-level loop's usage is the run's total
-        loop.local.add(used)
-    loop.add(DelegationEvent(
-        agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
-        child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
-        report=result.report.to_dict() if result.report else None, error=result.error,
-        usage=Usage(used.requests, used.input_tokens, used.output_tokens, used.tool_calls),
-    ))
-    return result
-
-
-def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResult:
-    return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
-                       error=f"not started: {why}")
+    return await ctx.children.run_child(ctx, agent, task, ChildOptions(
+        report=report, audience=audience, report_template=report_template, suffix=suffix,
+        max_turns=max_turns, timeout=timeout, variables=variables, history=tuple(history),
+        key=key))
 
 
 async def run_children(children: Sequence[Awaitable[T]], limit: int | None = None) -> list[T]:
@@ -266,29 +220,6 @@ async def run_children(children: Sequence[Awaitable[T]], limit: int | None = Non
     if stopped:
         raise Interrupted(stopped)
     return [r.result() for r in running]  # type: ignore[misc]
-
-
-async def _earlier_child(
-    parent: Session, tool_call_id: str, key: str
-) -> tuple[Session | None, ChildResult | None]:
-    """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
-    for info in reversed(await parent.children()):
-        if info.parent_tool_call_id != tool_call_id or info.key != key:
-            continue
-        child = parent.open_child(info)
-        events = await child.get_events()
-        done = events[-1] if events and isinstance(events[-1], RunFinishedEvent) else None
-        if done is None or done.status == "interrupted":
-            return child, None  # it stopped for approval, or crashed: it goes on from its log
-        if done.status == "completed":
-            report = parse_report(done.output)
-            report.merge_sources(_sources(events))
-            return None, ChildResult(agent=done.agent, path=info.path, ok=True,
-                                     output=done.output, report=report,
-                                     session_id=info.session_id, usage=Usage())
-        return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
-                                 session_id=info.session_id, usage=Usage())
-    return None, None
 
 
 class AgentTool(Tool):

@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .events import HandoffEvent
 from .exceptions import HandoffError, UserError
 from .guardrails import Guardrail
 from .messages import ToolCall
 from .routing import (
     AgentTarget,
+    Finish,
+    Handoff,
     RevertToInitiator,
     RoundRobin,
     Rule,
@@ -22,10 +23,9 @@ from .routing import (
     check_rules,
     describe,
 )
-from .workflows import Composite
+from .workflows import Composite, Driver
 
 if TYPE_CHECKING:
-    from ._engine import AgentLoop
     from .tracing import Span
 
 __all__ = ["Team"]
@@ -89,48 +89,43 @@ class Team(Composite):
                 return rule.target, f"{describe(rule.condition)} -> {describe(rule.target)}"
         return self.default_target, f"default target: {describe(self.default_target)}"
 
-    async def run_composite(self, loop: AgentLoop, span: Span,
+    async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        saved = loop.team_input, loop.team_output
-        loop.team_input, loop.team_output = self.team_input, self.team_output
-        try:
-            return await self._run(loop, span, pending)
-        finally:  # the team's guardrails hold for its members only
-            loop.team_input, loop.team_output = saved
+        with driver.team_scope(self.team_input, self.team_output):
+            return await self._run(driver, span, pending)
 
-    async def _run(self, loop: AgentLoop, span: Span,
+    async def _run(self, driver: Driver, span: Span,
                    pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        speaker = loop.start_member or self._member(self.initial)
-        loop.start_member = None  # start_agent names where the entry team starts, only
+        speaker = driver.take_start_member() or self._member(self.initial)
         if pending:  # resume with the member whose calls await (e.g. approval)
-            last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
+            last = next((m for m in reversed(driver.transcript) if m.role == "assistant"), None)
             if last is not None and last.name:
                 speaker = self._member(last.name)
         final, last_agent = "", speaker
+        called: frozenset[str] = frozenset()
         for _ in range(self.team_turns):
             reason = ""
             spoke = speaker  # for rules: the member, even when it is a workflow of agents
+            signal: Handoff | Finish | None = None
             if speaker.is_composite or speaker.pattern == "swarm":
                 # A workflow or swarm member runs as a whole.
-                final, last_agent, reason = await loop.drive(speaker, span, pending)
-                route = None
+                final, last_agent, reason = await driver.drive(speaker, span, pending)
             else:
-                final, last_agent, route = await loop.turns_of(speaker, span, pending,
-                                                               team=True)
+                turn = await driver.speak(speaker, span, pending)
+                final, last_agent, signal, called = turn.final, turn.last, turn.signal, turn.called
                 spoke = last_agent
             pending = []
-            if loop.stopped:
-                return final, last_agent, reason or ("guardrail" if loop.blocked else "")
-            if route is not None and route.kind == "finish":
-                loop.finished = True
-                return route.summary or final, last_agent, route.reason
-            if route is not None and route.kind == "handoff":
-                nxt, why = self._member(route.name), f"Handoff({route.name}) from a tool"
-                if route.reason:
-                    why += f": {route.reason}"
+            if driver.stopped:
+                return final, last_agent, reason or ("guardrail" if driver.blocked else "")
+            if isinstance(signal, Finish):
+                driver.finish()
+                return signal.summary or final, last_agent, signal.reason
+            if isinstance(signal, Handoff):
+                nxt, why = self._member(signal.target), f"Handoff({signal.target}) from a tool"
+                if signal.reason:
+                    why += f": {signal.reason}"
             else:
-                target, why = self._select(TurnInfo(spoke.name, frozenset(loop.called),
-                                                    loop.state.context))
+                target, why = self._select(TurnInfo(spoke.name, called, driver.context))
                 if isinstance(target, TerminateTarget):
                     return final, last_agent, target.reason
                 if isinstance(target, AgentTarget):
@@ -142,8 +137,6 @@ class Team(Composite):
                 else:
                     assert isinstance(target, RoundRobin)
                     nxt = self._member(target.next_after(spoke.name))
-            loop.add(HandoffEvent(agent=last_agent.name, path=loop.path(last_agent),
-                                  to_agent=nxt.name, reason=why))
-            loop.note(nxt, f"[{last_agent.name} -> {nxt.name}] {why}")
+            driver.route(last_agent, nxt, why)
             speaker = nxt
         return final, last_agent, "max_turns"

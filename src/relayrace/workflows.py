@@ -10,19 +10,116 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .agent import Agent
 from .delegation import bounded_history, run_child, run_children
-from .events import MessageEvent
 from .exceptions import UserError
 from .messages import NOTE, Message, ToolCall
+from .routing import Finish, Handoff
 
 if TYPE_CHECKING:
-    from ._engine import AgentLoop
+    from .context import RunContext
+    from .guardrails import Guardrail
     from .tracing import Span
 
-__all__ = ["Composite", "LoopAgent", "ParallelAgent", "SequentialAgent"]
+__all__ = ["Composite", "Driver", "LoopAgent", "ParallelAgent", "SequentialAgent", "SpeakerTurn"]
+
+
+@dataclass(slots=True, frozen=True)
+class SpeakerTurn:
+    """How one team member's turn ended (``Driver.speak``)."""
+
+    final: str
+    """Its last text."""
+    last: Agent[Any]
+    """The agent that gave it (a transfer may have moved on from the member)."""
+    signal: Handoff | Finish | None
+    """A tool's typed routing request, if one was made."""
+    called: frozenset[str]
+    """The tools called during the turn, for routing rules."""
+
+
+class Driver(Protocol):
+    """What workflow agents and teams ask of the engine while they run their members.
+
+    The engine implements it; a composite agent changes run state only through it.
+    """
+
+    @property
+    def transcript(self) -> Sequence[Message]:
+        """The session's conversation so far."""
+        ...
+
+    @property
+    def resuming(self) -> bool:
+        """Whether the run continues an interrupted one (``input=None``)."""
+        ...
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run must end now (a ``Finish``, or a guardrail's block)."""
+        ...
+
+    @property
+    def blocked(self) -> str | None:
+        """A guardrail's answer that ended the run, if one did."""
+        ...
+
+    @property
+    def context(self) -> Any:
+        """The run's context object."""
+        ...
+
+    def path(self, agent: Agent[Any]) -> str:
+        """The delegation path of ``agent`` in this run."""
+        ...
+
+    async def drive(self, agent: Agent[Any], span: Span,
+                    pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        """Run ``agent`` (or a workflow) to a final answer: (text, last agent, reason)."""
+        ...
+
+    async def speak(self, agent: Agent[Any], span: Span,
+                    pending: list[ToolCall]) -> SpeakerTurn:
+        """Run one team member's turn; a typed ``Handoff`` ends it for the team to route."""
+        ...
+
+    def note(self, agent: Agent[Any], text: str) -> None:
+        """Add a framework note to the conversation."""
+        ...
+
+    def say(self, agent: Agent[Any], text: str) -> None:
+        """Add ``agent``'s answer to the conversation."""
+        ...
+
+    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
+        """Record that a team passes the conversation from ``speaker`` to ``to``."""
+        ...
+
+    def finish(self) -> None:
+        """End the run after this member (a tool returned ``Finish``)."""
+        ...
+
+    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
+                   output_guardrails: tuple[Guardrail, ...]) -> AbstractContextManager[None]:
+        """Apply a team's guardrails to every member while the team runs."""
+        ...
+
+    def take_start_member(self) -> Agent[Any] | None:
+        """The member ``start_agent`` named for this team's run, once."""
+        ...
+
+    def answer_dangling(self, agent: Agent[Any], why: str) -> None:
+        """Give every unanswered tool call a result, so the session stays valid."""
+        ...
+
+    def context_for(self, agent: Agent[Any], call_id: str = "",
+                    span: Span | None = None) -> RunContext[Any]:
+        """A run context for ``agent``."""
+        ...
 
 
 class Composite(Agent[Any], ABC):
@@ -38,23 +135,23 @@ class Composite(Agent[Any], ABC):
                          max_turns=max_turns)
 
     @abstractmethod
-    async def run_composite(self, loop: AgentLoop, span: Span,
+    async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         """Run to a final answer: (text, last agent, reason the run ended, or "")."""
 
 
 
-def _resume_index(loop: AgentLoop, steps: Sequence[Agent[Any]], label: str,
+def _resume_index(driver: Driver, steps: Sequence[Agent[Any]], label: str,
                   pending: list[ToolCall]) -> int:
     """Where a resumed workflow stopped: the step whose agent's calls await, or else the
     last step this workflow announced (a step waiting inside a delegated child)."""
     if pending:
-        last = next((m for m in reversed(loop.transcript) if m.role == "assistant"), None)
+        last = next((m for m in reversed(driver.transcript) if m.role == "assistant"), None)
         for i, step in enumerate(steps):
             if last is not None and last.name and any(a.name == last.name for a in step.walk()):
                 return i
     marker = f"[{label}: step "
-    for m in reversed(loop.transcript):
+    for m in reversed(driver.transcript):
         if m.role == "user" and m.name == NOTE and m.content.startswith(marker):
             number = m.content[len(marker):].split(" ", 1)[0]
             return int(number) - 1 if number.isdigit() else 0
@@ -63,17 +160,17 @@ def _resume_index(loop: AgentLoop, steps: Sequence[Agent[Any]], label: str,
     return 0
 
 
-async def _run_steps(loop: AgentLoop, owner: Agent[Any], steps: Sequence[Agent[Any]],
+async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[Any]],
                      span: Span, label: str,
                      pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
     final, last, reason = "", owner, ""
-    first = _resume_index(loop, steps, label, pending) if loop.resuming else 0
+    first = _resume_index(driver, steps, label, pending) if driver.resuming else 0
     for i in range(first, len(steps)):
         step = steps[i]
         if i > first:
-            loop.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
-        final, last, reason = await loop.drive(step, span, pending if i == first else [])
-        if loop.stopped:  # a Finish or a guardrail's block ends every enclosing workflow
+            driver.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
+        final, last, reason = await driver.drive(step, span, pending if i == first else [])
+        if driver.stopped:  # a Finish or a guardrail's block ends every enclosing workflow
             return final, last, reason
     return final, last, reason
 
@@ -85,9 +182,9 @@ class SequentialAgent(Composite):
                  max_turns: int | None = None) -> None:
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
 
-    async def run_composite(self, loop: AgentLoop, span: Span,
+    async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        return await _run_steps(loop, self, self.sub_agents, span, self.name, pending)
+        return await _run_steps(driver, self, self.sub_agents, span, self.name, pending)
 
 
 class ParallelAgent(Composite):
@@ -98,21 +195,19 @@ class ParallelAgent(Composite):
         super().__init__(name, members=branches, description=description)
         self.max_concurrency = max_concurrency
 
-    async def run_composite(self, loop: AgentLoop, span: Span,
+    async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         if pending:  # branches restart: close the calls a crash left open
-            loop.answer_dangling(self, "the parallel step was restarted.")
-        users = [m for m in loop.transcript if m.role == "user" and m.name is None]
+            driver.answer_dangling(self, "the parallel step was restarted.")
+        users = [m for m in driver.transcript if m.role == "user" and m.name is None]
         task = users[-1].content if users else ""
-        history = bounded_history(loop.transcript[:-1]) if users else []
-        ctx = loop.context_for(self, span=span)
+        history = bounded_history(driver.transcript[:-1]) if users else []
+        ctx = driver.context_for(self, span=span)
         results = await run_children(
             [run_child(ctx, a, task, report=False, history=history) for a in self.sub_agents],
             self.max_concurrency)
         text = "\n\n".join(f"### {r.agent}\n{r.render()}" for r in results)
-        message = Message.assistant(text, name=self.name)
-        loop.push(message)
-        loop.add(MessageEvent(agent=self.name, path=loop.path(self), message=message))
+        driver.say(self, text)
         return text, self, ""
 
 
@@ -135,15 +230,15 @@ class LoopAgent(Composite):
         self.until: Callable[[str], bool] | None = (
             (lambda out, marker=until: marker in out) if isinstance(until, str) else until)
 
-    async def run_composite(self, loop: AgentLoop, span: Span,
+    async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         final, last = "", self.sub_agents[0]
         for i in range(self.max_iterations):
             if i:
-                loop.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
-            final, last, reason = await _run_steps(loop, self, self.sub_agents, span, self.name,
+                driver.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
+            final, last, reason = await _run_steps(driver, self, self.sub_agents, span, self.name,
                                                    pending if i == 0 else [])
-            if loop.stopped:
+            if driver.stopped:
                 return final, last, reason
             if self.until is not None and self.until(final):
                 return final, last, "until"

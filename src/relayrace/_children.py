@@ -1,0 +1,133 @@
+"""Delegated child runs: the engine's side of ``relayrace.delegation``.
+
+A child runs in its own loop and child session, linked to its parent's, and shares the run's
+state (context, budget, trace, stream, decisions). Its session is keyed by the parent's call
+(the batch's place in the log and the child's number), so a resumed call continues the same
+child, or reuses what it returned, instead of starting it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from .approvals import Interrupted
+from .delegation import ChildOptions, ChildResult, used_sources
+from .events import DelegationEvent, RunFinishedEvent
+from .exceptions import UsageLimitExceeded
+from .messages import Message
+from .reports import parse_report, report_instructions
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .agent import Agent
+    from .context import RunContext
+    from .sessions import Session
+
+__all__ = ["run_child"]
+
+
+async def run_child(
+    loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any], task: str, options: ChildOptions
+) -> ChildResult:
+    """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves, in its own
+    loop and child session (see ``relayrace.delegation.run_child``)."""
+    state = loop.state
+    key, timeout, report = options.key, options.timeout, options.report
+    prefix = ctx.path + "/"
+    path = prefix + agent.name
+    too_deep = state.budget.refuse_depth(ctx.depth + 1)
+    if too_deep is not None:
+        return _refused(agent, path, too_deep)
+    if key is None:  # children of one tool call are numbered, so a resume finds each again
+        n = loop.child_counts.get(ctx.tool_call_id, 0)
+        loop.child_counts[ctx.tool_call_id] = n + 1
+        key = str(n)
+    # Which batch made the call, too: a model may reuse a call id in a later turn.
+    key = f"{loop.batch_at}:{key}"
+    child_input: list[Message] | None = [*options.history, Message.user(task)]
+    session: Session | None = None
+    if state.approvals or ctx.tool_call_id in loop.resumed:
+        # The call ran before this process: continue its child, or reuse what it returned.
+        session, finished = await _earlier_child(loop.session, ctx.tool_call_id, key)
+        if finished is not None:
+            return finished
+        if session is not None and (await session.view()).messages:
+            child_input = None
+    if child_input is not None:  # a new child: checked and counted with no await between
+        refused = state.budget.start_child()
+        if refused is not None:
+            return _refused(agent, path, refused)
+    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
+                                                  key=key)
+    instructions_suffix = (report_instructions(options.audience, options.report_template)
+                           if report else "")
+    if options.suffix:
+        instructions_suffix = f"{instructions_suffix}\n\n{options.suffix}".strip()
+    child = type(loop)(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
+                      max_turns=options.max_turns, depth=ctx.depth + 1,
+                      instructions_suffix=instructions_suffix, variables=options.variables)
+    used = child.local
+    assert used is not None  # a delegated loop counts what it uses
+    result = ChildResult(agent=agent.name, path=path, ok=False,
+                         session_id=child_session.session_id, usage=used)
+    deadline = asyncio.timeout(timeout) if timeout is not None else None
+    try:
+        if deadline is None:
+            final = (await child.run(child_input))[0]
+        else:
+            async with deadline:
+                final = (await child.run(child_input))[0]
+    except Interrupted:
+        if loop.local is not None:
+            loop.local.add(used)
+        raise  # the approval request surfaces on the outer run
+    except Exception as exc:  # the parent's model is told; the child's log has the details
+        result.error = (f"timed out after {timeout:g} s"
+                        if deadline is not None and deadline.expired()
+                        else f"{type(exc).__name__}: {exc}")
+    else:
+        result.ok = True
+        result.output = final
+        if report:
+            result.report = parse_report(final)
+            result.report.merge_sources(used_sources(child.new_events))
+    if loop.local is not None:  # the top-level loop's usage is the run's total
+        loop.local.add(used)
+    loop.add(DelegationEvent(
+        agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
+        child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
+        report=result.report.to_dict() if result.report else None, error=result.error,
+        usage=Usage(used.requests, used.input_tokens, used.output_tokens, used.tool_calls),
+    ))
+    return result
+
+
+def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResult:
+    return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
+                       error=f"not started: {why}")
+
+
+
+async def _earlier_child(
+    parent: Session, tool_call_id: str, key: str
+) -> tuple[Session | None, ChildResult | None]:
+    """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
+    for info in reversed(await parent.children()):
+        if info.parent_tool_call_id != tool_call_id or info.key != key:
+            continue
+        child = parent.open_child(info)
+        events = await child.get_events()
+        done = events[-1] if events and isinstance(events[-1], RunFinishedEvent) else None
+        if done is None or done.status == "interrupted":
+            return child, None  # it stopped for approval, or crashed: it goes on from its log
+        if done.status == "completed":
+            report = parse_report(done.output)
+            report.merge_sources(used_sources(events))
+            return None, ChildResult(agent=done.agent, path=info.path, ok=True,
+                                     output=done.output, report=report,
+                                     session_id=info.session_id, usage=Usage())
+        return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
+                                 session_id=info.session_id, usage=Usage())
+    return None, None
