@@ -109,6 +109,7 @@ class Runner:
         start_agent: Agent[Any] | str | None = None,
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         """Run ``agent``'s team on ``input`` and return the result.
 
@@ -117,9 +118,14 @@ class Runner:
         another, or ``agent`` is itself a sub-agent: naming one is choosing where to start.
         ``input=None`` resumes an interrupted run from the log, with the agent it stopped
         with. ``model`` overrides every agent's model.
+
+        One run writes to a session at a time: the run holds the session's lease, and a run
+        started meanwhile raises `SessionInUseError`, or first waits up to
+        ``wait_for_session`` seconds for the lease.
         """
         return await cls._run(agent, input, session, context, max_turns, max_handoffs,
-                              start_agent, model, usage_limits, None)
+                              start_agent, model, usage_limits, None,
+                              wait_for_session=wait_for_session)
 
     @classmethod
     async def _run(
@@ -135,6 +141,7 @@ class Runner:
         usage_limits: UsageLimits | None,
         emit: Any,
         approvals: dict[str, bool] | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -156,7 +163,8 @@ class Runner:
         else:
             start = agent if agent.parent is not None and input is not None else None
         try:
-            final, last, reason = await loop.run(input, start_agent=start)
+            async with session.lease(wait=wait_for_session):  # children are written through it
+                final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:
             pending = PendingRun(session_id=session.session_id, agent=agent.name,
                                  approvals=stop.approvals, entry=agent, session=session,
@@ -180,11 +188,13 @@ class Runner:
         max_handoffs: int | None = None,
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         """Continue a run that stopped for approvals.
 
         ``approvals`` maps call ids to True (run the call) or False (tell the model it was
         rejected). Calls left out stay pending, and the run stops for them again.
+        ``wait_for_session`` is as for ``Runner.run``.
         """
         if pending.entry is None or pending.session is None:
             raise UserError("This pending run is not bound to an agent and a session; load it "
@@ -202,7 +212,7 @@ class Runner:
             max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
-            approvals=approvals,
+            approvals=approvals, wait_for_session=wait_for_session,
         )
 
     @classmethod
@@ -231,7 +241,7 @@ class Runner:
 
 
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
-                   "usage_limits", "approvals")
+                   "usage_limits", "approvals", "wait_for_session")
 
 
 class RunStream:
