@@ -365,3 +365,30 @@ async def test_a_file_locked_by_another_process_never_stalls_the_loop(tmp_path: 
     assert again.final_output == "carol done"
     assert_valid_protocol(messages_of(await first.get_events()))
     assert of_type(await first.get_events(), RunFinishedEvent)[-1].status == "completed"
+
+
+async def test_a_stream_on_a_busy_session_is_refused_or_waits() -> None:
+    session = MemorySession()
+    first = asyncio.create_task(Runner.run(writer(0.2), "alice", session=session))
+    await asyncio.sleep(0.05)
+    with pytest.raises(SessionInUseError):
+        async for _ in Runner.stream(writer(0), "bob", session=session):
+            pass
+    stream = Runner.stream(writer(0), "carol", session=session, wait_for_session=5.0)
+    kinds = [e.kind async for e in stream]
+    assert (await first).final_output == "alice done"
+    assert stream.result is not None and stream.result.final_output == "carol done"
+    assert "run_finished" in kinds
+    assert assert_valid_history(await session.get_events()) == 2
+
+
+async def test_creating_a_sqlite_session_touches_no_file(tmp_path: Path) -> None:
+    db = tmp_path / "later" / "s.db"
+    session = SQLiteSession("lazy", db)
+    child = session.child(path="root/helper", tool_call_id="c1")
+    assert not db.parent.exists()
+    await child.append([note("child first")])
+    await Runner.run(writer(0), "parent", session=session)
+    assert [i.session_id for i in SQLiteSession.list_sessions(db)] == ["lazy"]
+    [info] = await session.children()
+    assert info.session_id == child.session_id and info.path == "root/helper"

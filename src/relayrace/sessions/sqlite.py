@@ -76,11 +76,9 @@ _ADDED_COLUMNS = (
 )
 
 
-def _busy(exc: sqlite3.Error) -> bool:
+def _busy(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` is SQLite giving up on another connection's lock."""
-    return (isinstance(exc, sqlite3.OperationalError)
-            and getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY,
-                                                               sqlite3.SQLITE_LOCKED))
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _work(jobs: queue.SimpleQueue[_Job | None], box: list[sqlite3.Connection]) -> None:
@@ -180,9 +178,9 @@ class _Database:
         self._jobs.put((future, fn, args))
         return future
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in the file's thread; the loop goes on meanwhile."""
-        return await asyncio.wrap_future(self.submit(fn, *args))
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` in the file's thread, to await; the loop goes on meanwhile."""
+        return asyncio.wrap_future(self.submit(fn, *args))
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the file's thread, waiting for it (for code without a loop)."""
@@ -279,12 +277,17 @@ class SQLiteSession(Session):
     def _conn(self) -> sqlite3.Connection:
         return self._db.conn(self.busy_timeout)
 
-    def _store_error(self, exc: sqlite3.Error) -> BaseException:
-        """``exc`` as relayrace's error when another writer's lock timed it out."""
-        if _busy(exc):
-            return SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
-                                    store=f"the SQLite file {self.path}")
-        return exc
+    async def _call(self, fn: Callable[..., T], *args: Any, shield: bool = False) -> T:
+        """``fn(*args)`` in the file's thread (with ``shield``, to its end even if this task is
+        cancelled); SQLite giving up on another writer's lock becomes `SessionStoreBusy`."""
+        future = self._db.run(fn, *args)
+        try:
+            return await (asyncio.shield(future) if shield else future)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
+                                   store=f"the SQLite file {self.path}") from exc
 
     def _load_info(self, conn: sqlite3.Connection) -> None:
         row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
@@ -296,10 +299,7 @@ class SQLiteSession(Session):
 
     async def view(self) -> LogView:
         """The cached view, with what other objects or processes appended since folded in."""
-        try:
-            return await self._db.run(self._sync_view)
-        except sqlite3.Error as exc:
-            raise self._store_error(exc) from exc
+        return await self._call(self._sync_view)
 
     def _sync_view(self) -> LogView:
         conn = self._conn()
@@ -316,14 +316,11 @@ class SQLiteSession(Session):
                             "ORDER BY seq", (self.session_id, seen)).fetchall()
         view.fold(load_events([r[0] for r in rows]))
         self._view, self._seq, self._failed = view, view.size, None
+        self.info.event_count = view.size
         return view
 
     async def get_events(self) -> list[AgentEvent]:
-        try:
-            lines = await self._db.run(self._read_events)
-        except sqlite3.Error as exc:
-            raise self._store_error(exc) from exc
-        return load_events(lines)
+        return load_events(await self._call(self._read_events))
 
     def _read_events(self) -> list[str]:
         conn = self._conn()
@@ -350,7 +347,7 @@ class SQLiteSession(Session):
             lines = dump_events(events)
             # Once submitted, the batch is written whole or not at all even if this task is
             # cancelled: the worker records the outcome either way.
-            await asyncio.shield(self._db.run(self._write, events, lines))
+            await self._call(self._write, events, lines, shield=True)
 
     def _write(self, events: Sequence[AgentEvent], lines: list[str]) -> None:
         if self._failed is not None:
@@ -381,11 +378,8 @@ class SQLiteSession(Session):
             self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
             raise self._failed from exc
         except BaseException as exc:
-            error = self._store_error(exc) if isinstance(exc, sqlite3.Error) else exc
-            self._failed = error
-            if error is exc:
-                raise
-            raise error from exc
+            self._failed = exc
+            raise
         self._stored = True
         self._seq = seq + len(events)
         self._folded(events)
@@ -402,7 +396,7 @@ class SQLiteSession(Session):
         if not await super().acquire_lease(owner):
             return False
         try:
-            taken = await self._db.run(self._take_lease, owner)
+            taken = await self._call(self._take_lease, owner)
         except BaseException:
             await super().release_lease(owner)
             raise
@@ -415,11 +409,8 @@ class SQLiteSession(Session):
     def _take_lease(self, owner: str) -> bool:
         now, row_owner = time.time(), _owner(owner)
         mine = row_owner.split(":")[0] + ":%"
-        try:
-            cur = self._conn().execute(
-                _TAKE_LEASE, (self.session_id, row_owner, now + self.lease_ttl, now, mine))
-        except sqlite3.Error as exc:
-            raise self._store_error(exc) from exc
+        cur = self._conn().execute(
+            _TAKE_LEASE, (self.session_id, row_owner, now + self.lease_ttl, now, mine))
         return cur.rowcount == 1
 
     async def _renew(self, owner: str) -> None:
@@ -427,35 +418,29 @@ class SQLiteSession(Session):
         while True:
             await asyncio.sleep(self.lease_ttl / 3)
             try:
-                await self._db.run(self._extend_lease, owner)
+                await self._call(self._extend_lease, owner)
             except (SessionStoreBusy, sqlite3.Error):
                 pass  # try again next time; if the lease lapses, appends still cannot clash
 
     def _extend_lease(self, owner: str) -> None:
-        try:
-            self._conn().execute(
-                "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
-                (time.time() + self.lease_ttl, self.session_id, _owner(owner)))
-        except sqlite3.Error as exc:
-            raise self._store_error(exc) from exc
+        self._conn().execute(
+            "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
+            (time.time() + self.lease_ttl, self.session_id, _owner(owner)))
 
     async def release_lease(self, owner: str) -> None:
         if self._renewal is not None:
             self._renewal.cancel()
             self._renewal = None
         try:
-            await self._db.run(self._drop_lease, owner)
+            await self._call(self._drop_lease, owner)
         except SessionStoreBusy:
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
             await super().release_lease(owner)
 
     def _drop_lease(self, owner: str) -> None:
-        try:
-            self._conn().execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
-                                 (self.session_id, _owner(owner)))
-        except sqlite3.Error as exc:
-            raise self._store_error(exc) from exc
+        self._conn().execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
+                             (self.session_id, _owner(owner)))
 
     # -- children and listing -----------------------------------------------------------------
 
@@ -472,7 +457,7 @@ class SQLiteSession(Session):
         )
 
     async def children(self) -> list[SessionInfo]:
-        return await self._db.run(lambda: _list(self._conn(), self.session_id))
+        return await self._call(lambda: _list(self._conn(), self.session_id))
 
     def open_child(self, info: SessionInfo) -> SQLiteSession:
         child = SQLiteSession(info.session_id, self.path, busy_timeout=self.busy_timeout,
