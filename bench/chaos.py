@@ -50,6 +50,7 @@ from relayrace.testing import FunctionModel, tool_call
 HERE = Path(__file__).resolve()
 COMPLETE, AWAITING = 0, 3  # a worker's exit codes: the run finished; it waits for approval
 MAX_ATTEMPTS = 40
+LEASE_TTL, WAIT = 0.5, 5.0  # seconds
 FOLLOW_UP_RATE = 0.25  # after a kill, how often the user writes again instead of resuming
 
 
@@ -134,18 +135,20 @@ def _team(ledger: Path) -> Agent[Any]:
 
 async def _work(db: Path, ledger: Path, follow_up: bool) -> int:
     team = _team(ledger)
-    session = SQLiteSession("chaos", db)
+    # A killed worker's lease on the session lapses after LEASE_TTL; the next one waits it out.
+    session = SQLiteSession("chaos", db, lease_ttl=LEASE_TTL)
     print("ready", flush=True)
     if follow_up and await session.get_events():
         # The user writes again instead of resuming: what the crash cut short is answered.
-        result = await Runner.run(team, "Any news?", session=session)
+        result = await Runner.run(team, "Any news?", session=session,
+                                  wait_for_session=WAIT)
         return AWAITING if result.pending is not None else COMPLETE
     pending = await PendingRun.from_session(session, entry=team)
     if pending is not None:
         # The person approves each call, except one whose earlier attempt's outcome is unknown
         # and whose effect they find already done (they check, as the note asks).
         done = _effects(ledger)
-        result = await Runner.resume(pending, approvals={
+        result = await Runner.resume(pending, wait_for_session=WAIT, approvals={
             a.call_id: not (a.note and (a.session_id, a.call_id) in done)
             for a in pending.approvals})
     else:
@@ -154,7 +157,7 @@ async def _work(db: Path, ledger: Path, follow_up: bool) -> int:
         if finished and finished[-1].status == "completed":  # type: ignore[attr-defined]
             return COMPLETE
         result = await Runner.run(team, None if events else "Charge me after the work.",
-                                  session=session)
+                                  session=session, wait_for_session=WAIT)
     return AWAITING if result.pending is not None else COMPLETE
 
 

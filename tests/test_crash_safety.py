@@ -22,6 +22,7 @@ from relayrace import (
     Agent,
     RunContext,
     Runner,
+    RunResult,
     ToolResultEvent,
     ToolStartedEvent,
     tool,
@@ -34,6 +35,8 @@ from relayrace.testing import ScriptedModel, tool_call
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
 import crash_team  # noqa: E402
+
+WAIT = 5.0  # seconds a resume waits for the dead process's lease to lapse
 
 
 @pytest.fixture
@@ -50,6 +53,11 @@ def crash(db: Path, plan: str, crash_in: str, text: str = "go") -> None:
     done = subprocess.run([sys.executable, str(FIXTURES / "crash_team.py"), str(db), plan, text],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 137, done.stderr
+
+
+async def resume(plan: str, session: SQLiteSession) -> RunResult:
+    """Continue the session in this process, once the dead process's lease has lapsed."""
+    return await Runner.run(crash_team.team(plan), None, session=session, wait_for_session=WAIT)
 
 
 def effects(ledger: Path) -> list[list[str]]:
@@ -75,7 +83,7 @@ async def test_a_call_that_finished_is_kept_when_a_sibling_dies(tmp_path: Path,
                                 "fast": "fast done"}
     assert {e.tool_call_id for e in on_disk if isinstance(e, ToolStartedEvent)} == {
         "call_fast", "call_slow"}
-    result = await Runner.run(crash_team.team("parallel"), None, session=session)
+    result = await resume("parallel", session)
     assert result.final_output == "all done"
     assert names(ledger) == ["fast", "slow"]  # nothing ran twice
     told = results(await session.get_events())
@@ -89,7 +97,7 @@ async def test_an_idempotent_call_whose_outcome_is_unknown_runs_again_with_its_k
     db = tmp_path / "s.db"
     crash(db, "idempotent", crash_in="slow_idempotent")
     session = SQLiteSession("s", db)
-    result = await Runner.run(crash_team.team("idempotent"), None, session=session)
+    result = await resume("idempotent", session)
     assert result.final_output == "all done"
     runs = [e for e in effects(ledger) if e[3] == "slow_idempotent"]
     assert len(runs) == 2 and runs[0][2] == runs[1][2] != ""  # the same call key both times
@@ -102,7 +110,8 @@ async def test_new_input_after_a_crash_tells_started_from_never_run(tmp_path: Pa
     db = tmp_path / "s.db"
     crash(db, "sequential", crash_in="first")
     session = SQLiteSession("s", db)
-    result = await Runner.run(crash_team.team("sequential"), "any news?", session=session)
+    result = await Runner.run(crash_team.team("sequential"), "any news?", session=session,
+                              wait_for_session=WAIT)
     assert result.final_output == "all done"
     told = results(await session.get_events())
     assert told["first"].startswith("Outcome unknown")  # it ran: never "not executed"
@@ -117,7 +126,7 @@ async def test_a_delegated_child_continues_its_own_log_on_resume(tmp_path: Path,
     crash(db, "delegate", crash_in="summarize")
     session = SQLiteSession("s", db)
     [child_info] = await session.children()
-    result = await Runner.run(crash_team.team("delegate"), None, session=session)
+    result = await resume("delegate", session)
     assert result.final_output == "all done"
     assert names(ledger) == ["fetch", "summarize"]  # the child's finished call did not run again
     assert [c.session_id for c in await session.children()] == [child_info.session_id]
@@ -137,7 +146,8 @@ async def test_an_approved_call_cut_short_is_put_to_the_person_again(tmp_path: P
     team = crash_team.team("approval")
     stale = await PendingRun.from_session(session, entry=team)
     assert stale is not None  # the first stop's request, approved before the crash
-    again = await Runner.resume(stale, approvals={"call_charge": True})
+    again = await Runner.resume(stale, approvals={"call_charge": True},
+                               wait_for_session=WAIT)
     assert names(ledger) == ["charge"]  # that approval was used: it does not run the call again
     assert again.pending is not None
     [asked] = again.pending.approvals

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from relayrace import (
     ToolResultEvent,
     tool,
 )
-from relayrace.events import load_events
+from relayrace.events import dump_events, load_events
 from relayrace.sessions import MemorySession, Session, SQLiteSession
 from relayrace.sessions.base import LogView
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
@@ -407,3 +408,55 @@ async def test_the_view_takes_in_what_was_appended_after_it_was_read(
     fresh = LogView()
     fresh.fold(await session.get_events())
     assert fresh.messages == view.messages  # the same as one built from the whole log
+
+
+# --------------------------------------------------------------------------- ids
+
+
+async def test_session_ids_do_not_repeat_when_the_application_seeds_random(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "ids.db"
+    random.seed(42)
+    alice = SQLiteSession(path=db)
+    alice_child = alice.child(path="root/helper", tool_call_id="c1")
+    random.seed(42)
+    bob = SQLiteSession(path=db)
+    bob_child = alice.child(path="root/helper", tool_call_id="c1")
+    assert alice.session_id != bob.session_id
+    assert alice_child.session_id != bob_child.session_id
+    model = ScriptedModel([text("noted"), text("hello bob")])
+    agent = Agent("root", instructions="x", model=model)
+    await Runner.run(agent, "alice's account number is 1234", session=alice)
+    await Runner.run(agent, "hi, I am bob", session=bob)
+    assert [m.content for m in model.requests[1].messages] == ["hi, I am bob"]
+
+
+async def test_a_database_with_events_of_the_second_schema_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE sessions (session_id TEXT PRIMARY KEY, parent_id TEXT, "
+        "parent_tool_call_id TEXT, path TEXT NOT NULL DEFAULT '', "
+        "child_key TEXT NOT NULL DEFAULT '', created_at REAL NOT NULL);"
+        "CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, time REAL NOT NULL, data TEXT NOT NULL);"
+        "CREATE INDEX events_session ON events(session_id, id);"
+        "INSERT INTO sessions VALUES ('a', NULL, NULL, '', '', 1.0);"
+        "INSERT INTO sessions VALUES ('b', NULL, NULL, '', '', 1.0);"
+        "PRAGMA user_version = 2;"
+    )
+    for sid, content in [("a", "a1"), ("b", "b1"), ("a", "a2")]:  # interleaved sessions
+        event = MessageEvent(agent="root", path="root", message=Message.user(content))
+        old.execute("INSERT INTO events (session_id, kind, time, data) VALUES (?, ?, ?, ?)",
+                    (sid, "message", event.time, dump_events([event])[0]))
+    old.commit()
+    old.close()
+    session = SQLiteSession("a", path)
+    model = ScriptedModel([text("a answered")])
+    await Runner.run(Agent("root", instructions="x", model=model), "a3", session=session)
+    assert [m.content for m in model.requests[0].messages] == ["a1", "a2", "a3"]
+    assert [m.content for m in messages_of(await SQLiteSession("a", path).get_events())] == [
+        "a1", "a2", "a3", "a answered"]
+    assert [m.content for m in messages_of(await SQLiteSession("b", path).get_events())] == [
+        "b1"]

@@ -14,7 +14,11 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     ├── HandoffError                  control cannot move between agents as asked
     │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
     │   └── HandoffLoopError          agents pass control back and forth without doing work
-    └── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
+    ├── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
+    └── SessionError              a session's store refused a run or a write (``retryable``)
+        ├── SessionInUseError     another run holds the session's lease
+        ├── SessionConflictError  another writer appended since this one last read the log
+        └── SessionStoreBusy      the store stayed locked longer than its busy timeout
 
 Mistakes the *model* makes (bad tool arguments, unknown tools or agents, forbidden transfers,
 a crashing tool) are not errors: the model is told in a tool result and the run goes on.
@@ -35,6 +39,10 @@ __all__ = [
     "ModelProviderError",
     "RelayraceError",
     "RunTimeout",
+    "SessionConflictError",
+    "SessionError",
+    "SessionInUseError",
+    "SessionStoreBusy",
     "UsageLimitExceeded",
     "UserError",
 ]
@@ -141,3 +149,58 @@ class GuardrailTripwireTriggered(RelayraceError):
     def __init__(self, guardrail: str, message: str) -> None:
         self.guardrail = guardrail
         super().__init__(f"Guardrail {guardrail!r} tripped: {message}")
+
+
+class SessionError(RelayraceError):
+    """A session's store refused a run or a write; nothing of the refused write was stored.
+
+    ``retryable`` says whether the same call can succeed later as it is: the session's log
+    is intact and a later run on it continues from what it holds.
+    """
+
+    retryable = True
+
+    def __init__(self, session_id: str, message: str) -> None:
+        self.session_id = session_id
+        """The session concerned."""
+        super().__init__(message)
+
+
+class SessionInUseError(SessionError):
+    """Another run holds the session's lease: one run writes to a session at a time."""
+
+    def __init__(self, session_id: str, *, waited: float | None = None) -> None:
+        self.waited = waited
+        """How long the run waited for the lease (``None``: it did not wait)."""
+        how = (f"it stayed busy for the {waited:g} s this run waited" if waited
+               else "this run did not wait")
+        super().__init__(session_id, (
+            f"Session {session_id!r} has a run in progress ({how}). Let that run end first, or "
+            "queue this one with Runner.run(..., wait_for_session=SECONDS)."))
+
+
+class SessionConflictError(SessionError):
+    """Another writer appended to the session since this session object last read its log."""
+
+    def __init__(self, session_id: str, *, expected: int, found: int) -> None:
+        self.expected = expected
+        """How many events this writer expected the log to hold before its batch."""
+        self.found = found
+        """How many it held."""
+        super().__init__(session_id, (
+            f"Session {session_id!r} was appended to by another writer: this one expected "
+            f"{expected} events before its batch, the log holds {found}. Nothing of the batch "
+            "was written. Run again on the session (a new run reads the log afresh), and let "
+            "one run at a time write to a session (Runner holds a lease for that)."))
+
+
+class SessionStoreBusy(SessionError):
+    """The session's store stayed locked by another writer longer than its busy timeout."""
+
+    def __init__(self, session_id: str, *, timeout: float, store: str) -> None:
+        self.timeout = timeout
+        """The busy timeout that ran out, in seconds."""
+        super().__init__(session_id, (
+            f"Session {session_id!r}: {store} stayed locked by another writer for the "
+            f"{timeout:g} s busy timeout. Nothing of this write was stored; run again on the "
+            "session later, or raise the store's busy_timeout."))

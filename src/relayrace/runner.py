@@ -108,6 +108,7 @@ class Runner:
         start_agent: Agent[Any] | str | None = None,
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         """Run ``agent``'s team on ``input`` and return the result.
 
@@ -117,9 +118,14 @@ class Runner:
         On a ``Team``, ``start_agent`` is the member its run starts with, under its rules.
         ``input=None`` resumes an interrupted run from the log, with the agent it stopped
         with. ``model`` overrides every agent's model.
+
+        One run writes to a session at a time: the run holds the session's lease, and a run
+        started meanwhile raises `SessionInUseError`, or first waits up to
+        ``wait_for_session`` seconds for the lease.
         """
         return await cls._run(agent, input, session, context, max_turns, max_handoffs,
-                              start_agent, model, usage_limits, None)
+                              start_agent, model, usage_limits, None,
+                              wait_for_session=wait_for_session)
 
     @classmethod
     async def _run(
@@ -136,6 +142,7 @@ class Runner:
         emit: Any,
         approvals: dict[str, bool] | None = None,
         given_for: Sequence[PendingApproval] | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -159,7 +166,8 @@ class Runner:
         else:
             start = agent if agent.parent is not None and input is not None else None
         try:
-            final, last, reason = await loop.run(input, start_agent=start)
+            async with session.lease(wait=wait_for_session):  # children are written through it
+                final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:
             pending = PendingRun(session_id=session.session_id, agent=agent.name,
                                  approvals=stop.approvals, entry=agent, session=session,
@@ -183,6 +191,7 @@ class Runner:
         max_handoffs: int | None = None,
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
+        wait_for_session: float | None = None,
     ) -> RunResult:
         """Continue a run that stopped for approvals.
 
@@ -190,7 +199,8 @@ class Runner:
         rejected). Calls left out stay pending, and the run stops for them again. A decision
         holds once, for the request ``pending`` lists (its session, call id, tool and
         arguments): a later call, even with the same id, asks again, and a request the
-        session was resumed past since cannot be decided on any more.
+        session was resumed past since cannot be decided on any more. ``wait_for_session`` is
+        as for ``Runner.run``.
         """
         if pending.entry is None or pending.session is None:
             raise UserError("This pending run is not bound to an agent and a session; load it "
@@ -204,7 +214,7 @@ class Runner:
             max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
-            approvals=approvals, given_for=pending.approvals,
+            approvals=approvals, given_for=pending.approvals, wait_for_session=wait_for_session,
         )
 
     @classmethod
@@ -233,7 +243,7 @@ class Runner:
 
 
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
-                   "usage_limits", "approvals")
+                   "usage_limits", "approvals", "wait_for_session")
 
 
 class RunStream:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import random
+import asyncio
+import math
+import secrets
+import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Hashable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from ..events import (
@@ -17,17 +22,25 @@ from ..events import (
     ToolStartedEvent,
     dump_events,
 )
+from ..exceptions import SessionInUseError, UserError
 from ..messages import Message
 
 __all__ = ["LogView", "Session", "SessionInfo", "new_session_id"]
 
 
-_random_bits = random.getrandbits  # reseeded in forked children; ids need no secrecy
-
-
 def new_session_id() -> str:
-    """A fresh random session id (16 hex digits)."""
-    return _random_bits(64).to_bytes(8).hex()
+    """A fresh session id (16 hex digits) from the OS's cryptographic source.
+
+    Never from ``random``: an application that seeds it would give two users the same id, and
+    one user's run the other's history.
+    """
+    return secrets.token_hex(8)
+
+
+# The write leases held in this process: a log's lease key -> the owner holding it. A lock,
+# not an asyncio primitive: runs on the same log may live in different threads' event loops.
+_leases: dict[Hashable, str] = {}
+_leases_lock = threading.Lock()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -60,7 +73,8 @@ class LogView:
     them in the order of their calls, as the run that made them did.
     """
 
-    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "started")
+    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "size",
+                 "started")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -75,6 +89,8 @@ class LogView:
         """Calls of the last turn that started and have no result yet, by call id."""
         self.asked: set[str] = set()
         """Of ``started``, the calls a person was asked to approve again after they started."""
+        self.size = 0
+        """How many events have been folded in (a store compares it with its own count)."""
         # The last turn's calls: their positions, and where its results begin in messages.
         self._order: tuple[dict[str, int], int] | None = None
 
@@ -110,6 +126,7 @@ class LogView:
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
             elif kind is RunStartedEvent and e.agent != self.active:
                 self.active, self.handoff = e.agent, None
+        self.size += len(events)
 
     def _place(self, result: Message) -> None:
         """Add a tool result after the results of the calls made before its own."""
@@ -194,6 +211,56 @@ class Session(ABC):
     @abstractmethod
     def open_child(self, info: SessionInfo) -> Session:
         """The child session ``info`` describes (one of ``children()``)."""
+
+    # -- one writer at a time ------------------------------------------------------------------
+
+    lease_poll: float = 0.05
+    """How often a run waiting for the lease (``wait_for_session``) tries again, in seconds."""
+
+    def _lease_key(self) -> Hashable:
+        """What names this log among the process's leases: by default the object itself."""
+        return self
+
+    async def acquire_lease(self, owner: str) -> bool:
+        """Take the session's write lease for ``owner``; ``False`` if another owner holds it.
+
+        The default lease lives in this process, on this session object. A store whose log is
+        shared by other objects or processes extends it (`SQLiteSession` keeps a lease row).
+        """
+        with _leases_lock:
+            return _leases.setdefault(self._lease_key(), owner) == owner
+
+    async def release_lease(self, owner: str) -> None:
+        """Give up ``owner``'s lease (nothing happens if ``owner`` does not hold it)."""
+        key = self._lease_key()
+        with _leases_lock:
+            if _leases.get(key) == owner:
+                del _leases[key]
+
+    @asynccontextmanager
+    async def lease(self, *, wait: float | None = None) -> AsyncIterator[str]:
+        """Hold the session's write lease while the block runs; yields the owner id.
+
+        ``Runner`` holds it for each run on the top-level session (its delegated children's
+        sessions are written only through it). Another holder means `SessionInUseError`, at
+        once or, with ``wait`` seconds, once they have passed without the lease coming free.
+        """
+        if wait is not None and not 0 <= wait < math.inf:
+            raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to "
+                            f"wait; got {wait!r}.")
+        owner = secrets.token_hex(8)
+        deadline = time.monotonic() + (wait or 0.0)
+        while not await self.acquire_lease(owner):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionInUseError(self.session_id, waited=wait)
+            await asyncio.sleep(min(self.lease_poll, left))
+        try:
+            yield owner
+        finally:
+            # Not shielded: the process's own hold is dropped without suspending, so even a
+            # second cancellation cannot keep it; a store's shared record lapses otherwise.
+            await self.release_lease(owner)
 
     async def export_jsonl(self) -> str:
         """The whole log as JSON lines."""

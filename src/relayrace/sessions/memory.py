@@ -6,13 +6,19 @@ import time
 from collections.abc import Sequence
 
 from ..events import AgentEvent
-from .base import Session, SessionInfo, new_session_id
+from ..exceptions import SessionConflictError
+from .base import LogView, Session, SessionInfo, new_session_id
 
 __all__ = ["MemorySession"]
 
 
 class MemorySession(Session):
-    """A session in memory: fast, and gone with the process."""
+    """A session in memory: fast, and gone with the process.
+
+    An append extends the log as this object last saw it (its last ``view()`` or its own last
+    append): if ``events`` was changed behind its back, the append is refused with
+    `SessionConflictError` rather than built on a log it has not read.
+    """
 
     durable = False
 
@@ -22,12 +28,23 @@ class MemorySession(Session):
         self.info = info or SessionInfo(session_id=self.session_id, created_at=now, updated_at=now)
         self.events: list[AgentEvent] = []
         self.child_sessions: list[MemorySession] = []
+        self._seen = 0  # the log's length as this object last saw it
 
     async def get_events(self) -> list[AgentEvent]:
         return list(self.events)
 
+    async def view(self) -> LogView:
+        if len(self.events) != self._seen:  # changed behind this object's back: read afresh
+            self._view = None
+            self._seen = len(self.events)
+        return await super().view()
+
     async def append(self, events: Sequence[AgentEvent]) -> None:
+        if len(self.events) != self._seen:
+            raise SessionConflictError(self.session_id, expected=self._seen,
+                                       found=len(self.events))
         self.events.extend(events)
+        self._seen = len(self.events)
         self.info.event_count = len(self.events)
         self._folded(events)
 

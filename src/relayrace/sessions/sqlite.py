@@ -1,29 +1,46 @@
 """`SQLiteSession`: sessions in one SQLite file, the embedded default of the CLI.
 
 The database runs in WAL mode and every ``append`` is one transaction, so a process that dies
-between turns loses nothing. Calls are made inline on the event loop: each is a short local
-transaction, far cheaper than a hop to a worker thread. One connection per file is shared by
-all sessions of a process, so concurrent runs of different sessions are safe.
+between turns loses nothing. Each file has one connection and one worker thread of its own,
+shared by every session of the process on that file: the event loop never waits on the disk
+or on another process's lock, and the file's writes are serialized. A writer waits at most
+``busy_timeout`` for another process's lock, then gets `SessionStoreBusy` with nothing written.
+
+Events carry their position in the log (``seq``, unique per session): an append extends the
+log as its session object last saw it, or is refused with `SessionConflictError`. A run holds
+the session's lease (a row with an owner and an expiry, renewed while the run lives), so a
+second run, in this process or another, is refused or waits; a crashed holder's lease lapses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..events import AgentEvent, dump_events, load_events
+from ..exceptions import SessionConflictError, SessionStoreBusy
 from .base import LogView, Session, SessionInfo, new_session_id
 
 __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
 
 DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
 
-_SCHEMA = """
+T = TypeVar("T")
+
+_BUSY_TIMEOUT = 5.0
+_Job = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+_TABLES = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     parent_id TEXT,
@@ -36,62 +53,138 @@ CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    seq INTEGER NOT NULL,
     kind TEXT NOT NULL,
     time REAL NOT NULL,
     data TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_session ON events(session_id, id);
+CREATE TABLE IF NOT EXISTS leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
 """
+# After the migration: an older file's events have no seq until it has run.
+_INDEXES = "CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(session_id, seq);"
 
-
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 # Columns later schema versions added to tables of older files.
 _ADDED_COLUMNS = (
     ("sessions", "child_key", "TEXT NOT NULL DEFAULT ''"),
     ("events", "time", "REAL NOT NULL DEFAULT 0"),
+    ("events", "seq", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
-class _Database:
-    """One connection to one file, shared by every session of the process."""
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is SQLite giving up on another connection's lock."""
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
-    _open: ClassVar[dict[str, _Database]] = {}
+
+def _work(jobs: queue.SimpleQueue[_Job | None], box: list[sqlite3.Connection]) -> None:
+    """A file's worker thread: run its jobs in order; close the connection at the end."""
+    while (job := jobs.get()) is not None:
+        future, fn, args = job
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to whoever waits for the job
+                future.set_exception(exc)
+        del job, future, fn, args  # hold nothing (and so no session) between jobs
+    for conn in box:
+        conn.close()
+
+
+class _Database:
+    """One file: its connection, used only by its worker thread, shared by the process.
+
+    The object lives while a session on the file does; then the connection closes and the
+    thread ends.
+    """
+
+    _open: ClassVar[weakref.WeakValueDictionary[str, _Database]] = (
+        weakref.WeakValueDictionary())
     _open_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, path: str) -> None:
-        self.lock = threading.Lock()
-        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(_SCHEMA)
-        self._migrate()
-
-    def _migrate(self) -> None:
-        """Bring a file written by an earlier relayrace to the current schema, in place."""
-        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
-        if version >= _SCHEMA_VERSION:
-            return
-        for table, column, declaration in _ADDED_COLUMNS:
-            names = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
-            if column not in names:
-                self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-        self.conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        self.path = path
+        self._box: list[sqlite3.Connection] = []  # opened by the worker on first use
+        self._timeout = -1.0
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        # Daemon: a process may exit with sessions alive; SQLite survives an exit mid-write.
+        threading.Thread(target=_work, args=(self._jobs, self._box), daemon=True,
+                         name=f"relayrace-sqlite {path}").start()
+        # SimpleQueue.put is safe to call from a finalizer, which may run inside any code.
+        weakref.finalize(self, self._jobs.put, None)
 
     @classmethod
     def get(cls, path: str | os.PathLike[str]) -> _Database:
-        raw = os.fspath(path)
-        db = cls._open.get(raw)  # the common case: a path already opened, as it was written
-        if db is not None:
-            return db
-        file = Path(raw)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        key = str(file.resolve())
+        """The file's database object (no I/O: the worker opens the file when first used)."""
+        key = os.path.abspath(os.fspath(path))
         with cls._open_lock:
             db = cls._open.get(key)
             if db is None:
                 db = cls._open[key] = _Database(key)
-            cls._open[raw] = db
             return db
+
+    def conn(self, busy_timeout: float) -> sqlite3.Connection:
+        """The connection, waiting up to ``busy_timeout`` s for locks (worker thread only)."""
+        if not self._box:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_TABLES)
+                self._migrate(conn)
+                conn.executescript(_INDEXES)
+            except BaseException:
+                conn.close()
+                raise
+            self._box.append(conn)
+            self._timeout = busy_timeout
+        conn = self._box[0]
+        if busy_timeout != self._timeout:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._timeout = busy_timeout
+        return conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Bring a file written by an earlier relayrace to the current schema, in place."""
+        if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")  # another process may be migrating the file too
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+                for table, column, declaration in _ADDED_COLUMNS:
+                    names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in names:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                # Number each session's events in the order they were written.
+                conn.execute("UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER "
+                             "(PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n "
+                             "WHERE events.id = n.id")
+                conn.execute("DROP INDEX IF EXISTS events_session")  # events_seq replaces it
+                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Queue ``fn(*args)`` for the file's thread."""
+        future: Future[T] = Future()
+        self._jobs.put((future, fn, args))
+        return future
+
+    def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` in the file's thread, to await; the loop goes on meanwhile."""
+        return asyncio.wrap_future(self.submit(fn, *args))
+
+    def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the file's thread, waiting for it (for code without a loop)."""
+        return self.submit(fn, *args).result()
 
 
 def _info(
@@ -114,10 +207,41 @@ _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created
 _SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM events e WHERE e.session_id = "
            "s.session_id), (SELECT COUNT(*) FROM events e WHERE e.session_id = s.session_id) "
            "FROM sessions s")
+_LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
+_INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
+# Take the lease if it is free, its holder let it lapse, or this process left it (its own
+# lease is free here, so the row outlived a release that found the file locked).
+_TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?, ?) "
+               "ON CONFLICT(session_id) DO UPDATE SET owner = excluded.owner, "
+               "expires_at = excluded.expires_at "
+               "WHERE leases.expires_at <= ? OR leases.owner LIKE ?")
+
+_process: tuple[int, str] = (0, "")
+
+
+def _owner(owner: str) -> str:
+    """``owner`` as written in the lease row: prefixed with this process's own tag."""
+    global _process
+    if _process[0] != os.getpid():  # a new process, or a fork: it holds none of the leases
+        _process = (os.getpid(), secrets.token_hex(6))
+    return f"{_process[1]}:{owner}"
+
+
+def _list(conn: sqlite3.Connection, parent_id: str | None) -> list[SessionInfo]:
+    where = "parent_id IS NULL" if parent_id is None else "parent_id = ?"
+    args: tuple[str, ...] = () if parent_id is None else (parent_id,)
+    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY created_at", args).fetchall()
+    return [_info(r) for r in rows]
 
 
 class SQLiteSession(Session):
-    """A session stored in the SQLite file at ``path`` (created if needed)."""
+    """A session stored in the SQLite file at ``path`` (created when first used).
+
+    ``busy_timeout`` bounds how long a write waits for another process's lock (then
+    `SessionStoreBusy`); ``lease_ttl`` is how long a run's lease outlives its last renewal,
+    so a crashed process's run stops holding the session after that long. Creating the
+    object does no I/O: the session's row is written with its first events.
+    """
 
     def __init__(
         self,
@@ -128,65 +252,197 @@ class SQLiteSession(Session):
         parent_tool_call_id: str | None = None,
         agent_path: str = "",
         child_key: str = "",
+        busy_timeout: float = _BUSY_TIMEOUT,
+        lease_ttl: float = 30.0,
     ) -> None:
         self.session_id = session_id or new_session_id()
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        """Seconds a write waits for another connection's lock before `SessionStoreBusy`."""
+        self.lease_ttl = lease_ttl
+        """Seconds a run's lease lasts past its last renewal (renewed every third of it)."""
         self._db = _Database.get(self.path)
         now = time.time()
-        with self._db.lock:
-            self._db.conn.execute(
-                f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                (self.session_id, parent_id, parent_tool_call_id, agent_path, child_key, now),
-            )
-            row = self._db.conn.execute(
-                f"{_SELECT} WHERE session_id = ?", (self.session_id,)
-            ).fetchone()
-        self.info = _info(row)
-        self._seen_count = self.info.event_count
+        self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
+                                parent_tool_call_id=parent_tool_call_id, path=agent_path,
+                                key=child_key, created_at=now, updated_at=now)
+        self._stored = False  # whether the file is known to hold the session's row
+        # The worker thread alone changes these two: what this object last saw of the log
+        # (None: nothing yet, so an append goes at the end), and the error that stopped a
+        # batch (later batches may build on it, so they are refused until the log is read).
+        self._seq: int | None = None
+        self._failed: BaseException | None = None
+        self._renewal: asyncio.Task[None] | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        return self._db.conn(self.busy_timeout)
+
+    async def _call(self, fn: Callable[..., T], *args: Any, shield: bool = False) -> T:
+        """``fn(*args)`` in the file's thread (with ``shield``, to its end even if this task is
+        cancelled); SQLite giving up on another writer's lock becomes `SessionStoreBusy`."""
+        future = self._db.run(fn, *args)
+        try:
+            return await (asyncio.shield(future) if shield else future)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
+                                   store=f"the SQLite file {self.path}") from exc
+
+    def _load_info(self, conn: sqlite3.Connection) -> None:
+        row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
+        if row is not None:
+            self.info = _info(row)
+            self._stored = True
+
+    # -- reading ------------------------------------------------------------------------------
 
     async def view(self) -> LogView:
-        """The cached view, refreshed if another process or object appended meanwhile."""
-        with self._db.lock:
-            (count,) = self._db.conn.execute(
-                "SELECT COUNT(*) FROM events WHERE session_id = ?", (self.session_id,)
-            ).fetchone()
-        if self._view is not None and count != self._seen_count:
-            self._view = None  # someone else wrote to this session: rebuild from the file
-        self._seen_count = count
-        return await super().view()
+        """The cached view, with what other objects or processes appended since folded in."""
+        return await self._call(self._sync_view)
+
+    def _sync_view(self) -> LogView:
+        conn = self._conn()
+        view = self._view
+        if view is None or self._seq is None:
+            view, seen = LogView(), 0
+            self._load_info(conn)
+        else:
+            for batch in self._unfolded or ():
+                view.fold(batch)
+            seen = self._seq
+        self._unfolded = None
+        rows = conn.execute("SELECT data FROM events WHERE session_id = ? AND seq > ? "
+                            "ORDER BY seq", (self.session_id, seen)).fetchall()
+        view.fold(load_events([r[0] for r in rows]))
+        self._view, self._seq, self._failed = view, view.size, None
+        self.info.event_count = view.size
+        return view
 
     async def get_events(self) -> list[AgentEvent]:
-        with self._db.lock:
-            rows = self._db.conn.execute(
-                "SELECT data FROM events WHERE session_id = ? ORDER BY id", (self.session_id,)
-            ).fetchall()
-        return load_events([r[0] for r in rows])
+        return load_events(await self._call(self._read_events))
+
+    def _read_events(self) -> list[str]:
+        conn = self._conn()
+        conn.execute("BEGIN")  # the info and the events from one snapshot
+        try:
+            self._load_info(conn)
+            rows = conn.execute("SELECT data FROM events WHERE session_id = ? ORDER BY seq",
+                                (self.session_id,)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return [r[0] for r in rows]
+
+    # -- writing ------------------------------------------------------------------------------
 
     async def append(self, events: Sequence[AgentEvent]) -> None:
-        if not events:
-            return
-        lines = dump_events(events)
-        sid = self.session_id
-        rows = [(sid, e.kind, e.time, line)  # type: ignore[attr-defined]
-                for e, line in zip(events, lines, strict=True)]
-        with self._db.lock:
-            conn = self._db.conn
-            if len(rows) == 1:  # one statement is its own transaction
-                conn.execute("INSERT INTO events (session_id, kind, time, data) "
-                             "VALUES (?, ?, ?, ?)", rows[0])
-            else:
-                conn.execute("BEGIN")
-                try:
-                    conn.executemany("INSERT INTO events (session_id, kind, time, data) "
-                                     "VALUES (?, ?, ?, ?)", rows)
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+        """Append ``events`` in one transaction, right after the events this object last saw.
+
+        Raises `SessionConflictError` if another writer appended meanwhile, `SessionStoreBusy`
+        if another process kept the file locked past ``busy_timeout``; nothing is written then,
+        and later appends of this object are refused until it reads the log again (a run's
+        start does), since they may build on this batch.
+        """
+        if events:
+            lines = dump_events(events)
+            # Once submitted, the batch is written whole or not at all even if this task is
+            # cancelled: the worker records the outcome either way.
+            await self._call(self._write, events, lines, shield=True)
+
+    def _write(self, events: Sequence[AgentEvent], lines: list[str]) -> None:
+        if self._failed is not None:
+            raise self._failed
+        sid, seq = self.session_id, self._seq
+        try:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")  # waits for other writers here, not mid-batch
+            try:
+                if not self._stored:
+                    info = self.info
+                    conn.execute(
+                        f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
+                         info.created_at))
+                if seq is None:  # nothing read or written yet: append at the end
+                    seq = conn.execute(_LAST, (sid,)).fetchone()[0]
+                conn.executemany(_INSERT, [
+                    (sid, seq + i, e.kind, e.time, line)  # type: ignore[attr-defined]
+                    for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)])
                 conn.execute("COMMIT")
-        self.info.updated_at = events[-1].time
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.IntegrityError as exc:  # another writer holds these positions
+            found = conn.execute(_LAST, (sid,)).fetchone()[0]
+            self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
+            raise self._failed from exc
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._stored = True
+        self._seq = seq + len(events)
         self._folded(events)
-        self._seen_count += len(events)
-        self.info.event_count += len(rows)
+        self.info.updated_at = events[-1].time
+        self.info.event_count = self._seq
+
+    # -- the lease ----------------------------------------------------------------------------
+
+    def _lease_key(self) -> Hashable:
+        return ("sqlite", self._db.path, self.session_id)
+
+    async def acquire_lease(self, owner: str) -> bool:
+        """Take the lease in this process, then the file's lease row (kept alive meanwhile)."""
+        if not await super().acquire_lease(owner):
+            return False
+        try:
+            taken = await self._call(self._take_lease, owner)
+        except BaseException:
+            await super().release_lease(owner)
+            raise
+        if not taken:
+            await super().release_lease(owner)
+            return False
+        self._renewal = asyncio.create_task(self._renew(owner))
+        return True
+
+    def _take_lease(self, owner: str) -> bool:
+        now, row_owner = time.time(), _owner(owner)
+        mine = row_owner.split(":")[0] + ":%"
+        cur = self._conn().execute(
+            _TAKE_LEASE, (self.session_id, row_owner, now + self.lease_ttl, now, mine))
+        return cur.rowcount == 1
+
+    async def _renew(self, owner: str) -> None:
+        """Keep ``owner``'s lease from lapsing while its run lives."""
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                await self._call(self._extend_lease, owner)
+            except (SessionStoreBusy, sqlite3.Error):
+                pass  # try again next time; if the lease lapses, appends still cannot clash
+
+    def _extend_lease(self, owner: str) -> None:
+        self._conn().execute(
+            "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
+            (time.time() + self.lease_ttl, self.session_id, _owner(owner)))
+
+    async def release_lease(self, owner: str) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        try:
+            await self._call(self._drop_lease, owner)
+        except SessionStoreBusy:
+            pass  # the row lapses after lease_ttl; the run's outcome stands
+        finally:
+            await super().release_lease(owner)
+
+    def _drop_lease(self, owner: str) -> None:
+        self._conn().execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
+                             (self.session_id, _owner(owner)))
+
+    # -- children and listing -----------------------------------------------------------------
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> SQLiteSession:
         return SQLiteSession(
@@ -196,32 +452,34 @@ class SQLiteSession(Session):
             parent_tool_call_id=tool_call_id,
             agent_path=path,
             child_key=key,
+            busy_timeout=self.busy_timeout,
+            lease_ttl=self.lease_ttl,
         )
 
     async def children(self) -> list[SessionInfo]:
-        return self.list_sessions(self.path, parent_id=self.session_id)
+        return await self._call(lambda: _list(self._conn(), self.session_id))
 
     def open_child(self, info: SessionInfo) -> SQLiteSession:
-        return SQLiteSession(info.session_id, self.path)
+        child = SQLiteSession(info.session_id, self.path, busy_timeout=self.busy_timeout,
+                              lease_ttl=self.lease_ttl)
+        child.info, child._stored = info, True
+        return child
 
     @staticmethod
     def list_sessions(
         path: str | os.PathLike[str] = DEFAULT_DB_PATH, *, parent_id: str | None = None
     ) -> list[SessionInfo]:
-        """Sessions in the file at ``path``: top-level ones, or the children of ``parent_id``."""
+        """Sessions in the file at ``path``: top-level ones, or the children of ``parent_id``.
+
+        Blocking: for code without an event loop, such as the CLI.
+        """
         db = _Database.get(path)
-        where = "parent_id IS NULL" if parent_id is None else "parent_id = ?"
-        args: tuple[str, ...] = () if parent_id is None else (parent_id,)
-        with db.lock:
-            rows = db.conn.execute(f"{_SELECT} WHERE {where} ORDER BY created_at", args).fetchall()
-        return [_info(r) for r in rows]
+        return db.run_sync(lambda: _list(db.conn(_BUSY_TIMEOUT), parent_id))
 
     @staticmethod
     def exists(session_id: str, path: str | os.PathLike[str] = DEFAULT_DB_PATH) -> bool:
-        """Whether the file at ``path`` holds a session ``session_id``."""
+        """Whether the file at ``path`` holds a session ``session_id`` (blocking, as above)."""
         db = _Database.get(path)
-        with db.lock:
-            row = db.conn.execute(
-                "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+        row = db.run_sync(lambda: db.conn(_BUSY_TIMEOUT).execute(
+            "SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone())
         return row is not None
