@@ -67,9 +67,9 @@ async def test_request_and_context_builders_match_the_constructors() -> None:
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())
     usage = loop.state.budget.usage
     assert usage == RunUsage()
-    fast = new_context({"k": 1}, agent, "a", loop.session, usage, "c1", msgs, 2, None, loop,
+    fast = new_context({"k": 1}, agent, "a", loop.log.session, usage, "c1", msgs, 2, None, loop,
                        "s:3:c1")
-    assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.session,
+    assert fast == RunContext(context={"k": 1}, agent=agent, path="a", session=loop.log.session,
                               usage=usage, tool_call_id="c1", messages=msgs, depth=2,
                               span=None, children=loop, call_key="s:3:c1")
 

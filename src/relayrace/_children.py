@@ -41,16 +41,16 @@ async def run_child(
     if too_deep is not None:
         return _refused(agent, path, too_deep)
     if key is None:  # children of one tool call are numbered, so a resume finds each again
-        n = loop.child_counts.get(ctx.tool_call_id, 0)
-        loop.child_counts[ctx.tool_call_id] = n + 1
+        n = loop.calls.child_counts.get(ctx.tool_call_id, 0)
+        loop.calls.child_counts[ctx.tool_call_id] = n + 1
         key = str(n)
     # Which batch made the call, too: a model may reuse a call id in a later turn.
-    key = f"{loop.batch_at}:{key}"
+    key = f"{loop.calls.batch_at}:{key}"
     child_input: list[Message] | None = [*options.history, Message.user(task)]
     session: Session | None = None
-    if state.approvals or ctx.tool_call_id in loop.resumed:
+    if state.approvals or ctx.tool_call_id in loop.calls.resumed:
         # The call ran before this process: continue its child, or reuse what it returned.
-        session, finished = await _earlier_child(loop.session, ctx.tool_call_id, key)
+        session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key)
         if finished is not None:
             return finished
         if session is not None and (await session.view()).messages:
@@ -59,7 +59,7 @@ async def run_child(
         refused = state.budget.start_child()
         if refused is not None:
             return _refused(agent, path, refused)
-    child_session = session or loop.session.child(path=path, tool_call_id=ctx.tool_call_id,
+    child_session = session or loop.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
     instructions_suffix = (report_instructions(options.audience, options.report_template)
                            if report else "")
@@ -68,7 +68,7 @@ async def run_child(
     child = type(loop)(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
                       max_turns=options.max_turns, depth=ctx.depth + 1,
                       instructions_suffix=instructions_suffix, variables=options.variables)
-    used = child.local
+    used = child.place.local
     assert used is not None  # a delegated loop counts what it uses
     result = ChildResult(agent=agent.name, path=path, ok=False,
                          session_id=child_session.session_id, usage=used)
@@ -80,8 +80,8 @@ async def run_child(
             async with deadline:
                 final = (await child.run(child_input))[0]
     except Interrupted:
-        if loop.local is not None:
-            loop.local.add(used)
+        if loop.place.local is not None:
+            loop.place.local.add(used)
         raise  # the approval request surfaces on the outer run
     except Exception as exc:  # the parent's model is told; the child's log has the details
         result.error = (f"timed out after {timeout:g} s"
@@ -92,10 +92,10 @@ async def run_child(
         result.output = final
         if report:
             result.report = parse_report(final)
-            result.report.merge_sources(used_sources(child.new_events))
-    if loop.local is not None:  # the top-level loop's usage is the run's total
-        loop.local.add(used)
-    loop.add(DelegationEvent(
+            result.report.merge_sources(used_sources(child.log.new_events))
+    if loop.place.local is not None:  # the top-level loop's usage is the run's total
+        loop.place.local.add(used)
+    loop.log.add(DelegationEvent(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
         child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,

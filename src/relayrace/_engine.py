@@ -8,12 +8,22 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._children import run_child
 from ._guarding import GuardedStream, guard_finish, guard_text, input_block
+from ._loopstate import (
+    DEFAULT_MAX_TURNS,
+    Calls,
+    Control,
+    EventLog,
+    Place,
+    Scope,
+    Transfers,
+    Views,
+)
 from ._state import (
     FINISH_TASK,
     RunState,
@@ -27,13 +37,11 @@ from .approvals import Interrupted
 from .context import RunContext, new_context
 from .delegation import ChildOptions, ChildResult
 from .events import (
-    AgentEvent,
     ApprovalRequestedEvent,
     HandoffEvent,
     RunFinishedEvent,
     TextDeltaEvent,
     ToolResultEvent,
-    ToolStartedEvent,
     new_handoff_event,
     new_message_event,
     new_run_finished_event,
@@ -59,29 +67,18 @@ from .models.interface import (
 from .routing import Finish, Handoff
 from .sessions.base import Session
 from .tracing import Span
-from .usage import Usage
 from .workflows import SpeakerTurn
 
 if TYPE_CHECKING:
     from .workflows import Composite
 
 _new = object.__new__
-DEFAULT_MAX_TURNS = 25
 
 
 class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
-    __slots__ = (
-        "_agent_turns", "_checked", "_filter", "_held", "_paths", "_redact", "_resumed_filter",
-        "_returns", "_written", "add", "asked", "batch_at",
-        "blocked", "called", "child_counts", "depth", "entry", "finish_task", "finished",
-        "handoff_count", "handoff_error", "handoff_note", "hops", "local", "logged",
-        "max_handoffs", "max_turns", "new_events", "parent_span", "prefix", "refuse_handoffs",
-        "resumed", "resuming", "running", "session", "start_member", "state", "suffix",
-        "swarm_limit", "team_input", "team_mode", "team_output", "transcript", "turns",
-        "unknown", "variables", "view",
-    )
+    __slots__ = ("calls", "control", "log", "place", "scope", "state", "transfers", "views")
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -90,114 +87,65 @@ class AgentLoop:
         variables: dict[str, Any] | None = None,
     ) -> None:
         self.state = state
-        self.entry = entry
-        self.session = session
-        self.prefix = path_prefix
-        self.parent_span = parent_span
-        self.max_turns = max_turns or entry.max_turns or DEFAULT_MAX_TURNS
-        self.swarm_limit = entry.pattern == "swarm"
-        self.max_handoffs = entry.max_handoffs if self.swarm_limit else max_handoffs
-        self.depth = depth
-        self.suffix = instructions_suffix
-        self.variables = variables
-        self.transcript: list[Message] = []
-        self.view: list[Message] = self.transcript  # what the active agent's model sees
-        self.new_events: list[AgentEvent] = []
-        # Record an event: for the next session batch, the result and the stream. Unless the
-        # run streams, that is the list's own append (no Python call per event).
-        self.add: Callable[[AgentEvent], None] = (
-            self.new_events.append if state.emit is None else self._add_emitted)
-        self._written = 0  # how many of new_events the session holds
-        self._paths: dict[str, str] = {}  # for a prefixed (delegated) loop
-        self._checked: dict[str, int] = {}  # per agent: transcript prefix its guardrails saw
-        self._redact: dict[str, dict[int, Message]] = {}  # per agent: what it sees redacted
-        self._returns: list[str] = []
-        # Results of calls that finished in a turn the run's end interrupted, not yet logged.
-        self._held: dict[str, ToolResultEvent] | None = None
-        self.hops: list[str] = []  # agents passed through by handoffs since the last real work
-        self.called: set[str] = set()  # tools called in the current speaker's turn (teams)
-        self.running: set[str] = set()  # tool calls started and not yet finished
-        # Results already recorded as their calls finished (durable logs), by id(event).
-        self.logged: set[int] = set()
-        # Calls an earlier process started whose outcome is unknown, and those of them a
-        # person was asked to approve again since; for the first batch of a resumed run.
-        self.unknown: dict[str, ToolStartedEvent] = {}
-        self.asked: set[str] = set()
-        self.resumed: frozenset[str] = frozenset()  # the current batch's calls of ``unknown``
-        # Where the current batch's calls were made: the assistant message's index in the
-        # transcript, the same in every process that runs the batch (call ids may repeat).
-        self.batch_at = 0
-        self.child_counts: dict[str, int] = {}  # delegated children started per tool call
-        # What a delegated loop used, its own children included (the run's total says it
-        # for the top-level loop).
-        self.local: Usage | None = Usage() if depth else None
-        self.finish_task = False  # whether the active agent is offered finish_task this turn
-        self.refuse_handoffs = False  # whether a swarm's hop limit hides transfers this turn
-        self.handoff_error: Exception | None = None
-        self.handoff_count = 0
-        self.turns = 0
-        self.blocked: str | None = None  # a guardrail's answer that ends the run
-        self.finished = False  # a tool returned Finish: the run ends, workflows included
-        self.handoff_note: Message | None = None  # the result of the last transfer call
-        self.resuming = False  # the run continues the log (input=None), e.g. after approval
-        self._filter: HandoffTool | None = None  # the handoff whose filter shapes the view
-        # The handoff (with a filter) that made the remembered agent active, for its next run.
-        self._resumed_filter: HandoffTool | None = None
-        self._agent_turns: dict[str, int] | None = None  # for agents with their own max_turns
-        self.team_mode = False  # a Team routes typed Handoffs; elsewhere they transfer
-        self.start_member: Agent[Any] | None = None  # where the entry team starts (start_agent)
-        self.team_input: tuple[Guardrail, ...] = ()
-        self.team_output: tuple[Guardrail, ...] = ()
+        self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables)
+        self.log = EventLog(session, state.emit)
+        self.views = Views()
+        self.calls = Calls()
+        swarm = entry.pattern == "swarm"
+        self.transfers = Transfers(entry.max_handoffs if swarm else max_handoffs, swarm)
+        self.scope = Scope()
+        self.control = Control(max_turns or entry.max_turns or DEFAULT_MAX_TURNS)
 
     # -- bookkeeping -------------------------------------------------------------------------
 
     def path(self, agent: Agent[Any]) -> str:
         """The delegation path of ``agent`` in this loop."""
-        if not self.prefix:  # the top-level loop: a path is the name
+        if not self.place.prefix:  # the top-level loop: a path is the name
             return agent.name
-        p = self._paths.get(agent.name)
+        p = self.place.paths.get(agent.name)
         if p is None:
-            p = self._paths[agent.name] = self.prefix + agent.name
+            p = self.place.paths[agent.name] = self.place.prefix + agent.name
         return p
-
-    def _add_emitted(self, event: AgentEvent) -> None:
-        """``add`` for a streamed run: record the event and emit it."""
-        self.new_events.append(event)
-        self.state.emit(event)  # type: ignore[misc]
 
     def push(self, message: Message) -> None:
         """Append a message to the conversation (and to the active agent's own view)."""
-        self.transcript.append(message)
-        if self.view is not self.transcript:
-            self.view.append(message)
+        self.views.push(message)
 
     def note(self, agent: Agent[Any], text: str) -> None:
         """Add a framework note to the conversation, as a user-role message named NOTE."""
         message = Message("user", text, name=NOTE)
         self.push(message)
-        self.add(new_message_event(agent.name, self.path(agent), message))
-
-    def _unwritten(self) -> list[AgentEvent]:
-        """The events the session does not hold yet, now counted as written."""
-        events, start = self.new_events, self._written
-        self._written = len(events)
-        return events[start:]
+        self.log.add(new_message_event(agent.name, self.path(agent), message))
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
-        batch = self._unwritten()
-        if batch:
-            await self.session.append(batch)
+        await self.log.flush()
+
+    # Read by composite agents (``workflows.Driver``).
+    @property
+    def transcript(self) -> list[Message]:
+        """The session's conversation so far."""
+        return self.views.transcript
+
+    @property
+    def resuming(self) -> bool:
+        """Whether the run continues an interrupted one (``input=None``)."""
+        return self.control.resuming
+
+    @property
+    def blocked(self) -> str | None:
+        """A guardrail's answer that ended the run, if one did."""
+        return self.control.blocked
 
     def context_for(
         self, agent: Agent[Any], call_id: str = "", span: Span | None = None
     ) -> RunContext[Any]:
         """A run context for ``agent``."""
         state = self.state
-        return new_context(state.context, agent, self.path(agent), self.session,
+        return new_context(state.context, agent, self.path(agent), self.log.session,
                            state.budget.usage,
-                           call_id, self.view, self.depth, span, self,
-                           f"{self.session.session_id}:{self.batch_at}:{call_id}"
+                           call_id, self.views.view, self.place.depth, span, self,
+                           f"{self.log.session.session_id}:{self.calls.batch_at}:{call_id}"
                            if call_id else "")
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
@@ -211,7 +159,8 @@ class AgentLoop:
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""
-        return self.entry.find_agent(self._returns[-1]) if self._returns else None
+        returns = self.transfers.returns
+        return self.place.entry.find_agent(returns[-1]) if returns else None
 
     def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
                     is_error: bool = False, tb: str | None = None) -> ToolResultEvent:
@@ -228,30 +177,30 @@ class AgentLoop:
         """
         for ev in results:
             if ev is not None:
-                if self._held is None:
-                    self._held = {}
-                self._held[ev.message.tool_call_id or ""] = ev
+                if self.calls.held is None:
+                    self.calls.held = {}
+                self.calls.held[ev.message.tool_call_id or ""] = ev
 
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, in order, so the session stays valid."""
-        held = self._held or {}
-        for call in unanswered_calls(self.transcript):
+        held = self.calls.held or {}
+        for call in unanswered_calls(self.views.transcript):
             ev = held.pop(call.id, None)
             if ev is None:
-                started = self.unknown.get(call.id)
+                started = self.calls.unknown.get(call.id)
                 if started is not None:
                     text = outcome_unknown(started, why)
-                elif call.id in self.running:
+                elif call.id in self.calls.running:
                     text = (f"Outcome unknown: {why} while this call was running; check its "
                             "effect before retrying.")
                 else:
                     text = f"Not executed: {why}."
                 ev = self.tool_result(agent, call, text, is_error=True)
             self.push(ev.message)
-            if id(ev) in self.logged:  # recorded when its call finished
-                self.logged.discard(id(ev))
+            if id(ev) in self.log.logged:  # recorded when its call finished
+                self.log.logged.discard(id(ev))
             else:
-                self.add(ev)
+                self.log.add(ev)
 
     # -- guardrails --------------------------------------------------------------------------
 
@@ -259,19 +208,20 @@ class AgentLoop:
                  source: HandoffTool | None = None) -> None:
         """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
         input filter of ``source`` kept of it (see ``filtered_view``)."""
-        self._filter = source
+        self.views.filter = source
         if view is None:
-            redact = self._redact.get(agent.name)
-            view = [redact.get(id(m), m) for m in self.transcript] if redact else self.transcript
-        self.view = view
+            redact = self.views.redact.get(agent.name)
+            transcript = self.views.transcript
+            view = [redact.get(id(m), m) for m in transcript] if redact else transcript
+        self.views.view = view
 
     async def filtered_view(self, agent: Agent[Any], source: HandoffTool, note: Message | None,
                             extra: Sequence[Message] = ()) -> list[Message]:
         """What the input filter of ``source`` keeps of the conversation, plus ``extra``
         (results about to be logged), redacted for ``agent``; the transfer's ``note`` stays
         visible. A failing filter raises ``UserError``."""
-        redact = self._redact.get(agent.name)
-        base = [*self.transcript, *extra]
+        redact = self.views.redact.get(agent.name)
+        base = [*self.views.transcript, *extra]
         if redact:
             base = [redact.get(id(m), m) for m in base]
         view = await filter_messages(source, base)
@@ -287,7 +237,7 @@ class AgentLoop:
         """End the turn with a guardrail's answer, as the agent's message."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(new_message_event(agent.name, self.path(agent), message))
         return text
 
     # -- the run -----------------------------------------------------------------------------
@@ -301,46 +251,47 @@ class AgentLoop:
         tool or guardrail ended it); the events are in ``new_events``.
         """
         state = self.state
-        log = await self.session.view()
-        self.transcript.extend(log.messages)
-        if input is None and not self.transcript:
-            raise UserError(f"Session {self.session.session_id!r} holds no conversation to "
+        log = await self.log.session.view()
+        self.views.transcript.extend(log.messages)
+        if input is None and not self.views.transcript:
+            raise UserError(f"Session {self.log.session.session_id!r} holds no conversation to "
                             "resume; give the run an input.")
         if log.returns:
-            self._returns = list(log.returns)
+            self.transfers.returns = list(log.returns)
         if log.started:  # a crash left these calls' outcomes unknown
-            self.unknown, self.asked = dict(log.started), set(log.asked)
+            self.calls.unknown, self.calls.asked = dict(log.started), set(log.asked)
         agent = start_agent or self._active(log.active)
-        if start_agent is not None and start_agent is not self.entry and self.entry.is_composite:
+        entry = self.place.entry
+        if start_agent is not None and start_agent is not entry and entry.is_composite:
             from .team import Team
 
-            if isinstance(self.entry, Team):  # the team starts there, and its rules apply
-                self.start_member, agent = start_agent, self.entry
+            if isinstance(self.place.entry, Team):  # the team starts there, and its rules apply
+                self.scope.start_member, agent = start_agent, self.place.entry
         if log.handoff is not None and log.handoff.to_agent == agent.name:
-            self._resumed_filter = self._filter_of(log.handoff.agent, agent)
+            self.views.resumed_filter = self._filter_of(log.handoff.agent, agent)
         name, path = agent.name, self.path(agent)
-        span = state.trace.start("run" if self.parent_span is None else "delegation", path,
-                                 self.parent_span, session_id=self.session.session_id,
+        span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
+                                 self.place.parent_span, session_id=self.log.session.session_id,
                                  agent=name)
-        self.add(new_run_started_event(name, path, state.trace.trace_id))
-        pending = unanswered_calls(self.transcript)
-        self.resuming = input is None
+        self.log.add(new_run_started_event(name, path, state.trace.trace_id))
+        pending = unanswered_calls(self.views.transcript)
+        self.control.resuming = input is None
         if input is not None:
             if pending:
                 self.answer_dangling(agent, "the run was interrupted before this call ran")
                 pending = []
             for message in [Message("user", input)] if isinstance(input, str) else input:
                 self.push(message)
-                self.add(new_message_event(name, path, message))
+                self.log.add(new_message_event(name, path, message))
         try:
-            if self.session.durable:
+            if self.log.session.durable:
                 await self.flush()
-            if self.entry.timeout is not None:
+            if self.place.entry.timeout is not None:
                 try:
-                    async with asyncio.timeout(self.entry.timeout):
+                    async with asyncio.timeout(self.place.entry.timeout):
                         final, agent, reason = await self.drive(agent, span, pending)
                 except TimeoutError:
-                    raise RunTimeout(self.entry.name, self.entry.timeout) from None
+                    raise RunTimeout(self.place.entry.name, self.place.entry.timeout) from None
             elif agent.pattern == "react" and not agent.is_composite:
                 # A plain agent: its turns directly, one coroutine less than drive() per run.
                 final, agent, route = await self.turns_of(agent, span, pending)
@@ -348,42 +299,42 @@ class AgentLoop:
             else:
                 final, agent, reason = await self.drive(agent, span, pending)
         except Interrupted as stop:
-            if self.parent_span is None:  # the outer run lists its children's requests too
+            if self.place.parent_span is None:  # the outer run lists its children's requests too
                 for p in stop.approvals:
-                    if p.session_id != self.session.session_id:
-                        self.add(ApprovalRequestedEvent(
+                    if p.session_id != self.log.session.session_id:
+                        self.log.add(ApprovalRequestedEvent(
                             agent=p.agent, path=p.path, tool_call_id=p.call_id,
                             tool_name=p.tool_name, arguments=p.arguments,
                             session_id=p.session_id, note=p.note, time=p.requested_at))
-            self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
+            self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
                                       status="interrupted", reason="awaiting approval"))
             await self.flush()
             state.trace.end(span)
             raise
         except BaseException as exc:
             self.answer_dangling(agent, f"the run stopped ({type(exc).__name__})")
-            self.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
+            self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
                                       output=f"{type(exc).__name__}: {exc}"))
             await asyncio.shield(self.flush())
             state.trace.end(span, exc)
             raise
         # The final answer (not written on its own) and the run's end: one batch.
-        self.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
+        self.log.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
                                         reason))
-        await self.session.append(self._unwritten())  # never empty: the end was just added
+        await self.log.session.append(self.log.unwritten())  # never empty: the end was just added
         state.trace.end(span)
         return final, agent, reason
 
     def _filter_of(self, source: str, target: Agent[Any]) -> HandoffTool | None:
         """``source``'s handoff to ``target``, if it has an input filter."""
-        agent = self.entry.find_agent(source)
+        agent = self.place.entry.find_agent(source)
         if agent is None:
             return None
         h = self.toolset(agent).handoffs.by_agent.get(target.name)
         return h if h is not None and h.input_filter is not None else None
 
     def _active(self, name: str | None) -> Agent[Any]:
-        entry = self.entry
+        entry = self.place.entry
         if entry.is_composite:
             return entry
         if name is not None and name != entry.name:
@@ -401,14 +352,15 @@ class AgentLoop:
         if agent.is_composite:
             composite: Composite = agent  # type: ignore[assignment]
             return await composite.run_composite(self, parent, pending)
-        if agent.pattern == "swarm" and agent is not self.entry:
+        if agent.pattern == "swarm" and agent is not self.place.entry:
             # A swarm inside a workflow or team: its hop limit holds while it runs, only.
-            saved = self.swarm_limit, self.max_handoffs, self.handoff_count
-            self.swarm_limit, self.max_handoffs, self.handoff_count = True, agent.max_handoffs, 0
+            transfers = self.transfers
+            saved = transfers.swarm_limit, transfers.limit, transfers.count
+            transfers.swarm_limit, transfers.limit, transfers.count = True, agent.max_handoffs, 0
             try:
                 return await self.drive(agent.sub_agents[0], parent, pending)
             finally:
-                self.swarm_limit, self.max_handoffs, self.handoff_count = saved
+                transfers.swarm_limit, transfers.limit, transfers.count = saved
         final, last, route = await self.turns_of(agent, parent, pending)
         return self._ended(final, last, route)
 
@@ -417,9 +369,9 @@ class AgentLoop:
     ) -> tuple[str, Agent[Any], str]:
         """What ``drive`` returns once an agent's turns end with ``route``."""
         if route is not None and route.kind == "finish":
-            self.finished = True
+            self.control.finished = True
             return final, last, route.reason
-        return final, last, "guardrail" if self.blocked else ""
+        return final, last, "guardrail" if self.control.blocked else ""
 
     # -- what composite agents ask of the run (``workflows.Driver``) -----------------------
 
@@ -437,44 +389,44 @@ class AgentLoop:
             signal = Finish(route.reason, route.summary)
         elif route is not None and route.kind == "handoff":
             signal = Handoff(route.name, route.reason)
-        return SpeakerTurn(final, last, signal, frozenset(self.called))
+        return SpeakerTurn(final, last, signal, frozenset(self.scope.called))
 
     def say(self, agent: Agent[Any], text: str) -> None:
         """Add ``agent``'s answer to the conversation."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(new_message_event(agent.name, self.path(agent), message))
 
     def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
         """A team passes the conversation from ``speaker`` to ``to``."""
-        self.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
+        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
                               reason=why))
         self.note(to, f"[{speaker.name} -> {to.name}] {why}")
 
     def finish(self) -> None:
         """End the run after this member (a tool returned ``Finish``)."""
-        self.finished = True
+        self.control.finished = True
 
     @contextmanager
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],
                    output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
         """A team's guardrails hold for its members while it runs, only."""
-        saved = self.team_input, self.team_output
-        self.team_input, self.team_output = input_guardrails, output_guardrails
+        saved = self.scope.team_input, self.scope.team_output
+        self.scope.team_input, self.scope.team_output = input_guardrails, output_guardrails
         try:
             yield
         finally:
-            self.team_input, self.team_output = saved
+            self.scope.team_input, self.scope.team_output = saved
 
     def take_start_member(self) -> Agent[Any] | None:
         """The member ``start_agent`` named for the entry team's run, once."""
-        member, self.start_member = self.start_member, None
+        member, self.scope.start_member = self.scope.start_member, None
         return member
 
     @property
     def stopped(self) -> bool:
         """Whether the run must end now (a Finish, or a guardrail's block)."""
-        return self.finished or self.blocked is not None
+        return self.control.finished or self.control.blocked is not None
 
     async def turns_of(
         self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
@@ -484,18 +436,19 @@ class AgentLoop:
         In a team, a typed ``Handoff`` ends the turn instead, for the team to route.
         """
         state = self.state
-        self.team_mode = team
+        self.scope.team_mode = team
         if team:
-            self.called = set()
+            self.scope.called = set()
         blocked = input_block(self, agent)
         if blocked is not None:
-            self.blocked = blocked
+            self.control.blocked = blocked
             return self.blocked_answer(agent, blocked), agent, None
-        resumed, self._resumed_filter = self._resumed_filter, None  # for the first agent only
+        # The filter a remembered transfer made: for the agent the run starts with, only.
+        resumed, self.views.resumed_filter = self.views.resumed_filter, None
         if resumed is None:
             self.set_view(agent)
         else:
-            self.set_view(agent, await self.filtered_view(agent, resumed, self.handoff_note),
+            self.set_view(agent, await self.filtered_view(agent, resumed, self.views.note),
                           resumed)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
@@ -506,48 +459,48 @@ class AgentLoop:
                 if pending:
                     calls, pending = pending, []
                 else:
-                    if self.turns >= self.max_turns:
-                        raise MaxTurnsExceeded(self.max_turns)
-                    if agent.input_guardrails or self.team_input:
+                    if self.control.turns >= self.control.max_turns:
+                        raise MaxTurnsExceeded(self.control.max_turns)
+                    if agent.input_guardrails or self.scope.team_input:
                         # What arrived during its own turn (tool results) is checked too.
-                        known = len(self._redact.get(agent.name, ()))
+                        known = len(self.views.redact.get(agent.name, ()))
                         blocked = input_block(self, agent)
                         if blocked is not None:
-                            self.blocked = blocked
+                            self.control.blocked = blocked
                             return self.blocked_answer(agent, blocked), agent, None
-                        if len(self._redact.get(agent.name, ())) != known:
-                            source = self._filter
+                        if len(self.views.redact.get(agent.name, ())) != known:
+                            source = self.views.filter
                             if source is None:
                                 self.set_view(agent)
                             else:
                                 self.set_view(agent, await self.filtered_view(
-                                    agent, source, self.handoff_note), source)
-                    if agent.max_turns is not None and agent is not self.entry:
+                                    agent, source, self.views.note), source)
+                    if agent.max_turns is not None and agent is not self.place.entry:
                         self._count_turn(agent, agent.max_turns)
-                    self.turns += 1
+                    self.control.turns += 1
                     message = await self._model_turn(agent, agent_span)
                     if message.content:
                         last_text = message.content
                     if not message.tool_calls:
                         caller = self.caller() if agent.mode == "single_turn" else None
-                        if caller is not None and not self.blocked:
+                        if caller is not None and not self.control.blocked:
                             self._return(agent, caller, "answered")
                             self.note(caller, f"[{agent.name} answered and returned control to "
                                               f"{caller.name}]")
                             agent, agent_span = self._switch(agent, caller, agent_span, run_span)
-                            if self.blocked is not None:
-                                return self.blocked_answer(agent, self.blocked), agent, None
+                            if self.control.blocked is not None:
+                                return self.blocked_answer(agent, self.control.blocked), agent, None
                             continue
                         return message.content, agent, None
                     calls = list(message.tool_calls)
                 if team:  # routing rules look at what the speaker called
-                    self.called.update([c.name for c in calls])
+                    self.scope.called.update([c.name for c in calls])
                 route = await run_tools(self, agent, calls, agent_span)
-                if (self.blocked is not None or route is None or route.kind == "finish"
+                if (self.control.blocked is not None or route is None or route.kind == "finish"
                         or (route.kind == "handoff" and team)):
                     await self.flush()
-                if self.blocked is not None:
-                    return self.blocked_answer(agent, self.blocked), agent, None
+                if self.control.blocked is not None:
+                    return self.blocked_answer(agent, self.control.blocked), agent, None
                 if route is None:
                     continue
                 if route.kind == "finish":
@@ -562,16 +515,16 @@ class AgentLoop:
                 else:
                     returns_to = agent.name if target.mode in ("task", "single_turn") else None
                     if returns_to:
-                        self._returns.append(returns_to)
-                    self.add(new_handoff_event(
+                        self.transfers.returns.append(returns_to)
+                    self.log.add(new_handoff_event(
                         agent.name, self.path(agent), target.name,
                         route.reason or f"requested by {agent.name}", route.call.id, returns_to))
                 # The call's result and the move itself: one transaction, so a crash cannot
                 # leave the old agent told "Transferred" (or "Returned") and still active.
                 await self.flush()
                 agent, agent_span = self._switch(agent, target, agent_span, run_span, route)
-                if self.blocked is not None:
-                    return self.blocked_answer(agent, self.blocked), agent, None
+                if self.control.blocked is not None:
+                    return self.blocked_answer(agent, self.control.blocked), agent, None
         except BaseException as exc:
             state.trace.end(agent_span, exc)
             raise
@@ -581,18 +534,18 @@ class AgentLoop:
 
     def _count_turn(self, agent: Agent[Any], limit: int) -> None:
         """Count a turn of an agent with its own ``max_turns``; raise past it."""
-        counts = self._agent_turns
+        counts = self.control.agent_turns
         if counts is None:
-            counts = self._agent_turns = {}
+            counts = self.control.agent_turns = {}
         n = counts.get(agent.name, 0)
         if n >= limit:
             raise MaxTurnsExceeded(limit, agent.name)
         counts[agent.name] = n + 1
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
-        if self._returns:
-            self._returns.pop()
-        self.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
+        if self.transfers.returns:
+            self.transfers.returns.pop()
+        self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
                               reason=f"returned: {result}"[:500], is_return=True))
 
     def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
@@ -600,12 +553,13 @@ class AgentLoop:
         """Make ``target`` the active agent: its guardrails, its view, and its span.
 
         A transfer's target was checked, and its filtered view made, before the transfer was
-        confirmed; a return is checked here, and a block there ends the run (``self.blocked``).
+        confirmed; a return is checked here, and a block there ends the run
+        (``control.blocked``).
         """
         self.state.trace.end(agent_span)
         blocked = input_block(self, target)
         if blocked is not None:
-            self.blocked = blocked
+            self.control.blocked = blocked
         if route is None or route.view is None:
             self.set_view(target)
         else:
@@ -623,21 +577,22 @@ class AgentLoop:
 
     def _turn_flags(self, agent: Agent[Any]) -> None:
         """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
-        self.finish_task = agent.mode == "task" and bool(self._returns)
-        self.refuse_handoffs = (self.swarm_limit and self.max_handoffs is not None
-                                and self.handoff_count >= self.max_handoffs)
+        self.control.finish_task = agent.mode == "task" and bool(self.transfers.returns)
+        transfers = self.transfers
+        self.control.refuse_handoffs = (transfers.swarm_limit and transfers.limit is not None
+                                        and transfers.count >= transfers.limit)
 
     async def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
         """The tools offered this turn, when they change by turn (see ``_model_turn``)."""
         self._turn_flags(agent)
-        no_handoffs = self.refuse_handoffs or (agent.mode == "single_turn"
-                                               and bool(self._returns))
-        if not (ts.handoffs.dynamic or self.finish_task or no_handoffs):
+        no_handoffs = self.control.refuse_handoffs or (agent.mode == "single_turn"
+                                               and bool(self.transfers.returns))
+        if not (ts.handoffs.dynamic or self.control.finish_task or no_handoffs):
             return ts.definitions
         defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
         if not no_handoffs:
             defs.extend(await ts.handoffs.offered(self.context_for(agent)))
-        if self.finish_task:
+        if self.control.finish_task:
             defs.append(ToolDefinition(
                 name=FINISH_TASK, parameters=finish_task_definition(),
                 description="Return control, and your result, to the agent that gave you "
@@ -649,28 +604,30 @@ class AgentLoop:
         path = self.path(agent)
         model = self._model(agent)
         ts = toolset_of(agent)
-        if agent.mode == "chat" and not self.swarm_limit and not ts.handoffs.dynamic:
-            self.finish_task = self.refuse_handoffs = False  # the common case, decided early
+        if agent.mode == "chat" and not self.transfers.swarm_limit and not ts.handoffs.dynamic:
+            # The common case, decided early.
+            self.control.finish_task = self.control.refuse_handoffs = False
             definitions = ts.definitions
         else:
             definitions = await self._definitions(agent, ts)
         instructions = agent.instructions
         if not isinstance(instructions, str) or agent._templated:
             instructions = await agent.render_instructions(self.context_for(agent),
-                                                           self.variables)
-        if self.suffix:
-            instructions = f"{instructions}\n\n{self.suffix}" if instructions else self.suffix
+                                                           self.place.variables)
+        if self.place.suffix:
+            suffix = self.place.suffix
+            instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
         name = agent.name
         request: ModelRequest = _new(ModelRequest)  # field by field: no keyword matching
         request.instructions = instructions
-        request.messages = self.view
+        request.messages = self.views.view
         request.tools = definitions
         request.settings = agent.model_settings
         request.agent = name
-        budget, local = state.budget, self.local
+        budget, local = state.budget, self.place.local
         estimate = await budget.open_request(request, path, local)
         span = state.trace.start("model", model.name, parent, agent=name)
-        guarded = agent.output_guardrails or self.team_output
+        guarded = agent.output_guardrails or self.scope.team_output
         shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
         try:
             if state.emit is None:
@@ -694,13 +651,13 @@ class AgentLoop:
         content, calls = message.content, message.tool_calls
         if not calls:
             # A delegated child's empty answer is reported to its parent as empty.
-            if not content and not self.depth:
+            if not content and not self.place.depth:
                 raise ModelBehaviorError(
                     f"The model of agent {name!r} returned an empty turn (no text and no tool "
                     "call); check the model's output limits or its stop sequences.")
             if guarded:
                 content = guard_text(self, agent, content)
-        elif self.finish_task and guarded:
+        elif self.control.finish_task and guarded:
             calls = tuple(guard_finish(self, agent, c) for c in calls)
         if shown is not None and content:
             rest = shown.finish(content, guarded=not calls)
@@ -711,8 +668,8 @@ class AgentLoop:
             # A copy: the model may hand out shared messages (test doubles, caches).
             message = Message("assistant", content, calls, None, name)
         self.push(message)
-        self.add(new_message_event(name, path, message, u, response.model or model.name))
-        if calls and self.session.durable:
+        self.log.add(new_message_event(name, path, message, u, response.model or model.name))
+        if calls and self.log.session.durable:
             # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
             # them with their results; a final answer goes with what ends the turn.
             await self.flush()

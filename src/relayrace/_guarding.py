@@ -35,13 +35,13 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
     calls, tool results and transfer reasons, plus ``extra`` (results about to be logged).
     Returns the answer to give if one blocks; redactions apply to its view only.
     """
-    if not agent.input_guardrails and not loop.team_input:
+    if not agent.input_guardrails and not loop.scope.team_input:
         return None
-    guards = loop.team_input + agent.input_guardrails
-    start = loop._checked.get(agent.name, 0)
-    loop._checked[agent.name] = len(loop.transcript) + len(extra)
-    redact = loop._redact.setdefault(agent.name, {})
-    for m in [*loop.transcript[start:], *extra]:
+    guards = loop.scope.team_input + agent.input_guardrails
+    start = loop.views.checked.get(agent.name, 0)
+    loop.views.checked[agent.name] = len(loop.views.transcript) + len(extra)
+    redact = loop.views.redact.setdefault(agent.name, {})
+    for m in [*loop.views.transcript[start:], *extra]:
         current = redact.get(id(m), m)
         texts = [current.content, *(c.arguments for c in current.tool_calls)]
         checked: list[str] = []
@@ -62,12 +62,12 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
 
 def guard_text(loop: AgentLoop, agent: Agent[Any], text: str) -> str:
     """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
-    if not (agent.output_guardrails or loop.team_output) or not text:
+    if not (agent.output_guardrails or loop.scope.team_output) or not text:
         return text
-    kept, blocked = _apply(loop, agent, loop.team_output + agent.output_guardrails, text,
+    kept, blocked = _apply(loop, agent, loop.scope.team_output + agent.output_guardrails, text,
                            "output")
     if blocked is not None:
-        loop.blocked = kept = blocked
+        loop.control.blocked = kept = blocked
     return kept
 
 
@@ -81,7 +81,7 @@ def _apply(
     """
     kept, results = apply_guardrails(guards, text, loop.state.context)
     for r in results:
-        loop.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+        loop.log.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
                                          guardrail=r.guardrail, stage=stage, action=r.action,
                                          message=r.message))
     if results and results[-1].action == "block":
@@ -129,7 +129,7 @@ class GuardedStream:
                  "shown")
 
     def __init__(self, loop: AgentLoop, agent: Agent[Any]) -> None:
-        self._guards = loop.team_output + agent.output_guardrails
+        self._guards = loop.scope.team_output + agent.output_guardrails
         self._context = loop.state.context
         self.live = all(g.streams for g in self._guards)
         """Whether text is shown as the model streams it (else when the answer is complete)."""

@@ -72,11 +72,11 @@ async def run_tools(
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
     results: list[ToolResultEvent | None] = [None] * len(calls)
-    transcript = loop.transcript
+    transcript = loop.views.transcript
     at = len(transcript) - 1
     while at > 0 and transcript[at].role != "assistant":
         at -= 1
-    loop.batch_at = at
+    loop.calls.batch_at = at
     try:
         return await _run_tools(loop, agent, calls, parent, results)
     except Interrupted:  # the calls awaiting approval stay open
@@ -93,12 +93,12 @@ async def _run_tools(
 ) -> Route | None:
     ts = loop.toolset(agent)
     decisions = loop.state.approvals
-    unknown, asked = loop.unknown, loop.asked
+    unknown, asked = loop.calls.unknown, loop.calls.asked
     if unknown:  # the first batch of a resumed run: these calls started in another process
-        loop.unknown, loop.asked = {}, set()
-        loop.resumed = frozenset(unknown)
-    elif loop.resumed:
-        loop.resumed = frozenset()
+        loop.calls.unknown, loop.calls.asked = {}, set()
+        loop.calls.resumed = frozenset(unknown)
+    elif loop.calls.resumed:
+        loop.calls.resumed = frozenset()
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[PendingApproval] = []
     ordinary: list[tuple[int, Tool, ToolCall]] = []
@@ -117,11 +117,11 @@ async def _run_tools(
                 if call.id not in asked:  # a person decides whether to run it again
                     waiting[i] = outcome_unknown(started, "the run stopped")
                     continue
-        elif call.name == FINISH_TASK and loop.finish_task:
+        elif call.name == FINISH_TASK and loop.control.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
-        elif call.name in ts.handoffs.by_tool and not loop.refuse_handoffs:
+        elif call.name in ts.handoffs.by_tool and not loop.control.refuse_handoffs:
             h, reason, error = await _parse_handoff(loop, agent, call, ts)
             if error is not None or h is None:
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
@@ -133,7 +133,7 @@ async def _run_tools(
                 agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
             continue
         if needs_approval:
-            decision = decisions.take(loop.session.session_id, call) if decisions else None
+            decision = decisions.take(loop.log.session.session_id, call) if decisions else None
             if decision is None:
                 waiting[i] = ""
                 continue
@@ -152,7 +152,8 @@ async def _run_tools(
         if signals:
             routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
         if len(signals) < len(admitted):
-            loop.hops.clear()  # real work happened (not only routing): this is no ping-pong
+            # Real work happened (not only routing): this is no ping-pong.
+            loop.transfers.hops.clear()
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
             raise over_limit
     if waiting or child_waiting:
@@ -161,7 +162,7 @@ async def _run_tools(
         push_results(loop, results)
         pending = [_pending(loop, agent, calls[i], waiting[i]) for i in sorted(waiting)]
         for p in pending:
-            loop.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
+            loop.log.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
                                             tool_call_id=p.call_id, tool_name=p.tool_name,
                                             arguments=p.arguments, note=p.note,
                                             time=p.requested_at))
@@ -201,7 +202,7 @@ def _admit(
                 f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True)
         else:
             admitted.append((i, tool, call))
-    n, over = loop.state.budget.admit_tools(len(admitted), loop.path(agent), loop.local)
+    n, over = loop.state.budget.admit_tools(len(admitted), loop.path(agent), loop.place.local)
     return admitted[:n], over
 
 
@@ -210,7 +211,7 @@ async def _take_route(
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
     call = route.call
-    if route.kind == "handoff" and not loop.team_mode:
+    if route.kind == "handoff" and not loop.scope.team_mode:
         # A typed Handoff outside a team is a transfer by name, under the same limits.
         found = agent.find_agent(route.name)
         if found is None:
@@ -220,7 +221,7 @@ async def _take_route(
             push_results(loop, results)
             return None
         route.target = found
-    if route.kind == "transfer" or (route.kind == "handoff" and not loop.team_mode):
+    if route.kind == "transfer" or (route.kind == "handoff" and not loop.scope.team_mode):
         target = route.target
         assert target is not None
         refusal = _check_handoff(loop, agent, target)
@@ -232,7 +233,7 @@ async def _take_route(
             results[index] = loop.tool_result(agent, call, text)
             blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
             if blocked is not None:  # the run ends with the guardrail's answer
-                loop.blocked = blocked
+                loop.control.blocked = blocked
                 refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
             if route.handoff.input_filter is not None:
@@ -245,18 +246,18 @@ async def _take_route(
                 push_results(loop, results)
                 return None
         elif refusal is None:
-            loop.handoff_count += 1
+            loop.transfers.count += 1
         if refusal is not None:
             prefix = "The tool ran, but routing was refused" if route.kind == "handoff" else \
                 "Not performed"
             results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
                                               is_error=True)
             push_results(loop, results)
-            if loop.handoff_error is not None:
+            if loop.transfers.error is not None:
                 await loop.flush()
-                raise loop.handoff_error  # the session is complete and valid here
+                raise loop.transfers.error  # the session is complete and valid here
             return None
-        loop.handoff_note = results[index].message  # type: ignore[union-attr]
+        loop.views.note = results[index].message  # type: ignore[union-attr]
     elif route.kind == "return":
         assert route.target is not None
         results[index] = loop.tool_result(
@@ -277,7 +278,7 @@ def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None
 
     A result recorded when its call finished (durable logs) is not recorded again.
     """
-    push, add, logged = loop.push, loop.add, loop.logged
+    push, add, logged = loop.push, loop.log.add, loop.log.logged
     for i, ev in enumerate(results):
         if ev is not None:
             push(ev.message)
@@ -299,7 +300,7 @@ def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
 def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
                            agent=agent.name, path=loop.path(agent),
-                           session_id=loop.session.session_id, requested_at=time.time(),
+                           session_id=loop.log.session.session_id, requested_at=time.time(),
                            note=note)
 
 
@@ -311,7 +312,7 @@ async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -
     if name == SINGLE_TOOL_NAME and not ts.handoffs.by_agent:
         return (f"Not performed: {agent.name} may not transfer the conversation to any agent; "
                 "answer the user yourself.")
-    if loop.refuse_handoffs and name in ts.handoffs.by_tool:
+    if loop.control.refuse_handoffs and name in ts.handoffs.by_tool:
         return (f"Not performed: {name} is not available any more; this run has used its "
                 "handoffs. Answer the user yourself.")
     if name.startswith("transfer_to_"):
@@ -373,22 +374,22 @@ async def _parse_handoff(
 
 def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> str | None:
     """Why a transfer must not happen (a limit or a ping-pong), or ``None``."""
-    loop.handoff_error = None
-    if loop.max_handoffs is not None and loop.handoff_count >= loop.max_handoffs:
-        if loop.swarm_limit:  # a swarm's hop limit: refuse, and let the agent answer
-            return (f"this swarm allows {loop.max_handoffs} handoffs per run; answer the "
+    loop.transfers.error = None
+    if loop.transfers.limit is not None and loop.transfers.count >= loop.transfers.limit:
+        if loop.transfers.swarm_limit:  # a swarm's hop limit: refuse, and let the agent answer
+            return (f"this swarm allows {loop.transfers.limit} handoffs per run; answer the "
                     "user yourself.")
-        loop.handoff_error = MaxHandoffsExceeded(loop.max_handoffs)
-        return f"this run already made {loop.max_handoffs} handoffs."
-    hops = loop.hops or [agent.name]
+        loop.transfers.error = MaxHandoffsExceeded(loop.transfers.limit)
+        return f"this run already made {loop.transfers.limit} handoffs."
+    hops = loop.transfers.hops or [agent.name]
     hops.append(target.name)
-    loop.hops = hops
+    loop.transfers.hops = hops
     # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...), which
     # needs the target to be there before.
     if hops.count(target.name) > 1:
         for k in range(2, len(hops) // 2 + 1):
             if hops[-k:] == hops[-2 * k:-k]:
-                loop.handoff_error = HandoffLoopError(hops[-2 * k:])
+                loop.transfers.error = HandoffLoopError(hops[-2 * k:])
                 return ("handoff loop detected (control went round the same agents with no "
                         "work done).")
     return None
@@ -432,7 +433,7 @@ async def _on_handoff(
     except BaseException as exc:
         loop.state.trace.end(span, exc)
         raise
-    loop.handoff_count += 1
+    loop.transfers.count += 1
     loop.state.trace.end(span)
     return None
 
@@ -446,16 +447,16 @@ async def _execute(
     Each result lands in ``results`` as soon as its call completes.
     """
     signals: list[tuple[int, Handoff | Finish]] = []
-    durable = loop.session.durable
+    durable = loop.log.session.durable
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
-        loop.running.add(call.id)
+        loop.calls.running.add(call.id)
         out = await _call_tool(loop, agent, tool, call, parent)
-        loop.running.discard(call.id)
+        loop.calls.running.discard(call.id)
         ev = results[i] = out.event
         if ev is not None and durable:  # durable the moment the call finishes
-            loop.add(ev)
-            loop.logged.add(id(ev))
+            loop.log.add(ev)
+            loop.log.logged.add(id(ev))
             await asyncio.shield(loop.flush())
         if out.pending is not None:
             child_waiting.extend(out.pending)
@@ -467,7 +468,7 @@ async def _execute(
         if durable:
             path = loop.path(agent)
             for _, tool, call in items:
-                loop.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
+                loop.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
                                           tool_name=tool.name))
             await loop.flush()
 

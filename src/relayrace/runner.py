@@ -174,10 +174,10 @@ class Runner:
                                  options={"context": context, "max_turns": max_turns,
                                           "max_handoffs": max_handoffs, "model": model,
                                           "usage_limits": usage_limits})
-            return RunResult(final_output="", last_agent=agent, new_events=loop.new_events,
+            return RunResult(final_output="", last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason="awaiting approval")
-        return _result(final, last, loop.new_events, state.budget.usage, state.trace.trace_id,
+        return _result(final, last, loop.log.new_events, state.budget.usage, state.trace.trace_id,
                        session, reason)
 
     @classmethod

@@ -1,0 +1,212 @@
+"""The state of one loop, split by lifetime and owner (the loop itself is in ``_engine``).
+
+| piece | lives for | holds |
+|---|---|---|
+| `RunState` (``_state``) | the run tree | context, trace, budget, stream, decisions |
+| `Place` | the loop | where it sits: entry agent, path prefix, depth, parent span |
+| `EventLog` | the loop | the events it recorded, what the session holds of them |
+| `Views` | the loop | the conversation and what each agent sees of it |
+| `Calls` | a batch of tool calls | calls in flight, results held, what a crash left unknown |
+| `Transfers` | the run | handoff hops and limits, the task-mode return stack |
+| `Scope` | a team's turn | the team's guardrails and routing inputs |
+| `Control` | the run | turn counts, this turn's offer flags, how the run ends |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .events import AgentEvent, ToolResultEvent, ToolStartedEvent
+    from .guardrails import Guardrail
+    from .handoffs import HandoffTool
+    from .messages import Message
+    from .sessions.base import Session
+    from .tracing import Span
+
+__all__ = ["Calls", "Control", "EventLog", "Place", "Scope", "Transfers", "Views"]
+
+DEFAULT_MAX_TURNS = 25
+
+
+class Place:
+    """Where a loop sits in the run tree; fixed when the loop is made."""
+
+    __slots__ = ("depth", "entry", "local", "parent_span", "paths", "prefix", "suffix",
+                 "variables")
+
+    def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
+                 suffix: str, variables: dict[str, Any] | None) -> None:
+        self.entry = entry
+        """The agent (or team, or workflow) the loop runs."""
+        self.prefix = prefix
+        """The delegation path above it ("" at the top)."""
+        self.parent_span = parent_span
+        """The span a delegated loop nests under."""
+        self.depth = depth
+        """0 at the top, 1 for a child, ..."""
+        self.suffix = suffix
+        """Text added to every agent's instructions (a child's report request)."""
+        self.variables = variables
+        """Template variables for the instructions (a child's context transform)."""
+        self.paths: dict[str, str] = {}
+        """Agent name -> delegation path, for a prefixed loop."""
+        self.local: Usage | None = Usage() if depth else None
+        """What a delegated loop used, its children included (the run's total says it at the
+        top)."""
+
+
+class EventLog:
+    """The events a loop recorded, and how many of them its session holds."""
+
+    __slots__ = ("add", "logged", "new_events", "session", "written")
+
+    def __init__(self, session: Session, emit: Callable[[AgentEvent], None] | None) -> None:
+        self.session = session
+        """The session the loop writes."""
+        self.new_events: list[AgentEvent] = []
+        """Every event of this loop's run, in order."""
+        # Record an event for the next session batch, the result and the stream. Unless the
+        # run streams, that is the list's own append (no Python call per event).
+        self.add: Callable[[AgentEvent], None] = self.new_events.append
+        if emit is not None:
+            def add(event: AgentEvent) -> None:
+                self.new_events.append(event)
+                emit(event)
+
+            self.add = add
+        self.written = 0
+        """How many of ``new_events`` the session holds."""
+        self.logged: set[int] = set()
+        """Results already recorded as their calls finished (durable logs), by id(event)."""
+
+    def unwritten(self) -> list[AgentEvent]:
+        """The events the session does not hold yet, now counted as written."""
+        events, start = self.new_events, self.written
+        self.written = len(events)
+        return events[start:]
+
+    async def flush(self) -> None:
+        """Write the pending events to the session in one batch."""
+        batch = self.unwritten()
+        if batch:
+            await self.session.append(batch)
+
+
+class Views:
+    """The conversation, and what the active agent sees of it (filters, redactions)."""
+
+    __slots__ = ("checked", "filter", "note", "redact", "resumed_filter", "transcript", "view")
+
+    def __init__(self) -> None:
+        self.transcript: list[Message] = []
+        """The whole conversation of the loop's session."""
+        self.view: list[Message] = self.transcript
+        """What the active agent's model sees."""
+        self.filter: HandoffTool | None = None
+        """The handoff whose input filter shapes the view."""
+        self.resumed_filter: HandoffTool | None = None
+        """The handoff (with a filter) that made the remembered agent active, for its next
+        run."""
+        self.checked: dict[str, int] = {}
+        """Per agent: the transcript prefix its input guardrails saw."""
+        self.redact: dict[str, dict[int, Message]] = {}
+        """Per agent: what it sees redacted, by id of the original message."""
+        self.note: Message | None = None
+        """The result of the last transfer call (kept visible beside a filter)."""
+
+    def push(self, message: Message) -> None:
+        """Append a message to the conversation (and to the active agent's own view)."""
+        self.transcript.append(message)
+        if self.view is not self.transcript:
+            self.view.append(message)
+
+
+class Calls:
+    """Tool calls in flight, results held, and what a crash left unknown."""
+
+    __slots__ = ("asked", "batch_at", "child_counts", "held", "resumed", "running", "unknown")
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        """Calls started and not yet finished."""
+        self.held: dict[str, ToolResultEvent] | None = None
+        """Results of calls that finished in a turn the run's end interrupted."""
+        self.unknown: dict[str, ToolStartedEvent] = {}
+        """Calls an earlier process started whose outcome is unknown (first batch only)."""
+        self.asked: set[str] = set()
+        """Of those, the ones a person was asked to approve again since."""
+        self.resumed: frozenset[str] = frozenset()
+        """The current batch's calls that started in an earlier process."""
+        self.batch_at = 0
+        """Where the current batch's calls were made: the assistant message's index in the
+        transcript, the same in every process that runs the batch (call ids may repeat)."""
+        self.child_counts: dict[str, int] = {}
+        """Delegated children started per tool call."""
+
+
+class Transfers:
+    """Handoffs made in the run: hops, limits, and the task-mode return stack."""
+
+    __slots__ = ("count", "error", "hops", "limit", "returns", "swarm_limit")
+
+    def __init__(self, limit: int | None, swarm_limit: bool) -> None:
+        self.hops: list[str] = []
+        """Agents passed through by handoffs since the last real work (loop detection)."""
+        self.count = 0
+        """Handoffs made."""
+        self.limit = limit
+        """``max_handoffs``, if any."""
+        self.swarm_limit = swarm_limit
+        """Whether the limit is a swarm's (refuse and answer) rather than an error."""
+        self.error: Exception | None = None
+        """The error a refused transfer ends the run with, if it must."""
+        self.returns: list[str] = []
+        """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+
+
+class Scope:
+    """What a team adds to its members' turns."""
+
+    __slots__ = ("called", "start_member", "team_input", "team_mode", "team_output")
+
+    def __init__(self) -> None:
+        self.team_mode = False
+        """Whether a team routes typed Handoffs (elsewhere they transfer)."""
+        self.called: set[str] = set()
+        """Tools called in the current speaker's turn, for routing rules."""
+        self.team_input: tuple[Guardrail, ...] = ()
+        """The team's input guardrails, for every member."""
+        self.team_output: tuple[Guardrail, ...] = ()
+        """The team's output guardrails, for every member."""
+        self.start_member: Agent[Any] | None = None
+        """Where the entry team starts (``start_agent``)."""
+
+
+class Control:
+    """How far the run has gone and how it ends."""
+
+    __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "max_turns",
+                 "refuse_handoffs", "resuming", "turns")
+
+    def __init__(self, max_turns: int) -> None:
+        self.turns = 0
+        """Model turns taken."""
+        self.max_turns = max_turns
+        """The run's turn limit."""
+        self.agent_turns: dict[str, int] | None = None
+        """Turns of agents with their own ``max_turns``."""
+        self.finish_task = False
+        """Whether the active agent is offered finish_task this turn."""
+        self.refuse_handoffs = False
+        """Whether a swarm's hop limit hides transfers this turn."""
+        self.resuming = False
+        """Whether the run continues the log (``input=None``)."""
+        self.blocked: str | None = None
+        """A guardrail's answer that ends the run."""
+        self.finished = False
+        """A tool returned Finish: the run ends, workflows included."""
