@@ -21,6 +21,7 @@ from .events import (
     ToolStartedEvent,
 )
 from .exceptions import (
+    AllModelsFailed,
     CircularReferenceError,
     ConfigError,
     GuardrailTripwireTriggered,
@@ -30,6 +31,8 @@ from .exceptions import (
     MaxTurnsExceeded,
     ModelBehaviorError,
     ModelProviderError,
+    ModelRefused,
+    ModelTimeout,
     RelayraceError,
     RunTimeout,
     UsageLimitExceeded,
@@ -37,7 +40,14 @@ from .exceptions import (
 )
 from .handoffs import HandoffTool, TransferPolicy, handoff, keep_last, remove_tool_traffic
 from .messages import Message, ToolCall
-from .models import Model, ModelRequest, ModelResponse, ModelSettings, infer_model
+from .models import (
+    FallbackModel,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    infer_model,
+)
 from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
@@ -47,10 +57,12 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentEvent",
+    "AllModelsFailed",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
     "ConfigError",
     "DelegationEvent",
+    "FallbackModel",
     "FunctionTool",
     "GuardrailTriggeredEvent",
     "GuardrailTripwireTriggered",
@@ -65,9 +77,11 @@ __all__ = [
     "Model",
     "ModelBehaviorError",
     "ModelProviderError",
+    "ModelRefused",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "ModelTimeout",
     "RateLimit",
     "RelayraceError",
     "RunContext",
