@@ -454,3 +454,48 @@ async def test_an_answer_cut_by_max_tokens_is_reported_as_such() -> None:
                                '"stop_reason":"max_tokens"'))
     with pytest.raises(ModelBehaviorError, match="max_tokens=4096"):
         await collect(make_model(server), ask(tools=[WEATHER]))
+
+
+async def test_cache_read_and_write_tokens_are_recorded_in_usage() -> None:
+    server = FakeServer(recorded("cached_text.json"))
+    usage = (await make_model(server).request(ask())).usage
+    # Input counts every token sent; the cache counts say how many of them were cached.
+    assert (usage.input_tokens, usage.output_tokens) == (21 + 188 + 2048, 10)
+    assert (usage.cache_read_tokens, usage.cache_write_tokens) == (2048, 188)
+    assert usage.reasoning_tokens == 0
+
+    server = FakeServer(recorded("stream_cached.sse"))
+    deltas, final = await collect(make_model(server), ask())
+    assert deltas == ["Paris", "."]
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (21 + 188 + 2048, 4)
+    assert (final.usage.cache_read_tokens, final.usage.cache_write_tokens) == (2048, 188)
+
+    # A final count of input tokens alone keeps the cache counts message_start gave.
+    server = FakeServer(edited(
+        PAYLOADS / "stream_cached.sse",
+        '"usage":{"input_tokens":21,"cache_creation_input_tokens":188,'
+        '"cache_read_input_tokens":2048,"output_tokens":4}',
+        '"usage":{"input_tokens":25,"output_tokens":4}'))
+    _, final = await collect(make_model(server), ask())
+    assert final.usage.input_tokens == 25 + 188 + 2048
+    assert (final.usage.cache_read_tokens, final.usage.cache_write_tokens) == (2048, 188)
+
+    server = FakeServer(recorded("text.json"))
+    usage = (await make_model(server).request(ask())).usage
+    assert (usage.cache_read_tokens, usage.cache_write_tokens) == (0, 0)
+
+
+async def test_a_refusal_stop_reason_is_surfaced_in_the_response() -> None:
+    server = FakeServer(recorded("refusal.json"))
+    response = await make_model(server).request(ask())
+    assert response.refusal is not None and "stop_reason 'refusal'" in response.refusal
+    assert response.message.content == response.refusal  # never an empty turn
+
+    server = FakeServer(recorded("stream_refusal.sse"))
+    deltas, final = await collect(make_model(server), ask())
+    assert deltas == ["Here is how"]  # streamed before the refusal came
+    assert final.refusal == "Here is how"
+    assert final.message.content == "Here is how"
+
+    server = FakeServer(recorded("text.json"))
+    assert (await make_model(server).request(ask())).refusal is None

@@ -31,8 +31,8 @@ from provider_helpers import (
     openai_model,
     replay,
 )
-from relayrace import Agent, Runner, tool
-from relayrace.exceptions import ModelProviderError
+from relayrace import Agent, FallbackModel, Runner, tool
+from relayrace.exceptions import ModelProviderError, ModelTimeout
 from relayrace.messages import Message, ToolCall
 from relayrace.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from relayrace.models.anthropic import AnthropicModel
@@ -274,6 +274,32 @@ async def test_a_server_that_never_finishes_fails_at_the_request_deadline(
     assert later.final_output == "Hello again."
     kinds = [e.kind for e in session.events]
     assert kinds[:2] == ["run_started", "message"] and kinds.count("run_finished") == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_missed_deadline_is_a_timeout_a_fallback_model_moves_on_from(
+    provider: str, stream: bool,
+) -> None:
+    kind, drip = (("text/event-stream", b": keep-alive\n\n") if stream
+                  else ("application/json", b" "))
+    async with dripping_server(kind, drip) as base_url:
+        slow = local_model(provider, base_url)
+        model = FallbackModel(slow, ScriptedModel([text("From the backup.")], name="backup"),
+                              on=("timeout",))
+        agent = Agent("front", instructions="Help.", model=model,
+                      model_settings=ModelSettings(timeout=1, deadline=0.3))
+        if stream:
+            result = Runner.stream(agent, "Hi")
+            async for _ in result:
+                pass
+            assert result.result is not None
+            assert result.result.final_output == "From the backup."
+        else:
+            assert (await Runner.run(agent, "Hi")).final_output == "From the backup."
+
+        with pytest.raises(ModelTimeout, match="deadline of 0.3 s"):
+            await Runner.run(agent.clone(model=slow), "Hi")
 
 
 class _Handler(BaseHTTPRequestHandler):

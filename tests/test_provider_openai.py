@@ -7,6 +7,7 @@ the adapter sent and the normalized ``ModelResponse`` it parsed back.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from pydantic import BaseModel, Field
 
 from provider_helpers import FakeServer, collect, cut_stream, edited, replay, replay_bytes
 from relayrace.exceptions import ModelBehaviorError, ModelProviderError, UserError
@@ -167,7 +169,8 @@ async def test_history_tools_and_settings_map_to_chat_completions_shapes() -> No
         }
     ]
     # Request settings win field by field; unset ones fall back to the constructor's.
-    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.7, 0.9, 50)
+    assert (body["temperature"], body["top_p"], body["max_completion_tokens"]) == (0.7, 0.9, 50)
+    assert "max_tokens" not in body  # reasoning models refuse it
     assert body["parallel_tool_calls"] is False
     assert body["seed"] == 7  # `extra` reaches the top level of the body
 
@@ -477,3 +480,244 @@ async def test_an_answer_cut_by_the_length_limit_is_reported_as_such() -> None:
                                '"finish_reason":"length"'))
     with pytest.raises(ModelBehaviorError, match="output limit"):
         await collect(make_model(server), ask(tools=[WEATHER]))
+
+
+async def test_max_tokens_goes_as_max_completion_tokens_or_the_field_asked_for() -> None:
+    server = FakeServer(recorded("reasoning_cached.json"), recorded("text.json"))
+    model = make_model(server)
+    await model.request(ask(settings=ModelSettings(max_tokens=300)))
+    assert server.body()["max_completion_tokens"] == 300
+    assert "max_tokens" not in server.body()
+
+    older = make_model(server, max_tokens_field="max_tokens")
+    await older.request(ask(settings=ModelSettings(max_tokens=300)))
+    assert server.body()["max_tokens"] == 300
+    assert "max_completion_tokens" not in server.body()
+
+    with pytest.raises(UserError, match="'max_completion_tokens' or 'max_tokens'"):
+        make_model(server, max_tokens_field="max_length")
+
+
+def test_local_servers_from_infer_model_get_the_older_max_tokens_field() -> None:
+    from relayrace.models import infer_model
+
+    local = infer_model("ollama:llama-test-fields")
+    assert isinstance(local, OpenAIChatModel) and local.max_tokens_field == "max_tokens"
+    hosted = infer_model("openai:gpt-test-fields")
+    assert isinstance(hosted, OpenAIChatModel)
+    assert hosted.max_tokens_field == "max_completion_tokens"
+
+
+async def test_cached_and_reasoning_tokens_are_recorded_in_usage() -> None:
+    server = FakeServer(recorded("reasoning_cached.json"))
+    response = await make_model(server).request(ask())
+    usage = response.usage
+    assert (usage.input_tokens, usage.output_tokens) == (1843, 212)
+    assert (usage.cache_read_tokens, usage.reasoning_tokens) == (1536, 192)
+    assert usage.cache_write_tokens == 0
+    assert response.model == "o4-mini-2025-04-16"
+
+    server = FakeServer(recorded("stream_reasoning_cached.sse"))
+    deltas, final = await collect(make_model(server), ask())
+    assert deltas == ["Paris."]
+    assert (final.usage.cache_read_tokens, final.usage.reasoning_tokens) == (1536, 192)
+
+    # A compatible server without the details counts none.
+    server = FakeServer(recorded("ollama_tool_call_no_id.json"))
+    response = await make_model(server).request(ask(tools=[WEATHER]))
+    assert (response.usage.cache_read_tokens, response.usage.reasoning_tokens) == (0, 0)
+
+
+async def test_a_refusal_is_surfaced_in_the_response_and_as_its_text() -> None:
+    refusal = "I'm sorry, I can't assist with that request."
+    server = FakeServer(recorded("refusal.json"))
+    response = await make_model(server).request(ask())
+    assert response.refusal == refusal
+    assert response.message == Message.assistant(refusal)
+
+    server = FakeServer(recorded("text.json"))
+    assert (await make_model(server).request(ask())).refusal is None
+
+
+async def test_a_streamed_refusal_comes_whole_with_the_response_not_as_text() -> None:
+    server = FakeServer(recorded("stream_refusal.sse"))
+    deltas, final = await collect(make_model(server), ask())
+    assert deltas == []  # kept back, so a FallbackModel can still ask another model
+    assert final.refusal == "I'm sorry, I can't assist with that request."
+    assert final.message.content == final.refusal
+
+
+FLIGHTS = ToolDefinition(
+    name="search_flights",
+    description="Find flights.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "origin": {"type": "string"},
+            "destination": {"type": "string", "description": "IATA code"},
+            "max_stops": {"type": "integer", "default": 1},
+            "cabin": {"enum": ["economy", "business"], "default": "economy"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "passengers": {"type": "array", "items": {"$ref": "#/$defs/Passenger"}},
+            "lead": {"$ref": "#/$defs/Passenger", "description": "Who books."},
+            "seat": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        },
+        "required": ["origin", "destination", "passengers", "lead"],
+        "$defs": {
+            "Passenger": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name"],
+            }
+        },
+    },
+)
+
+
+async def test_strict_tools_send_strict_compatible_schemas() -> None:
+    original = copy.deepcopy(FLIGHTS.parameters)
+    server = FakeServer(recorded("strict_tool_call.json"))
+    model = make_model(server, settings=ModelSettings(strict_tools=True))
+    await model.request(ask(tools=[FLIGHTS]))
+
+    function = server.body()["tools"][0]["function"]
+    assert function["strict"] is True
+    assert function["parameters"] == {
+        "type": "object",
+        "properties": {
+            "origin": {"type": "string"},
+            "destination": {"type": "string", "description": "IATA code"},
+            "max_stops": {"type": ["integer", "null"]},
+            "cabin": {"anyOf": [{"enum": ["economy", "business"]}, {"type": "null"}]},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "passengers": {"type": "array", "items": {"$ref": "#/$defs/Passenger"}},
+            # No keyword may stand beside a $ref: it is expanded in place.
+            "lead": {
+                "description": "Who books.",
+                "type": "object",
+                "properties": {"name": {"type": "string"},
+                               "age": {"type": ["integer", "null"]}},
+                "required": ["name", "age"],
+                "additionalProperties": False,
+            },
+            "seat": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        },
+        "required": ["origin", "destination", "max_stops", "cabin", "note", "passengers",
+                     "lead", "seat"],
+        "additionalProperties": False,
+        "$defs": {
+            "Passenger": {
+                "type": "object",
+                "properties": {"name": {"type": "string"},
+                               "age": {"type": ["integer", "null"]}},
+                "required": ["name", "age"],
+                "additionalProperties": False,
+            }
+        },
+    }
+    assert FLIGHTS.parameters == original  # the tool's own schema is left as it was
+
+
+async def test_strict_tool_arguments_lose_the_nulls_strict_mode_added() -> None:
+    server = FakeServer(recorded("strict_tool_call.json"))
+    model = make_model(server, settings=ModelSettings(strict_tools=True))
+    response = await model.request(ask(tools=[FLIGHTS]))
+    (call,) = response.message.tool_calls
+    # Omitted, so the tool's defaults apply; a null its schema accepts would be kept.
+    assert json.loads(call.arguments) == {
+        "origin": "CDG", "destination": "FCO", "passengers": [{"name": "Ada"}]}
+
+    # Without strict_tools, arguments pass through verbatim.
+    server = FakeServer(recorded("strict_tool_call.json"))
+    response = await make_model(server).request(ask(tools=[FLIGHTS]))
+    assert '"max_stops":null' in response.message.tool_calls[0].arguments
+    assert "strict" not in server.body()["tools"][0]["function"]
+
+
+UNFIT_SCHEMAS = {
+    "open map": {"type": "object", "properties": {
+        "tags": {"type": "object", "additionalProperties": {"type": "string"}}}},
+    "self-expanding $ref": {
+        "type": "object", "properties": {"root": {"$ref": "#/$defs/Node"}},
+        "$defs": {"Node": {"type": "object", "properties": {
+            "child": {"$ref": "#/$defs/Node", "description": "The next node."}}}}},
+    "outside $ref": {"type": "object", "properties": {
+        "x": {"$ref": "https://example.test/x.json", "description": "An x."}}},
+}
+
+
+@pytest.mark.parametrize("schema", UNFIT_SCHEMAS.values(), ids=list(UNFIT_SCHEMAS))
+async def test_a_schema_strict_mode_cannot_express_is_sent_without_strict(
+    schema: dict[str, Any],
+) -> None:
+    unfit = ToolDefinition(name="tag", description="Tag things.", parameters=schema)
+    server = FakeServer(recorded("tool_call.json"))
+    model = make_model(server, settings=ModelSettings(strict_tools=True))
+    await model.request(ask(tools=[unfit, WEATHER]))
+    first, second = (t["function"] for t in server.body()["tools"])
+    assert "strict" not in first and first["parameters"] == schema
+    assert second["strict"] is True
+    assert second["parameters"]["additionalProperties"] is False
+
+
+class Stop(BaseModel):
+    """A stop on the way."""
+
+    city: str
+    nights: int = 1
+    next: Stop | None = Field(default=None, description="The stop after this one.")
+
+
+async def test_strict_schemas_of_function_tools_with_nested_models() -> None:
+    from relayrace import tool
+
+    @tool
+    def plan(first: Stop, budget: float | None = None, pace: str = "slow") -> str:
+        """Plan a trip through its stops."""
+        return first.city
+
+    server = FakeServer(recorded("strict_tool_call.json"))
+    model = make_model(server, settings=ModelSettings(strict_tools=True))
+    await model.request(ask(tools=[plan.definition]))
+    function = server.body()["tools"][0]["function"]
+    assert function["strict"] is True
+
+    def closed(schema: object) -> None:  # every object in it closed, all properties required
+        if isinstance(schema, dict):
+            assert "default" not in schema
+            if "properties" in schema:
+                assert schema["additionalProperties"] is False
+                assert schema["required"] == list(schema["properties"])
+            for value in schema.values():
+                closed(value)
+        elif isinstance(schema, list):
+            for value in schema:
+                closed(value)
+
+    closed(function["parameters"])
+    assert function["parameters"]["properties"]["pace"]["type"] == ["string", "null"]
+    # The model's nulls for optional fields, nested ones too, are dropped again.
+    arguments = '{"first": {"city": "Rome", "nights": null, "next": null}, "budget": null, ' \
+        '"pace": null}'
+    recording = json.loads((PAYLOADS / "strict_tool_call.json").read_text())
+    recording["choices"][0]["message"]["tool_calls"][0]["function"] = {
+        "name": "plan", "arguments": arguments}
+    server = FakeServer(replay_bytes(json.dumps(recording).encode()))
+    model = make_model(server, settings=ModelSettings(strict_tools=True))
+    response = await model.request(ask(tools=[plan.definition]))
+    cleaned = json.loads(response.message.tool_calls[0].arguments)
+    # `budget` and `next` accept null in the tool's own schema, so they stay.
+    assert cleaned == {"first": {"city": "Rome", "next": None}, "budget": None}
+
+
+async def test_usage_adds_the_cache_and_reasoning_counts_and_keeps_positional_fields() -> None:
+    from relayrace import Usage
+
+    server = FakeServer(recorded("reasoning_cached.json"), recorded("reasoning_cached.json"))
+    model = make_model(server)
+    total = Usage(0, 7, 3, 2)  # requests, input, output, tool calls: as before
+    for _ in range(2):
+        total.add((await model.request(ask())).usage)
+    assert (total.requests, total.input_tokens, total.output_tokens, total.tool_calls) == (
+        2, 7 + 2 * 1843, 3 + 2 * 212, 2)
+    assert (total.cache_read_tokens, total.reasoning_tokens) == (2 * 1536, 2 * 192)

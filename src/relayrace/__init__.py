@@ -22,6 +22,7 @@ from .events import (
     ToolStartedEvent,
 )
 from .exceptions import (
+    AllModelsFailed,
     CircularReferenceError,
     ConfigError,
     GuardrailTripwireTriggered,
@@ -31,6 +32,8 @@ from .exceptions import (
     MaxTurnsExceeded,
     ModelBehaviorError,
     ModelProviderError,
+    ModelRefused,
+    ModelTimeout,
     RelayraceError,
     RunTimeout,
     SessionConflictError,
@@ -42,7 +45,14 @@ from .exceptions import (
 )
 from .handoffs import HandoffTool, TransferPolicy, handoff, keep_last, remove_tool_traffic
 from .messages import Message, ToolCall
-from .models import Model, ModelRequest, ModelResponse, ModelSettings, infer_model
+from .models import (
+    FallbackModel,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    infer_model,
+)
 from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
@@ -50,10 +60,12 @@ from .usage import RunUsage, Usage, UsageLimits
 __all__ = [
     "Agent",
     "AgentEvent",
+    "AllModelsFailed",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
     "ConfigError",
     "DelegationEvent",
+    "FallbackModel",
     "FunctionTool",
     "GuardrailTriggeredEvent",
     "GuardrailTripwireTriggered",
@@ -68,9 +80,11 @@ __all__ = [
     "Model",
     "ModelBehaviorError",
     "ModelProviderError",
+    "ModelRefused",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "ModelTimeout",
     "RateLimit",
     "RelayraceError",
     "RunContext",

@@ -7,7 +7,10 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   └── ConfigError               a team definition (YAML, agent tree) is invalid
     │       └── CircularReferenceError    agents reference each other in a cycle
     ├── ModelBehaviorError            the model produced something the run cannot continue from
+    │   └── ModelRefused              the model declined to answer (a FallbackModel's failure)
     ├── ModelProviderError            the provider failed (HTTP error, timeout) after its retries
+    │   ├── ModelTimeout              the request timed out or passed its deadline
+    │   └── AllModelsFailed           every model of a FallbackModel failed; ``failures`` says how
     ├── MaxTurnsExceeded              the run used more model turns than allowed
     ├── RunTimeout                    an agent's run took longer than its ``timeout``
     ├── UsageLimitExceeded            a UsageLimits budget was used up
@@ -28,6 +31,7 @@ Errors never log themselves; they carry what happened and what would be right.
 from __future__ import annotations
 
 __all__ = [
+    "AllModelsFailed",
     "CircularReferenceError",
     "ConfigError",
     "GuardrailTripwireTriggered",
@@ -37,6 +41,8 @@ __all__ = [
     "MaxTurnsExceeded",
     "ModelBehaviorError",
     "ModelProviderError",
+    "ModelRefused",
+    "ModelTimeout",
     "RelayraceError",
     "RunTimeout",
     "SessionConflictError",
@@ -81,6 +87,33 @@ class ModelProviderError(RelayraceError):
         self.status_code = status_code
         self.provider = provider
         super().__init__(message)
+
+
+class ModelRefused(ModelBehaviorError):
+    """The model declined to answer (its provider's refusal signal), and a ``FallbackModel``
+    told to move on from refusals had already streamed its text, so could not ask another."""
+
+    def __init__(self, model: str, refusal: str) -> None:
+        self.model = model
+        self.refusal = refusal
+        super().__init__(f"{model} declined to answer: {refusal!r}; rephrase the request or "
+                         "ask another model.")
+
+
+class ModelTimeout(ModelProviderError):
+    """The model request timed out (after its retries) or passed its ``deadline``."""
+
+
+class AllModelsFailed(ModelProviderError):
+    """Every model of a ``FallbackModel`` failed; ``failures`` pairs each model's name with
+    its error (``ModelRefused`` for a refusal), in the order they were asked."""
+
+    def __init__(self, failures: list[tuple[str, Exception]]) -> None:
+        self.failures = failures
+        lines = "".join(f"\n  - {name}: {type(e).__name__}: {e}" for name, e in failures)
+        super().__init__(
+            f"All {len(failures)} models failed:{lines}\nFix the failure of one of them, or "
+            "add another model to the FallbackModel.")
 
 
 class MaxTurnsExceeded(RelayraceError):

@@ -21,6 +21,15 @@ class Usage:
     """Tokens the model produced."""
     tool_calls: int = 0
     """Tool calls executed (refused calls and handoffs are not counted)."""
+    cache_read_tokens: int = 0
+    """Of ``input_tokens``, those read from the provider's prompt cache (OpenAI's
+    ``cached_tokens``, Anthropic's ``cache_read_input_tokens``), when it reports them."""
+    cache_write_tokens: int = 0
+    """Of ``input_tokens``, those written to the provider's prompt cache (Anthropic's
+    ``cache_creation_input_tokens``), when it reports them."""
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those spent on hidden reasoning (OpenAI's ``reasoning_tokens``),
+    when the provider reports them."""
 
     @property
     def total_tokens(self) -> int:
@@ -33,6 +42,9 @@ class Usage:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.tool_calls += other.tool_calls
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass(slots=True)

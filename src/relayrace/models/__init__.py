@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ..exceptions import UserError
+from .fallback import FALLBACK_KINDS, FallbackKind, FallbackModel
 from .interface import (
     DEFAULT_DEADLINE,
     Model,
@@ -16,7 +17,10 @@ from .interface import (
 
 __all__ = [
     "DEFAULT_DEADLINE",
+    "FALLBACK_KINDS",
     "KNOWN_PROVIDERS",
+    "FallbackKind",
+    "FallbackModel",
     "Model",
     "ModelRequest",
     "ModelResponse",
@@ -71,7 +75,8 @@ def infer_model(model: Model | str) -> Model:
         from .openai import OpenAIChatModel
 
         base_url = os.environ.get(f"{provider.upper()}_BASE_URL", _LOCAL_BASE_URLS[provider])
+        # `max_tokens`, not `max_completion_tokens`: every local server knows the older field.
         result = OpenAIChatModel(name, base_url=base_url, api_key=os.environ.get(
-            f"{provider.upper()}_API_KEY", provider))
+            f"{provider.upper()}_API_KEY", provider), max_tokens_field="max_tokens")
     _cache[model] = result
     return result

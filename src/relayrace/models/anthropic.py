@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
 
-from ..exceptions import ModelBehaviorError, ModelProviderError, UserError
+from ..exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
 from ..messages import Message, ToolCall
 from ..usage import Usage
 from ._common import (
@@ -39,7 +39,6 @@ try:
     import anthropic
     from anthropic.types import (
         InputJSONDelta,
-        MessageDeltaUsage,
         MessageParam,
         RawContentBlockDeltaEvent,
         RawContentBlockStartEvent,
@@ -95,6 +94,8 @@ class AnthropicModel(Model):
     ``max_retries`` and ``timeout`` then come from that client.
 
     ``max_retries`` also bounds new tries of a response that arrived unreadable or cut short.
+    A refusal (``stop_reason`` ``"refusal"``) is returned in ``ModelResponse.refusal``, with
+    the text the model gave (or a note saying it declined) as the message's text.
     """
 
     def __init__(
@@ -244,7 +245,7 @@ class AnthropicModel(Model):
         except anthropic.APIError as e:
             raise self._provider_error(e, where, client.max_retries) from e
         except TimeoutError as e:
-            raise ModelProviderError(
+            raise ModelTimeout(
                 f"{where} did not finish the request within its deadline of "
                 f"{deadline(settings):g} s: raise ModelSettings.deadline "
                 "or retry later.",
@@ -269,7 +270,7 @@ class AnthropicModel(Model):
         self, e: anthropic.APIError, where: str, retries: int
     ) -> ModelProviderError:
         if isinstance(e, anthropic.APITimeoutError):
-            return ModelProviderError(
+            return ModelTimeout(
                 f"{where} timed out (after {retries} retries): raise the timeout "
                 "(ModelSettings.timeout or timeout=) or retry later.",
                 provider="anthropic",
@@ -337,11 +338,17 @@ class _StreamState:
             self.stopped = True
         elif isinstance(event, RawMessageDeltaEvent):
             self.stop_reason = event.delta.stop_reason or self.stop_reason
-            # Counts here are cumulative; input tokens appear only on some API versions.
-            final = _usage(event.usage)
-            self.usage.output_tokens = final.output_tokens
-            if event.usage.input_tokens is not None:
-                self.usage.input_tokens = final.input_tokens
+            # Counts here are cumulative; input and cache counts appear only on some API
+            # versions, and then replace those of message_start.
+            delta, usage = event.usage, self.usage
+            usage.output_tokens = delta.output_tokens
+            if delta.cache_read_input_tokens is not None:
+                usage.cache_read_tokens = delta.cache_read_input_tokens
+            if delta.cache_creation_input_tokens is not None:
+                usage.cache_write_tokens = delta.cache_creation_input_tokens
+            if delta.input_tokens is not None:
+                usage.input_tokens = (delta.input_tokens + usage.cache_read_tokens
+                                      + usage.cache_write_tokens)
         return ""
 
     def response(self, name: str, max_tokens: int) -> ModelResponse:
@@ -355,8 +362,7 @@ class _StreamState:
             ToolCall(start.id, start.name, "".join(pieces) or json.dumps(start.input))
             for start, pieces in (self.tools[i] for i in sorted(self.tools))
         )
-        message = Message.assistant("".join(self.text), calls)
-        return ModelResponse(message=message, usage=self.usage, model=self.model)
+        return _response("".join(self.text), calls, self.usage, self.model, self.stop_reason)
 
 
 def _to_anthropic_messages(
@@ -476,21 +482,30 @@ def _parse_message(reply: AnthropicMessage, name: str, max_tokens: int) -> Model
         for b in reply.content
         if isinstance(b, ToolUseBlock)
     )
-    return ModelResponse(
-        message=Message.assistant(text, calls),
-        usage=_usage(reply.usage),
-        model=reply.model or name.removeprefix("anthropic:"),
-    )
+    model = reply.model or name.removeprefix("anthropic:")
+    return _response(text, calls, _usage(reply.usage), model, reply.stop_reason)
 
 
-def _usage(usage: AnthropicUsage | MessageDeltaUsage) -> Usage:
+def _response(
+    text: str, calls: tuple[ToolCall, ...], usage: Usage, model: str, stop_reason: str | None
+) -> ModelResponse:
+    refusal = None
+    if stop_reason == "refusal":
+        refusal = text or "(the model declined to answer: stop_reason 'refusal')"
+    message = Message.assistant(refusal or text, calls)
+    return ModelResponse(message=message, usage=usage, model=model, refusal=refusal)
+
+
+def _usage(usage: AnthropicUsage) -> Usage:
     # Cached tokens are reported apart from input_tokens; count them, they were sent.
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
     return Usage(
         requests=1,
-        input_tokens=(usage.input_tokens or 0)
-        + (usage.cache_creation_input_tokens or 0)
-        + (usage.cache_read_input_tokens or 0),
+        input_tokens=(usage.input_tokens or 0) + cache_write + cache_read,
         output_tokens=usage.output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
     )
 
 

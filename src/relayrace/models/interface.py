@@ -45,7 +45,7 @@ class ModelSettings:
     top_p: float | None = None
     """Nucleus sampling mass."""
     max_tokens: int | None = None
-    """Most tokens to generate per request."""
+    """Most tokens to generate per request (sent to OpenAI as ``max_completion_tokens``)."""
     parallel_tool_calls: bool | None = None
     """Whether the model may emit several tool calls in one turn (OpenAI-compatible only)."""
     timeout: float | None = None
@@ -53,6 +53,10 @@ class ModelSettings:
     deadline: float | None = None
     """Seconds one model request may take in all (retries and the whole stream included)
     before it fails with ``ModelProviderError``; ``None`` is ``DEFAULT_DEADLINE`` (600)."""
+    strict_tools: bool | None = None
+    """Send tool schemas with ``"strict": true``, made strict-compatible (OpenAI-compatible
+    only): the model's arguments then always match the schema. Optional parameters become
+    nullable, and a ``null`` the model sends for one is dropped, so its default applies."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific options passed through unchanged."""
 
@@ -98,6 +102,10 @@ class ModelResponse:
     """Tokens used; ``requests`` is 1."""
     model: str = ""
     """The model that answered, as the provider named it."""
+    refusal: str | None = None
+    """Set when the model declined to answer, by its provider's own signal (OpenAI's
+    ``refusal`` field, Anthropic's ``stop_reason`` ``"refusal"``): the refusal's text, which
+    ``message`` also holds. ``FallbackModel`` moves on to its next model on it."""
 
 
 class Model(ABC):

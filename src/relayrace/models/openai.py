@@ -10,12 +10,12 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from ..exceptions import ModelBehaviorError, ModelProviderError, UserError
+from ..exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
 from ..messages import Message, ToolCall
 from ..usage import Usage
 from ._common import (
@@ -32,7 +32,8 @@ from ._common import (
     tool_ids,
     tries_text,
 )
-from .interface import Model, ModelRequest, ModelResponse, ModelSettings
+from ._strict import drop_added_nulls, strict_schema
+from .interface import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 
 try:
     import openai
@@ -78,6 +79,12 @@ class OpenAIChatModel(Model):
     (then yours to close, on its one loop); ``max_retries`` and ``timeout`` then come from it.
 
     ``max_retries`` also bounds new tries of a response that arrived unreadable or cut short.
+    ``ModelSettings.max_tokens`` is sent as ``max_completion_tokens`` (reasoning models refuse
+    ``max_tokens``); ``max_tokens_field="max_tokens"`` sends the older field instead, for
+    servers that know only that one (``infer_model`` does so for ollama, lmstudio and vllm).
+    A refusal (the message's ``refusal`` field) is returned in ``ModelResponse.refusal`` and
+    as the message's text; when streaming it is not passed on as text deltas but comes whole
+    with the response, so a ``FallbackModel`` can still move on from it.
     """
 
     def __init__(
@@ -90,10 +97,16 @@ class OpenAIChatModel(Model):
         settings: ModelSettings | None = None,
         max_retries: int = 2,
         timeout: float | None = None,
+        max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens",
     ) -> None:
+        if max_tokens_field not in ("max_completion_tokens", "max_tokens"):
+            raise UserError(f"OpenAIChatModel(max_tokens_field={max_tokens_field!r}): use "
+                            "'max_completion_tokens' or 'max_tokens'.")
         self.model = model
         self.name = f"openai:{model}"
         self.settings = settings
+        self.max_tokens_field = max_tokens_field
+        """The request field ``ModelSettings.max_tokens`` is sent in."""
         self._base_url = base_url
         self._api_key = api_key
         self._max_retries = max_retries
@@ -140,7 +153,7 @@ class OpenAIChatModel(Model):
                     timeout=_or_not_given(settings.timeout),
                     extra_body=settings.extra or None,
                 )
-            return self._parse(completion, settings)
+            return self._parse(completion, settings, request.tools)
 
         with self._mapped_errors(client, settings):
             return await retrying(attempt, client.max_retries)
@@ -158,7 +171,7 @@ class OpenAIChatModel(Model):
         when = deadline_at(settings)
         with self._mapped_errors(client, settings):
             for retry in range(client.max_retries + 1):
-                state = _StreamState(self.model, settings)
+                state = _StreamState(self.model, settings, request.tools)
                 try:
                     async with asyncio.timeout_at(when):
                         chunks = await client.chat.completions.create(
@@ -190,17 +203,7 @@ class OpenAIChatModel(Model):
             "model": self.model,
             "messages": _to_openai_messages(request),
         }
-        tools: list[ChatCompletionToolParam] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in request.tools
-        ]
+        tools = [_tool_param(t, strict=bool(settings.strict_tools)) for t in request.tools]
         if tools:
             params["tools"] = tools
             if settings.parallel_tool_calls is not None:
@@ -210,22 +213,23 @@ class OpenAIChatModel(Model):
         if settings.top_p is not None:
             params["top_p"] = settings.top_p
         if settings.max_tokens is not None:
-            # `max_tokens`, not `max_completion_tokens`: every compatible server knows it.
-            params["max_tokens"] = settings.max_tokens
+            params[self.max_tokens_field] = settings.max_tokens
         return params, settings
 
-    def _parse(self, completion: ChatCompletion, settings: ModelSettings) -> ModelResponse:
+    def _parse(
+        self, completion: ChatCompletion, settings: ModelSettings, tools: Sequence[ToolDefinition]
+    ) -> ModelResponse:
         # A body that is not a completion (an HTML page, a proxy's JSON) comes back as is, or
         # as a completion without choices: the SDK does not validate what it reads.
         if not isinstance(completion, ChatCompletion) or not isinstance(completion.choices, list):
             raise BadResponse(f"not a chat completion: {str(completion)[:200]!r}")
         try:
-            return self._parse_completion(completion, settings)
+            return self._parse_completion(completion, settings, tools)
         except (AttributeError, TypeError) as e:  # JSON of another shape, read unvalidated
             raise BadResponse(f"not a chat completion ({e})") from e
 
     def _parse_completion(
-        self, completion: ChatCompletion, settings: ModelSettings
+        self, completion: ChatCompletion, settings: ModelSettings, tools: Sequence[ToolDefinition]
     ) -> ModelResponse:
         usage = _usage(completion.usage) if completion.usage is not None else Usage(requests=1)
         model_name = completion.model or self.model
@@ -246,16 +250,18 @@ class OpenAIChatModel(Model):
             raw = getattr(source, "arguments", None)
             if raw is None:
                 raw = getattr(source, "input", "")
+            name = getattr(source, "name", "") or ""
             tool_calls.append(
                 ToolCall(
                     id=getattr(tc, "id", None) or _new_call_id(),
-                    name=getattr(source, "name", "") or "",
-                    arguments=_arguments_text(raw),
+                    name=name,
+                    arguments=_own_arguments(_arguments_text(raw), name, tools, settings),
                 )
             )
-        content = msg.content or msg.refusal or ""
+        refusal = msg.refusal or None
+        content = msg.content or refusal or ""
         message = Message.assistant(content, tuple(tool_calls))
-        return ModelResponse(message=message, usage=usage, model=model_name)
+        return ModelResponse(message=message, usage=usage, model=model_name, refusal=refusal)
 
     @contextmanager
     def _mapped_errors(self, client: openai.AsyncOpenAI, settings: ModelSettings) -> Iterator[None]:
@@ -266,7 +272,7 @@ class OpenAIChatModel(Model):
         except openai.APIError as e:
             raise self._provider_error(e, where, client.max_retries) from e
         except TimeoutError as e:
-            raise ModelProviderError(
+            raise ModelTimeout(
                 f"{where} did not finish the request within its deadline of "
                 f"{deadline(settings):g} s: raise ModelSettings.deadline "
                 "or retry later.",
@@ -284,7 +290,7 @@ class OpenAIChatModel(Model):
         self, e: openai.APIError, where: str, retries: int
     ) -> ModelProviderError:
         if isinstance(e, openai.APITimeoutError):
-            return ModelProviderError(
+            return ModelTimeout(
                 f"{where} timed out (after {retries} retries): raise the timeout "
                 "(ModelSettings.timeout or timeout=) or retry later.",
                 provider="openai",
@@ -324,11 +330,15 @@ class _PartialCall:
 class _StreamState:
     """Assembles a streamed reply: text, tool calls by ``index``, and usage."""
 
-    def __init__(self, model: str, settings: ModelSettings) -> None:
+    def __init__(
+        self, model: str, settings: ModelSettings, tools: Sequence[ToolDefinition]
+    ) -> None:
         self.model = model
         self.settings = settings
+        self.tools = tools
         self.usage = Usage(requests=1)
         self.text: list[str] = []
+        self.refusal: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
         self.finish_reason: str | None = None
         self.streamed = False
@@ -354,7 +364,9 @@ class _StreamState:
             if tc.function is not None:
                 call.name = call.name or (tc.function.name or "")
                 call.arguments += _arguments_text(tc.function.arguments)
-        piece = delta.content or delta.refusal or ""
+        if delta.refusal:  # kept back: a FallbackModel may still move on from it
+            self.refusal.append(delta.refusal)
+        piece = delta.content or ""
         self.text.append(piece)
         self.streamed = self.streamed or bool(piece)
         return piece
@@ -366,11 +378,14 @@ class _StreamState:
         if self.finish_reason == "length":
             raise _output_limit(name, self.settings)
         calls = tuple(
-            ToolCall(c.id or _new_call_id(), c.name, c.arguments)
+            ToolCall(c.id or _new_call_id(), c.name,
+                     _own_arguments(c.arguments, c.name, self.tools, self.settings))
             for _, c in sorted(self.calls.items())
         )
-        message = Message.assistant("".join(self.text), calls)
-        return ModelResponse(message=message, usage=self.usage, model=self.model)
+        refusal = "".join(self.refusal) or None
+        message = Message.assistant("".join(self.text) or refusal or "", calls)
+        return ModelResponse(message=message, usage=self.usage, model=self.model,
+                             refusal=refusal)
 
 
 def _output_limit(name: str, settings: ModelSettings) -> ModelBehaviorError:
@@ -415,12 +430,49 @@ def _to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessagePara
     return out
 
 
+def _tool_param(tool: ToolDefinition, *, strict: bool) -> ChatCompletionToolParam:
+    param: ChatCompletionToolParam = {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+    schema = strict_schema(tool.parameters) if strict else None
+    if schema is not None:  # a schema strict mode cannot express goes as it is, not strict
+        param["function"]["parameters"] = schema
+        param["function"]["strict"] = True
+    return param
+
+
+def _own_arguments(
+    arguments: str, name: str, tools: Sequence[ToolDefinition], settings: ModelSettings
+) -> str:
+    """A strict tool's arguments without the nulls strict mode added for optional ones."""
+    if not settings.strict_tools:
+        return arguments
+    for tool in tools:
+        if tool.name == name:
+            return drop_added_nulls(arguments, tool.parameters)
+    return arguments
+
+
 def _usage(usage: CompletionUsage) -> Usage:
+    # Read defensively: compatible servers omit the details or send other shapes.
+    prompt = getattr(usage, "prompt_tokens_details", None)
+    completion = getattr(usage, "completion_tokens_details", None)
     return Usage(
         requests=1,
         input_tokens=usage.prompt_tokens or 0,
         output_tokens=usage.completion_tokens or 0,
+        cache_read_tokens=_count(getattr(prompt, "cached_tokens", None)),
+        reasoning_tokens=_count(getattr(completion, "reasoning_tokens", None)),
     )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _arguments_text(raw: object) -> str:
