@@ -528,6 +528,16 @@ async def test_cached_and_reasoning_tokens_are_recorded_in_usage() -> None:
     assert (response.usage.cache_read_tokens, response.usage.reasoning_tokens) == (0, 0)
 
 
+async def test_a_runs_usage_totals_count_cached_and_reasoning_tokens() -> None:
+    from relayrace import Agent, Runner
+
+    model = make_model(FakeServer(recorded("reasoning_cached.json")))
+    result = await Runner.run(Agent("a", instructions="x", model=model), "hi")
+    for usage in (result.usage.total, result.usage.per_agent["a"]):
+        assert (usage.requests, usage.input_tokens, usage.output_tokens) == (1, 1843, 212)
+        assert (usage.cache_read_tokens, usage.reasoning_tokens) == (1536, 192)
+
+
 async def test_a_refusal_is_surfaced_in_the_response_and_as_its_text() -> None:
     refusal = "I'm sorry, I can't assist with that request."
     server = FakeServer(recorded("refusal.json"))

@@ -57,20 +57,15 @@ class Budget:
     def close_request(self, estimate: Estimate, path: str, local: Usage | None,
                       used: Usage | None) -> None:
         """Count what a request admitted by ``open_request`` used (``None``: it failed)."""
-        i, o = (used.input_tokens, used.output_tokens) if used is not None else (0, 0)
         if estimate is not None and self._gate is not None:
-            self._gate.leave(estimate, o)
+            self._gate.leave(estimate, used.output_tokens if used is not None else 0)
         if used is None:
             return
-        total = self.usage.total
-        total.input_tokens += i
-        total.output_tokens += o
-        agent = self.usage.per_agent[path]
-        agent.input_tokens += i
-        agent.output_tokens += o
+        # Tokens of every kind; the request was counted when it was admitted.
+        self.usage.total.add_tokens(used)
+        self.usage.per_agent[path].add_tokens(used)
         if local is not None:
-            local.input_tokens += i
-            local.output_tokens += o
+            local.add_tokens(used)
 
     def check_tokens(self) -> None:
         """Raise if a token budget is used up."""

@@ -9,6 +9,7 @@ child, or reuses what it returned, instead of starting it again.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .approvals import Interrupted
@@ -99,7 +100,7 @@ async def run_child(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
         child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,
-        usage=Usage(used.requests, used.input_tokens, used.output_tokens, used.tool_calls),
+        usage=replace(used),  # a copy: the live tally goes on counting
     ))
     return result
 

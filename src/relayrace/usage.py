@@ -39,9 +39,13 @@ class Usage:
     def add(self, other: Usage) -> None:
         """Add ``other`` into this usage, in place."""
         self.requests += other.requests
+        self.tool_calls += other.tool_calls
+        self.add_tokens(other)
+
+    def add_tokens(self, other: Usage) -> None:
+        """Add ``other``'s tokens of every kind (not its requests or tool calls), in place."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
-        self.tool_calls += other.tool_calls
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
         self.reasoning_tokens += other.reasoning_tokens
