@@ -12,6 +12,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ._builders import (
+    new_context,
+    new_handoff_event,
+    new_message_event,
+    new_request,
+    new_run_finished_event,
+    new_run_started_event,
+    new_tool_result_event,
+)
 from ._children import run_child
 from ._guarding import GuardedStream, guard_finish, guard_text, input_block
 from ._loopstate import (
@@ -34,7 +43,7 @@ from ._state import (
 from ._toolexec import Route, finish_task_definition, outcome_unknown, run_tools
 from .agent import Agent
 from .approvals import Interrupted
-from .context import RunContext, new_context
+from .context import RunContext
 from .delegation import ChildOptions, ChildResult
 from .events import (
     ApprovalRequestedEvent,
@@ -42,11 +51,6 @@ from .events import (
     RunFinishedEvent,
     TextDeltaEvent,
     ToolResultEvent,
-    new_handoff_event,
-    new_message_event,
-    new_run_finished_event,
-    new_run_started_event,
-    new_tool_result_event,
 )
 from .exceptions import (
     MaxTurnsExceeded,
@@ -72,7 +76,6 @@ from .workflows import SpeakerTurn
 if TYPE_CHECKING:
     from .workflows import Composite
 
-_new = object.__new__
 
 
 class AgentLoop:
@@ -618,12 +621,8 @@ class AgentLoop:
             suffix = self.place.suffix
             instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
         name = agent.name
-        request: ModelRequest = _new(ModelRequest)  # field by field: no keyword matching
-        request.instructions = instructions
-        request.messages = self.views.view
-        request.tools = definitions
-        request.settings = agent.model_settings
-        request.agent = name
+        request = new_request(instructions, self.views.view, definitions, agent.model_settings,
+                              name)
         budget, local = state.budget, self.place.local
         estimate = await budget.open_request(request, path, local)
         span = state.trace.start("model", model.name, parent, agent=name)

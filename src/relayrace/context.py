@@ -60,28 +60,3 @@ class RunContext(Generic[TContext]):
     """The trace span of the tool call being served; delegated children nest under it."""
     children: ChildRunner
     """Starts delegated child runs of the agent served (see ``relayrace.delegation``)."""
-
-
-_new = object.__new__
-
-
-def new_context(
-    context: Any, agent: Agent[Any], path: str, session: Session, usage: RunUsage,
-    tool_call_id: str, messages: Sequence[Message], depth: int, span: Span | None,
-    children: ChildRunner, call_key: str = "",
-) -> RunContext[Any]:
-    """A `RunContext`, for the engine: one is made per tool call, and matching ten keyword
-    arguments would cost more than the rest of the call's bookkeeping."""
-    ctx: RunContext[Any] = _new(RunContext)
-    ctx.context = context
-    ctx.agent = agent
-    ctx.path = path
-    ctx.session = session
-    ctx.usage = usage
-    ctx.tool_call_id = tool_call_id
-    ctx.call_key = call_key
-    ctx.messages = messages
-    ctx.depth = depth
-    ctx.span = span
-    ctx.children = children
-    return ctx

@@ -66,24 +66,6 @@ class RunResult:
         return [HandoffReport.from_dict(e.report) for e in self.delegations if e.report]
 
 
-_new = object.__new__
-
-
-def _result(final_output: str, last_agent: Agent[Any], new_events: list[AgentEvent],
-            usage: RunUsage, trace_id: str, session: Session, reason: str) -> RunResult:
-    """A completed run's `RunResult`, built without matching seven keyword arguments."""
-    r: RunResult = _new(RunResult)
-    r.final_output = final_output
-    r.last_agent = last_agent
-    r.new_events = new_events
-    r.usage = usage
-    r.trace_id = trace_id
-    r.session = session
-    r.pending = None
-    r.reason = reason
-    return r
-
-
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     found = agent.find_agent(start if isinstance(start, str) else start.name)
     if found is None or (isinstance(start, Agent) and found is not start):
@@ -177,8 +159,9 @@ class Runner:
             return RunResult(final_output="", last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason="awaiting approval")
-        return _result(final, last, loop.log.new_events, state.budget.usage, state.trace.trace_id,
-                       session, reason)
+        return RunResult(final_output=final, last_agent=last, new_events=loop.log.new_events,
+                         usage=state.budget.usage, trace_id=state.trace.trace_id, session=session,
+                         reason=reason)
 
     @classmethod
     async def resume(

@@ -5,9 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from relayrace import Agent, Message, Runner, RunUsage, ToolCall, Usage
+from relayrace._builders import (
+    new_context,
+    new_handoff_event,
+    new_message_event,
+    new_request,
+    new_run_finished_event,
+    new_run_started_event,
+    new_tool_result_event,
+)
 from relayrace._engine import AgentLoop
 from relayrace._state import RunState
-from relayrace.context import RunContext, new_context
+from relayrace.context import RunContext
 from relayrace.events import (
     HandoffEvent,
     MessageEvent,
@@ -15,11 +24,6 @@ from relayrace.events import (
     RunStartedEvent,
     ToolResultEvent,
     dump_events,
-    new_handoff_event,
-    new_message_event,
-    new_run_finished_event,
-    new_run_started_event,
-    new_tool_result_event,
 )
 from relayrace.models import ModelRequest, ModelSettings
 from relayrace.sessions import MemorySession
@@ -62,6 +66,7 @@ async def test_request_and_context_builders_match_the_constructors() -> None:
     assert request == ModelRequest(instructions="sys", messages=request.messages, tools=[],
                                    settings=settings, agent="a")
     assert request.messages[0].content == "hi"  # the live view: the answer follows it
+    assert new_request("sys", request.messages, [], settings, "a") == request
     msgs = [Message.user("hi")]
     agent = Agent("a", instructions="x", model=ScriptedModel())
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())
