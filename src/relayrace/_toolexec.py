@@ -465,21 +465,21 @@ async def _execute(
 
     async def start(items: list[tuple[int, Tool, ToolCall]]) -> None:
         """Record that these calls start: a resume must not take them for never run."""
-        if durable:
-            path = loop.path(agent)
-            for _, tool, call in items:
-                loop.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
+        path = loop.path(agent)
+        for _, tool, call in items:
+            loop.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
                                           tool_name=tool.name))
-            await loop.flush()
+        await loop.flush()
 
     if len(calls) == 1:  # the common case
-        await start(calls)
+        if durable:
+            await start(calls)
         await one(*calls[0])
         return signals
     group: list[tuple[int, Tool, ToolCall]] = []
     for item in [*calls, None]:
         if item is None or item[1].sequential:
-            if group:
+            if group and durable:
                 await start(group)
             if len(group) == 1:
                 await one(*group[0])
@@ -487,7 +487,8 @@ async def _execute(
                 await _together([one(*g) for g in group])
             group = []
             if item is not None:
-                await start([item])
+                if durable:
+                    await start([item])
                 await one(*item)
         else:
             group.append(item)
