@@ -152,8 +152,12 @@ class AgentLoop:
                            if call_id else "")
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent``."""
-        return toolset_of(agent)
+        """The tools of ``agent`` (looked up once per loop)."""
+        toolsets = self.place.toolsets
+        ts = toolsets.get(agent.name)
+        if ts is None:
+            ts = toolsets[agent.name] = toolset_of(agent)
+        return ts
 
     async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
                         options: ChildOptions) -> ChildResult:
@@ -606,7 +610,7 @@ class AgentLoop:
         state = self.state
         path = self.path(agent)
         model = self._model(agent)
-        ts = toolset_of(agent)
+        ts = self.toolset(agent)
         if agent.mode == "chat" and not self.transfers.swarm_limit and not ts.handoffs.dynamic:
             # The common case, decided early.
             self.control.finish_task = self.control.refuse_handoffs = False

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .usage import Usage
 
 if TYPE_CHECKING:
+    from ._state import Toolset
     from .agent import Agent
     from .events import AgentEvent, ToolResultEvent, ToolStartedEvent
     from .guardrails import Guardrail
@@ -37,7 +38,7 @@ class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
     __slots__ = ("depth", "entry", "local", "parent_span", "paths", "prefix", "suffix",
-                 "variables")
+                 "toolsets", "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
                  suffix: str, variables: dict[str, Any] | None) -> None:
@@ -55,6 +56,8 @@ class Place:
         """Template variables for the instructions (a child's context transform)."""
         self.paths: dict[str, str] = {}
         """Agent name -> delegation path, for a prefixed loop."""
+        self.toolsets: dict[str, Toolset] = {}
+        """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
         self.local: Usage | None = Usage() if depth else None
         """What a delegated loop used, its children included (the run's total says it at the
         top)."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import secrets
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Hashable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from ..events import (
@@ -25,7 +25,7 @@ from ..events import (
 from ..exceptions import SessionInUseError, UserError
 from ..messages import Message
 
-__all__ = ["LogView", "Session", "SessionInfo", "new_session_id"]
+__all__ = ["Lease", "LogView", "Session", "SessionInfo", "new_session_id"]
 
 
 def new_session_id() -> str:
@@ -237,9 +237,9 @@ class Session(ABC):
             if _leases.get(key) == owner:
                 del _leases[key]
 
-    @asynccontextmanager
-    async def lease(self, *, wait: float | None = None) -> AsyncIterator[str]:
-        """Hold the session's write lease while the block runs; yields the owner id.
+    def lease(self, *, wait: float | None = None) -> Lease:
+        """Hold the session's write lease while an ``async with`` block runs; it yields the
+        owner id.
 
         ``Runner`` holds it for each run on the top-level session (its delegated children's
         sessions are written only through it). Another holder means `SessionInUseError`, at
@@ -248,20 +248,41 @@ class Session(ABC):
         if wait is not None and not 0 <= wait < math.inf:
             raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to "
                             f"wait; got {wait!r}.")
-        owner = secrets.token_hex(8)
-        deadline = time.monotonic() + (wait or 0.0)
-        while not await self.acquire_lease(owner):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SessionInUseError(self.session_id, waited=wait)
-            await asyncio.sleep(min(self.lease_poll, left))
-        try:
-            yield owner
-        finally:
-            # Not shielded: the process's own hold is dropped without suspending, so even a
-            # second cancellation cannot keep it; a store's shared record lapses otherwise.
-            await self.release_lease(owner)
+        return Lease(self, wait)
 
     async def export_jsonl(self) -> str:
         """The whole log as JSON lines."""
         return "".join(line + "\n" for line in dump_events(await self.get_events()))
+
+
+# Owner ids: unique across processes (a random part drawn once) and cheap per run.
+_owner_prefix = secrets.token_hex(6)
+_owner_numbers = itertools.count()
+
+
+class Lease:
+    """``Session.lease()``: takes the lease on entry (waiting if asked), gives it up on exit."""
+
+    __slots__ = ("_owner", "_session", "_wait")
+
+    def __init__(self, session: Session, wait: float | None) -> None:
+        self._session = session
+        self._wait = wait
+        self._owner = f"{_owner_prefix}-{next(_owner_numbers)}"
+
+    async def __aenter__(self) -> str:
+        session, owner = self._session, self._owner
+        if await session.acquire_lease(owner):  # the common case: free
+            return owner
+        deadline = time.monotonic() + (self._wait or 0.0)
+        while not await session.acquire_lease(owner):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SessionInUseError(session.session_id, waited=self._wait)
+            await asyncio.sleep(min(session.lease_poll, left))
+        return owner
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        # Not shielded: the process's own hold is dropped without suspending, so even a second
+        # cancellation cannot keep it; a store's shared record lapses otherwise.
+        await self._session.release_lease(self._owner)
