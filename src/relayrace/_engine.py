@@ -567,6 +567,8 @@ class AgentLoop:
         blocked = input_block(self, target)
         if blocked is not None:
             self.control.blocked = blocked
+        if route is not None and route.note is not None:
+            self.views.note = route.note
         if route is None or route.view is None:
             self.set_view(target)
         else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .exceptions import HandoffError, HandoffLoopError, MaxHandoffsExceeded
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ class Calls:
 class Transfers:
     """Handoffs made in the run: hops, limits, and the task-mode return stack."""
 
-    __slots__ = ("count", "error", "hops", "limit", "returns", "swarm_limit")
+    __slots__ = ("count", "hops", "limit", "returns", "swarm_limit")
 
     def __init__(self, limit: int | None, swarm_limit: bool) -> None:
         self.hops: list[str] = []
@@ -166,10 +167,38 @@ class Transfers:
         """``max_handoffs``, if any."""
         self.swarm_limit = swarm_limit
         """Whether the limit is a swarm's (refuse and answer) rather than an error."""
-        self.error: Exception | None = None
-        """The error a refused transfer ends the run with, if it must."""
         self.returns: list[str] = []
         """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+
+    def check(self, agent: str, target: str) -> tuple[str | None, HandoffError | None]:
+        """Why a transfer from ``agent`` to ``target`` must not happen (a limit, or a cycle
+        with no work between), and the error that ends the run if it must: (None, None) if it
+        may. The hop is counted toward cycle detection either way."""
+        limit = self.limit
+        if limit is not None and self.count >= limit:
+            if self.swarm_limit:  # a swarm's hop limit: refuse, and let the agent answer
+                return (f"this swarm allows {limit} handoffs per run; answer the user "
+                        "yourself."), None
+            return f"this run already made {limit} handoffs.", MaxHandoffsExceeded(limit)
+        hops = self.hops or [agent]
+        hops.append(target)
+        self.hops = hops
+        # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...), which
+        # needs the target to be there before.
+        if hops.count(target) > 1:
+            for k in range(2, len(hops) // 2 + 1):
+                if hops[-k:] == hops[-2 * k:-k]:
+                    return ("handoff loop detected (control went round the same agents with "
+                            "no work done)."), HandoffLoopError(hops[-2 * k:])
+        return None, None
+
+    def made(self) -> None:
+        """Count a transfer that happened."""
+        self.count += 1
+
+    def worked(self) -> None:
+        """Real work happened (not only routing): the hops so far are no cycle."""
+        self.hops.clear()
 
 
 class Scope:

@@ -20,7 +20,7 @@ from ._guarding import guard_text, input_block
 from ._state import FINISH_TASK
 from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
-from .exceptions import HandoffLoopError, MaxHandoffsExceeded, UsageLimitExceeded, UserError
+from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
 from .messages import Message, ToolCall
 from .routing import Finish, Handoff
@@ -54,6 +54,8 @@ class Route:
     """For a transfer: the handoff used."""
     view: list[Message] | None = None
     """For a transfer through an input filter: what the target sees."""
+    note: Message | None = None
+    """For a transfer: its result, which the target keeps seeing beside a filter."""
 
 
 @dataclass(slots=True)
@@ -152,8 +154,7 @@ async def _run_tools(
         if signals:
             routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
         if len(signals) < len(admitted):
-            # Real work happened (not only routing): this is no ping-pong.
-            loop.transfers.hops.clear()
+            loop.transfers.worked()
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
             raise over_limit
     if waiting or child_waiting:
@@ -224,7 +225,7 @@ async def _take_route(
     if route.kind == "transfer" or (route.kind == "handoff" and not loop.scope.team_mode):
         target = route.target
         assert target is not None
-        refusal = _check_handoff(loop, agent, target)
+        refusal, error = loop.transfers.check(agent.name, target.name)
         if refusal is None:
             text = f"Transferred from {agent.name} to {target.name}."
             if route.reason:
@@ -245,19 +246,19 @@ async def _take_route(
                     f"({failure[0]}).", is_error=True, tb=failure[1])
                 push_results(loop, results)
                 return None
-        elif refusal is None:
-            loop.transfers.count += 1
-        if refusal is not None:
+        if refusal is None:
+            loop.transfers.made()
+        else:
             prefix = "The tool ran, but routing was refused" if route.kind == "handoff" else \
                 "Not performed"
             results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
                                               is_error=True)
             push_results(loop, results)
-            if loop.transfers.error is not None:
+            if error is not None:
                 await loop.flush()
-                raise loop.transfers.error  # the session is complete and valid here
+                raise error  # the session is complete and valid here
             return None
-        loop.views.note = results[index].message  # type: ignore[union-attr]
+        route.note = results[index].message  # type: ignore[union-attr]
     elif route.kind == "return":
         assert route.target is not None
         results[index] = loop.tool_result(
@@ -372,29 +373,6 @@ async def _parse_handoff(
     return h, reason, None
 
 
-def _check_handoff(loop: AgentLoop, agent: Agent[Any], target: Agent[Any]) -> str | None:
-    """Why a transfer must not happen (a limit or a ping-pong), or ``None``."""
-    loop.transfers.error = None
-    if loop.transfers.limit is not None and loop.transfers.count >= loop.transfers.limit:
-        if loop.transfers.swarm_limit:  # a swarm's hop limit: refuse, and let the agent answer
-            return (f"this swarm allows {loop.transfers.limit} handoffs per run; answer the "
-                    "user yourself.")
-        loop.transfers.error = MaxHandoffsExceeded(loop.transfers.limit)
-        return f"this run already made {loop.transfers.limit} handoffs."
-    hops = loop.transfers.hops or [agent.name]
-    hops.append(target.name)
-    loop.transfers.hops = hops
-    # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...), which
-    # needs the target to be there before.
-    if hops.count(target.name) > 1:
-        for k in range(2, len(hops) // 2 + 1):
-            if hops[-k:] == hops[-2 * k:-k]:
-                loop.transfers.error = HandoffLoopError(hops[-2 * k:])
-                return ("handoff loop detected (control went round the same agents with no "
-                        "work done).")
-    return None
-
-
 async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
                        results: list[ToolResultEvent | None], index: int) -> None:
     """Make the view the target of a transfer sees through its handoff's input filter.
@@ -433,7 +411,6 @@ async def _on_handoff(
     except BaseException as exc:
         loop.state.trace.end(span, exc)
         raise
-    loop.transfers.count += 1
     loop.state.trace.end(span)
     return None
 
