@@ -67,7 +67,8 @@ def guard_text(loop: AgentLoop, agent: Agent[Any], text: str) -> str:
     kept, blocked = _apply(loop, agent, loop.scope.team_output + agent.output_guardrails, text,
                            "output")
     if blocked is not None:
-        loop.control.blocked = kept = blocked
+        loop.control.block(blocked)
+        return blocked
     return kept
 
 

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import HandoffError, HandoffLoopError, MaxHandoffsExceeded
@@ -152,6 +152,22 @@ class Calls:
         self.child_counts: dict[str, int] = {}
         """Delegated children started per tool call."""
 
+    def begin_batch(self, transcript: Sequence[Message]
+                    ) -> tuple[dict[str, ToolStartedEvent], set[str]]:
+        """A batch of calls starts: note where its calls were made, and hand over (once) the
+        calls of it an earlier process started, with those a person was asked about again."""
+        at = len(transcript) - 1
+        while at > 0 and transcript[at].role != "assistant":
+            at -= 1
+        self.batch_at = at
+        unknown, asked = self.unknown, self.asked
+        if unknown:  # the first batch of a resumed run
+            self.unknown, self.asked = {}, set()
+            self.resumed = frozenset(unknown)
+        elif self.resumed:
+            self.resumed = frozenset()
+        return unknown, asked
+
 
 class Transfers:
     """Handoffs made in the run: hops, limits, and the task-mode return stack."""
@@ -242,3 +258,7 @@ class Control:
         """A guardrail's answer that ends the run."""
         self.finished = False
         """A tool returned Finish: the run ends, workflows included."""
+
+    def block(self, answer: str) -> None:
+        """A guardrail blocked: the run ends with ``answer``."""
+        self.blocked = answer

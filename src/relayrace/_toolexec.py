@@ -74,11 +74,6 @@ async def run_tools(
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
     results: list[ToolResultEvent | None] = [None] * len(calls)
-    transcript = loop.views.transcript
-    at = len(transcript) - 1
-    while at > 0 and transcript[at].role != "assistant":
-        at -= 1
-    loop.calls.batch_at = at
     try:
         return await _run_tools(loop, agent, calls, parent, results)
     except Interrupted:  # the calls awaiting approval stay open
@@ -95,12 +90,7 @@ async def _run_tools(
 ) -> Route | None:
     ts = loop.toolset(agent)
     decisions = loop.state.approvals
-    unknown, asked = loop.calls.unknown, loop.calls.asked
-    if unknown:  # the first batch of a resumed run: these calls started in another process
-        loop.calls.unknown, loop.calls.asked = {}, set()
-        loop.calls.resumed = frozenset(unknown)
-    elif loop.calls.resumed:
-        loop.calls.resumed = frozenset()
+    unknown, asked = loop.calls.begin_batch(loop.views.transcript)
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[PendingApproval] = []
     ordinary: list[tuple[int, Tool, ToolCall]] = []
@@ -234,7 +224,7 @@ async def _take_route(
             results[index] = loop.tool_result(agent, call, text)
             blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
             if blocked is not None:  # the run ends with the guardrail's answer
-                loop.control.blocked = blocked
+                loop.control.block(blocked)
                 refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
             if route.handoff.input_filter is not None:
