@@ -1,0 +1,187 @@
+"""One turn's tool calls, decided without a `Runner`: the engine's tool runner on a loop built
+by hand, given the calls an assistant message made.
+
+Each test states a turn's input (the agent, its calls) and checks what the turn decides: the
+route it returns, the results it logs, in call order, and the run state it leaves.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from relayrace import Agent, Message, ToolCall, TransferPolicy, tool
+from relayrace._engine import AgentLoop
+from relayrace._state import RunState
+from relayrace._toolexec import Route, run_tools
+from relayrace.exceptions import HandoffLoopError, MaxHandoffsExceeded
+from relayrace.guardrails import TopicDenyListGuardrail
+from relayrace.routing import Finish, Handoff
+from relayrace.sessions import MemorySession
+from relayrace.testing import ScriptedModel
+from relayrace.tracing import Trace
+
+RAN: list[str] = []
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look something up.
+
+    Args:
+        key: What to look up.
+    """
+    RAN.append(key)
+    return f"value of {key}"
+
+
+@tool
+def wrap_up() -> Finish:
+    """End the run."""
+    RAN.append("wrap_up")
+    return Finish("done", "all wrapped up")
+
+
+@tool
+def pass_on() -> Handoff:
+    """Hand over by name."""
+    RAN.append("pass_on")
+    return Handoff("billing", "tool said so")
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+def desk() -> tuple[Agent[Any], Agent[Any], Agent[Any]]:
+    model = ScriptedModel()
+    billing = Agent("billing", instructions="b", model=model)
+    account = Agent("account", instructions="a", model=model, mode="task")
+    triage = Agent("triage", instructions="t", model=model, tools=[lookup, wrap_up, pass_on],
+                   sub_agents=[billing, account])
+    return triage, billing, account
+
+
+async def turn(loop: AgentLoop, agent: Agent[Any],
+               *calls: tuple[str, dict[str, Any]]) -> tuple[Route | None, list[Message]]:
+    """Run one turn's ``calls`` (as the assistant message of ``agent`` made them)."""
+    made = tuple(ToolCall(f"c{i}", name, json.dumps(args)) for i, (name, args) in
+                 enumerate(calls))
+    loop.push(Message("assistant", "", made, None, agent.name))
+    span = loop.state.trace.start("agent", agent.name, None)
+    route = await run_tools(loop, agent, list(made), span)
+    return route, [m for m in loop.transcript if m.role == "tool"]
+
+
+def new_loop(entry: Agent[Any], **options: Any) -> AgentLoop:
+    return AgentLoop(RunState(None, Trace()), entry, MemorySession(), **options)
+
+
+async def test_ordinary_calls_run_and_are_answered_in_call_order() -> None:
+    triage, _, _ = desk()
+    loop = new_loop(triage)
+    route, results = await turn(loop, triage, ("lookup", {"key": "a"}), ("lookup", {"key": "b"}))
+    assert route is None
+    assert [r.content for r in results] == ["value of a", "value of b"]
+    assert [r.tool_call_id for r in results] == ["c0", "c1"]
+
+
+async def test_the_first_routing_request_wins_and_the_rest_are_answered_not_performed() -> None:
+    triage, billing, _ = desk()
+    loop = new_loop(triage)
+    route, results = await turn(loop, triage, ("lookup", {"key": "a"}),
+                                ("transfer_to_billing", {"reason": "invoice"}),
+                                ("transfer_to_account", {"reason": "password"}))
+    assert route is not None and route.kind == "transfer" and route.target is billing
+    assert route.note is not None and route.note.content.startswith("Transferred from triage")
+    assert results[0].content == "value of a"  # the ordinary tool still ran
+    assert results[2].content.startswith("Not performed: only the first routing request")
+    assert "transfer to billing" in results[2].content
+    assert loop.transfers.count == 1
+
+
+async def test_a_typed_finish_from_a_tool_ends_the_turn_with_its_summary() -> None:
+    triage, _, _ = desk()
+    loop = new_loop(triage)
+    route, results = await turn(loop, triage, ("wrap_up", {}), ("lookup", {"key": "a"}))
+    assert route is not None and route.kind == "finish"
+    assert (route.reason, route.summary) == ("done", "all wrapped up")
+    assert [r.content for r in results] == ["Finishing the run: done", "value of a"]
+
+
+async def test_a_typed_handoff_outside_a_team_transfers_by_name() -> None:
+    triage, billing, _ = desk()
+    loop = new_loop(triage)
+    route, results = await turn(loop, triage, ("pass_on", {}))
+    assert route is not None and route.target is billing
+    assert results[0].content.startswith("Transferred from triage to billing")
+
+
+async def test_unknown_and_forbidden_calls_are_refused_with_what_is_allowed() -> None:
+    triage, billing, _ = desk()
+    loop = new_loop(triage)
+    route, results = await turn(loop, billing, ("nope", {}), ("transfer_to_account", {}))
+    assert route is None  # billing may not transfer anywhere: its policy forbids peers
+    assert results[0].content.startswith("Unknown tool 'nope'.")
+    assert "not allowed from 'billing'" in results[1].content
+    assert RAN == []
+
+
+async def test_malformed_arguments_are_a_tool_error_the_model_can_correct() -> None:
+    triage, _, _ = desk()
+    loop = new_loop(triage)
+    loop.push(Message("assistant", "", (ToolCall("c0", "lookup", "{" * 3000),), None, "triage"))
+    span = loop.state.trace.start("agent", "triage", None)
+    assert await run_tools(loop, triage, [ToolCall("c0", "lookup", "{" * 3000)], span) is None
+    [result] = [m for m in loop.transcript if m.role == "tool"]
+    assert "Invalid arguments for lookup" in result.content and RAN == []
+
+
+async def test_a_swarm_limit_refuses_and_a_run_limit_ends_the_run() -> None:
+    triage, _, _ = desk()
+    loop = new_loop(triage, max_handoffs=0)
+    with pytest.raises(MaxHandoffsExceeded):
+        await turn(loop, triage, ("transfer_to_billing", {"reason": "r"}))
+    # The refusal was answered and logged before the error: the session stays valid.
+    assert [m.content for m in loop.transcript if m.role == "tool"] == [
+        "Not performed: this run already made 0 handoffs."]
+
+
+async def test_handing_back_and_forth_without_work_is_a_loop() -> None:
+    model = ScriptedModel()
+    b = Agent("b", instructions="b", model=model, transfer_policy=TransferPolicy(to_parent=True))
+    a = Agent("a", instructions="a", model=model, sub_agents=[b])
+    loop = new_loop(a)
+    await turn(loop, a, ("transfer_to_b", {}))
+    await turn(loop, b, ("transfer_to_a", {}))
+    with pytest.raises(HandoffLoopError, match="a -> b -> a -> b"):  # the hops repeat
+        await turn(loop, a, ("transfer_to_b", {}))
+
+
+async def test_finish_task_returns_to_the_caller_with_the_result() -> None:
+    triage, _, account = desk()
+    loop = new_loop(triage)
+    loop.transfers.returns.append("triage")  # triage handed account a task
+    loop.control.finish_task = True  # as the engine offers it to a task agent with a caller
+    route, results = await turn(loop, account, ("finish_task", {"result": "password reset"}))
+    assert route is not None and route.kind == "return" and route.target is triage
+    assert route.summary == "password reset"
+    assert results[0].content == "Returned to triage with the result."
+
+
+async def test_a_target_whose_input_guardrail_blocks_refuses_the_transfer_and_ends_the_run(
+) -> None:
+    model = ScriptedModel()
+    guarded = Agent("billing", instructions="b", model=model,
+                    input_guardrails=[TopicDenyListGuardrail(["refund"])])
+    triage = Agent("triage", instructions="t", model=model, sub_agents=[guarded])
+    loop = new_loop(triage)
+    loop.push(Message.user("I want a refund"))
+    route, results = await turn(loop, triage, ("transfer_to_billing", {"reason": "refund"}))
+    assert route is None and loop.control.blocked is not None
+    assert results[0].content == ("Not performed: billing's input guardrail blocked the "
+                                  "request.")
+    assert loop.transfers.count == 0
