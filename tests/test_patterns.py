@@ -27,7 +27,7 @@ from relayrace import (
     tool,
 )
 from relayrace.patterns import route_tool, swarm
-from relayrace.routing import Handoff
+from relayrace.routing import TransferTo
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
@@ -252,7 +252,7 @@ def test_route_tool_describes_a_handoff() -> None:
 async def test_route_tool_returns_a_typed_handoff() -> None:
     t = route_tool("editor")
     value = await t.invoke(None, '{"reason": "needs polish"}')  # type: ignore[arg-type]
-    assert value == Handoff("editor", "needs polish")
+    assert value == TransferTo("editor", "needs polish")
 
 
 def bouncing_pair(model: Any) -> Agent:

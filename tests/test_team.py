@@ -1,4 +1,4 @@
-"""`Team`: routing rules, typed Handoff/Finish returns, defaults, limits, and the static check."""
+"""`Team`: routing rules, typed TransferTo and Finish returns, defaults, limits, static checks."""
 
 from __future__ import annotations
 
@@ -419,7 +419,7 @@ async def test_a_cycle_with_a_typed_route_out_is_accepted_and_the_route_is_taken
     ])
     result = await Runner.run(team, "go")
     assert result.reason == "done" and result.final_output == "c closes"
-    assert speakers(model) == ["a", "c"]  # the typed Handoff beat the a -> b rule
+    assert speakers(model) == ["a", "c"]  # the typed TransferTo beat the a -> b rule
     model.assert_complete()
 
 

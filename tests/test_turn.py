@@ -18,7 +18,7 @@ from relayrace._state import RunState
 from relayrace._toolexec import Route, run_tools
 from relayrace.exceptions import HandoffLoopError, MaxHandoffsExceeded
 from relayrace.guardrails import TopicDenyListGuardrail
-from relayrace.routing import Finish, Handoff
+from relayrace.routing import Finish, TransferTo
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel
 from relayrace.tracing import Trace
@@ -45,10 +45,10 @@ def wrap_up() -> Finish:
 
 
 @tool
-def pass_on() -> Handoff:
+def pass_on() -> TransferTo:
     """Hand over by name."""
     RAN.append("pass_on")
-    return Handoff("billing", "tool said so")
+    return TransferTo("billing", "tool said so")
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The hierarchical pattern: a coordinator above a researcher and a writer.
 
 intake -> coordinator -> researcher -> coordinator -> writer. The coordinator routes with two
-tools that return a typed ``Handoff``; the researcher always returns to the coordinator
+tools that return a typed ``TransferTo``; the researcher always returns to the coordinator
 (``FromSpeaker(researcher) -> AgentTarget(coordinator)``); the writer's reply closes the run
 (``FromSpeaker(writer) -> TerminateTarget("written")``), with no finish tool. When the
 coordinator calls both delegate tools in one turn, the first emitted wins.

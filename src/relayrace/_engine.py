@@ -68,7 +68,7 @@ from .models.interface import (
     ModelResponse,
     ToolDefinition,
 )
-from .routing import Finish, Handoff
+from .routing import Finish, TransferTo
 from .sessions.base import Session
 from .tracing import Span
 from .workflows import SpeakerTurn
@@ -389,13 +389,13 @@ class AgentLoop:
 
     async def speak(self, agent: Agent[Any], span: Span,
                     pending: list[ToolCall]) -> SpeakerTurn:
-        """One team member's turn; a typed ``Handoff`` ends it for the team to route."""
+        """One team member's turn; a typed ``TransferTo`` ends it for the team to route."""
         final, last, route = await self.turns_of(agent, span, pending, team=True)
-        signal: Handoff | Finish | None = None
+        signal: TransferTo | Finish | None = None
         if route is not None and route.kind == "finish":
             signal = Finish(route.reason, route.summary)
-        elif route is not None and route.kind == "handoff":
-            signal = Handoff(route.name, route.reason)
+        elif route is not None and route.kind == "transfer_to":
+            signal = TransferTo(route.name, route.reason)
         return SpeakerTurn(final, last, signal, frozenset(self.scope.called))
 
     def say(self, agent: Agent[Any], text: str) -> None:
@@ -440,7 +440,7 @@ class AgentLoop:
     ) -> tuple[str, Agent[Any], Route | None]:
         """Model turns and tool calls, following handoffs, until a final answer.
 
-        In a team, a typed ``Handoff`` ends the turn instead, for the team to route.
+        In a team, a typed ``TransferTo`` ends the turn instead, for the team to route.
         """
         state = self.state
         self.scope.team_mode = team
@@ -504,7 +504,7 @@ class AgentLoop:
                     self.scope.called.update([c.name for c in calls])
                 route = await run_tools(self, agent, calls, agent_span)
                 if (self.control.blocked is not None or route is None or route.kind == "finish"
-                        or (route.kind == "handoff" and team)):
+                        or (route.kind == "transfer_to" and team)):
                     await self.flush()
                 if self.control.blocked is not None:
                     return self.blocked_answer(agent, self.control.blocked), agent, None
@@ -513,7 +513,7 @@ class AgentLoop:
                 if route.kind == "finish":
                     final = route.summary or guard_text(self, agent, last_text)
                     return final, agent, route
-                if route.kind == "handoff" and team:
+                if route.kind == "transfer_to" and team:
                     return last_text, agent, route
                 target = route.target
                 assert target is not None

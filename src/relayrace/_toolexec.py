@@ -1,7 +1,7 @@
 """Tool execution for the run loop: one result per call, routing decisions, approvals.
 
 Every tool call of a model turn gets exactly one result, in emission order: ordinary tools run
-concurrently (``sequential`` ones alone, in order); handoffs and typed ``Handoff``/``Finish``
+concurrently (``sequential`` ones alone, in order); handoffs and typed ``TransferTo``/``Finish``
 returns compete, and the first emitted wins; calls awaiting approval stop the run.
 """
 
@@ -23,7 +23,7 @@ from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
 from .messages import Message, ToolCall
-from .routing import Finish, Handoff
+from .routing import Finish, TransferTo
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
 
 if TYPE_CHECKING:
@@ -38,14 +38,14 @@ if TYPE_CHECKING:
 class Route:
     """Where control goes after a turn's tool calls."""
 
-    kind: Literal["transfer", "return", "handoff", "finish"]
-    """A transfer tool, a task's return, a typed ``Handoff``, or a typed ``Finish``."""
+    kind: Literal["transfer", "return", "transfer_to", "finish"]
+    """A transfer tool, a task's return, a typed ``TransferTo``, or a typed ``Finish``."""
     call: ToolCall
     """The call that asked for it."""
     target: Agent[Any] | None = None
     """The agent that takes over (transfer and return)."""
     name: str = ""
-    """For a typed ``Handoff``: the target's name."""
+    """For a typed ``TransferTo``: the target's name."""
     reason: str = ""
     """Why."""
     summary: str = ""
@@ -61,7 +61,7 @@ class Route:
 @dataclass(slots=True)
 class _Outcome:
     event: ToolResultEvent | None
-    signal: Handoff | Finish | None = None
+    signal: TransferTo | Finish | None = None
     pending: list[PendingApproval] | None = None
 
 
@@ -167,7 +167,7 @@ async def _run_tools(
     for i, other in routes[1:]:
         note = (f"Not performed: only the first routing request of a turn is considered, "
                 f"and this turn's first was: {_describe(chosen)}.")
-        if other.kind in ("handoff", "finish"):  # the tool itself ran; only routing is void
+        if other.kind in ("transfer_to", "finish"):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
         results[i] = loop.tool_result(agent, other.call, note, is_error=True)
     return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
@@ -202,17 +202,17 @@ async def _take_route(
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
     call = route.call
-    if route.kind == "handoff" and not loop.scope.team_mode:
-        # A typed Handoff outside a team is a transfer by name, under the same limits.
+    if route.kind == "transfer_to" and not loop.scope.team_mode:
+        # A typed TransferTo outside a team is a transfer by name, under the same limits.
         found = agent.find_agent(route.name)
         if found is None:
             results[index] = loop.tool_result(
-                agent, call, f"The tool ran, but its Handoff names no agent {route.name!r} in "
+                agent, call, f"The tool ran, but its TransferTo names no agent {route.name!r} in "
                 "this team; control stays here.", is_error=True)
             push_results(loop, results)
             return None
         route.target = found
-    if route.kind == "transfer" or (route.kind == "handoff" and not loop.scope.team_mode):
+    if route.kind == "transfer" or (route.kind == "transfer_to" and not loop.scope.team_mode):
         target = route.target
         assert target is not None
         refusal, error = loop.transfers.check(agent.name, target.name)
@@ -239,7 +239,7 @@ async def _take_route(
         if refusal is None:
             loop.transfers.made()
         else:
-            prefix = "The tool ran, but routing was refused" if route.kind == "handoff" else \
+            prefix = "The tool ran, but routing was refused" if route.kind == "transfer_to" else \
                 "Not performed"
             results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
                                               is_error=True)
@@ -253,7 +253,7 @@ async def _take_route(
         assert route.target is not None
         results[index] = loop.tool_result(
             agent, call, f"Returned to {route.target.name} with the result.")
-    elif route.kind == "handoff":
+    elif route.kind == "transfer_to":
         text = f"Routing to {route.name} after this turn."
         results[index] = loop.tool_result(agent, call, text + (
             f" Reason: {route.reason}" if route.reason else ""))
@@ -408,12 +408,12 @@ async def _on_handoff(
 async def _execute(
     loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
     parent: Span, results: list[ToolResultEvent | None], child_waiting: list[PendingApproval],
-) -> list[tuple[int, Handoff | Finish]]:
+) -> list[tuple[int, TransferTo | Finish]]:
     """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
 
     Each result lands in ``results`` as soon as its call completes.
     """
-    signals: list[tuple[int, Handoff | Finish]] = []
+    signals: list[tuple[int, TransferTo | Finish]] = []
     durable = loop.log.session.durable
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
@@ -507,14 +507,14 @@ async def _call_tool(
             agent, call, f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
             is_error=True, tb=traceback.format_exc()))
     state.trace.end(span)
-    if isinstance(value, Handoff | Finish):
+    if isinstance(value, TransferTo | Finish):
         return _Outcome(None, signal=value)
     return _Outcome(loop.tool_result(agent, call, render_tool_output(value)))
 
 
-def _signal_route(call: ToolCall, signal: Handoff | Finish) -> Route:
-    if isinstance(signal, Handoff):
-        return Route("handoff", call, name=signal.target, reason=signal.reason)
+def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:
+    if isinstance(signal, TransferTo):
+        return Route("transfer_to", call, name=signal.target, reason=signal.reason)
     return Route("finish", call, reason=signal.reason, summary=signal.summary)
 
 

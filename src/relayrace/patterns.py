@@ -11,7 +11,7 @@ from .context import RunContext
 from .exceptions import UserError
 from .handoffs import HandoffTool, InputFilter, TransferPolicy
 from .messages import Message
-from .routing import Handoff
+from .routing import TransferTo
 from .tools import Tool, parse_arguments
 
 __all__ = ["bounded_transcript", "route_tool", "swarm"]
@@ -89,9 +89,9 @@ class RouteTool(Tool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         reason = parse_arguments(arguments, self.name, '{"reason": "..."}').get("reason", "")
-        return Handoff(self.target, reason if isinstance(reason, str) else str(reason))
+        return TransferTo(self.target, reason if isinstance(reason, str) else str(reason))
 
 
 def route_tool(target: str, *, name: str | None = None, description: str | None = None) -> Tool:
-    """A tool returning ``Handoff(target, reason)``: routing by tool, for a ``Team``."""
+    """A tool returning ``TransferTo(target, reason)``: routing by tool, for a ``Team``."""
     return RouteTool(target, name=name, description=description)

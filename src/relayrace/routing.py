@@ -2,7 +2,7 @@
 
 After each agent's turn, a `Team` evaluates its rules in priority order (lower first, ties in
 list order); the first whose condition matches picks the next speaker. A tool may return a
-typed `Handoff(target, reason)` or `Finish(reason, summary)`, which takes precedence over the
+typed `TransferTo(target, reason)` or `Finish(reason, summary)`, which takes precedence over the
 rules; when several come back in one batch, the first emitted wins. Then the default target
 and the turn limit apply. Before a team runs, `check_rules` rejects any cycle of the rule graph
 from which no exit (a terminate target, or a conditional edge leaving the cycle) is reachable.
@@ -23,7 +23,6 @@ __all__ = [
     "ContextEquals",
     "Finish",
     "FromSpeaker",
-    "Handoff",
     "RevertToInitiator",
     "RoundRobin",
     "Rule",
@@ -31,6 +30,7 @@ __all__ = [
     "Target",
     "TerminateTarget",
     "ToolCalled",
+    "TransferTo",
     "check_rules",
     "condition_from_dict",
     "describe",
@@ -44,7 +44,7 @@ __all__ = [
 
 
 @dataclass(slots=True, frozen=True)
-class Handoff:
+class TransferTo:
     """Return this from a tool to route to ``target`` (an agent name) after the turn."""
 
     target: str

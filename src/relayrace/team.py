@@ -12,13 +12,13 @@ from .messages import ToolCall
 from .routing import (
     AgentTarget,
     Finish,
-    Handoff,
     RevertToInitiator,
     RoundRobin,
     Rule,
     Stay,
     Target,
     TerminateTarget,
+    TransferTo,
     TurnInfo,
     check_rules,
     describe,
@@ -37,7 +37,7 @@ class Team(Composite):
     """The hierarchical pattern: after each agent's turn, ``rules`` pick the next speaker.
 
     Rules are evaluated in priority order (lower first, ties in list order). A tool returning
-    ``Handoff``/``Finish`` takes precedence over them (the first emitted wins); then
+    ``TransferTo``/``Finish`` takes precedence over them (the first emitted wins); then
     ``default_target`` applies; ``max_turns`` bounds the number of speaker turns. The team's
     guardrails apply to every member, at every change of speaker. A run starts with
     ``initial``, or with the member ``Runner.run(..., start_agent=...)`` names.
@@ -106,7 +106,7 @@ class Team(Composite):
         for _ in range(self.team_turns):
             reason = ""
             spoke = speaker  # for rules: the member, even when it is a workflow of agents
-            signal: Handoff | Finish | None = None
+            signal: TransferTo | Finish | None = None
             if speaker.is_composite or speaker.pattern == "swarm":
                 # A workflow or swarm member runs as a whole.
                 final, last_agent, reason = await driver.drive(speaker, span, pending)
@@ -120,8 +120,8 @@ class Team(Composite):
             if isinstance(signal, Finish):
                 driver.finish()
                 return signal.summary or final, last_agent, signal.reason
-            if isinstance(signal, Handoff):
-                nxt, why = self._member(signal.target), f"Handoff({signal.target}) from a tool"
+            if isinstance(signal, TransferTo):
+                nxt, why = self._member(signal.target), f"TransferTo({signal.target}) from a tool"
                 if signal.reason:
                     why += f": {signal.reason}"
             else:

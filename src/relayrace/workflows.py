@@ -18,7 +18,7 @@ from .agent import Agent
 from .delegation import bounded_history, run_child, run_children
 from .exceptions import UserError
 from .messages import NOTE, Message, ToolCall
-from .routing import Finish, Handoff
+from .routing import Finish, TransferTo
 
 if TYPE_CHECKING:
     from .context import RunContext
@@ -36,7 +36,7 @@ class SpeakerTurn:
     """Its last text."""
     last: Agent[Any]
     """The agent that gave it (a transfer may have moved on from the member)."""
-    signal: Handoff | Finish | None
+    signal: TransferTo | Finish | None
     """A tool's typed routing request, if one was made."""
     called: frozenset[str]
     """The tools called during the turn, for routing rules."""
@@ -84,7 +84,7 @@ class Driver(Protocol):
 
     async def speak(self, agent: Agent[Any], span: Span,
                     pending: list[ToolCall]) -> SpeakerTurn:
-        """Run one team member's turn; a typed ``Handoff`` ends it for the team to route."""
+        """Run one team member's turn; a typed ``TransferTo`` ends it for the team to route."""
         ...
 
     def note(self, agent: Agent[Any], text: str) -> None:
