@@ -30,7 +30,7 @@ from relayrace import (
     keep_last,
     tool,
 )
-from relayrace.reports import HandoffReport
+from relayrace.reports import DelegationReport
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor
@@ -589,7 +589,7 @@ async def test_report_is_parsed_into_the_result_and_the_delegation_event() -> No
     assert isinstance(event, DelegationEvent)
     assert event.ok and event.child_agent == "researcher" and event.agent == "coordinator"
     assert event.report is not None
-    assert HandoffReport.from_dict(event.report) == report
+    assert DelegationReport.from_dict(event.report) == report
     assert event.report["raw"] == REPORT
 
 

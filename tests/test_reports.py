@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from relayrace.reports import (
     DEFAULT_REPORT_SUFFIX,
     EMPTY_ANSWER,
-    HandoffReport,
+    DelegationReport,
     parse_report,
     report_instructions,
 )
@@ -239,16 +239,16 @@ def test_render_is_compact_and_never_the_transcript() -> None:
 
 
 def test_render_omits_empty_sections() -> None:
-    rendered = HandoffReport(summary="S", gaps=["g"]).render()
+    rendered = DelegationReport(summary="S", gaps=["g"]).render()
     assert rendered == "SUMMARY: S\nGAPS:\n- g"
-    assert HandoffReport(key_findings=["f"], confidence="low").render() == (
+    assert DelegationReport(key_findings=["f"], confidence="low").render() == (
         "KEY FINDINGS:\n- f\nCONFIDENCE: low")  # fmt: skip
-    assert HandoffReport(summary="S", confidence_reason="unsure").render() == (
+    assert DelegationReport(summary="S", confidence_reason="unsure").render() == (
         "SUMMARY: S\nCONFIDENCE: unknown — unsure")  # fmt: skip
 
 
 def test_render_of_a_summary_only_report_is_the_summary() -> None:
-    assert HandoffReport(summary="Just this.", raw="x").render() == "Just this."
+    assert DelegationReport(summary="Just this.", raw="x").render() == "Just this."
 
 
 # --------------------------------------------------------------------------- data and sources
@@ -258,19 +258,19 @@ def test_to_dict_from_dict_round_trip() -> None:
     report = parse_report(CANONICAL)
     data = report.to_dict()
     assert data["confidence"] == "high" and data["raw"] == CANONICAL
-    assert HandoffReport.from_dict(data) == report
+    assert DelegationReport.from_dict(data) == report
     data["key_findings"].append("mutating the dict does not touch the report")
     assert len(report.key_findings) == 2
 
 
 def test_from_dict_tolerates_missing_and_bad_fields() -> None:
-    report = HandoffReport.from_dict({"summary": 3, "sources": "not a list", "confidence": "sure",
-                                      "gaps": ("a", 1)})  # fmt: skip
-    assert report == HandoffReport(gaps=["a", "1"])
+    report = DelegationReport.from_dict({"summary": 3, "sources": "not a list",
+                                         "confidence": "sure", "gaps": ("a", 1)})
+    assert report == DelegationReport(gaps=["a", "1"])
 
 
 def test_merge_sources() -> None:
-    report = HandoffReport(sources=["Web_Search: 'acme revenue'", "docs/a.md", "DOCS/A.MD"])
+    report = DelegationReport(sources=["Web_Search: 'acme revenue'", "docs/a.md", "DOCS/A.MD"])
     report.merge_sources(["web_search", "fetch_url", "docs/a.md", "FETCH_URL", "  ", "search"])
     assert report.sources == ["Web_Search: 'acme revenue'", "docs/a.md", "fetch_url", "search"]
 
@@ -304,7 +304,7 @@ def test_parse_report_never_raises(text: str) -> None:
     rendered = report.render()
     assert rendered.strip()
     assert report.is_empty == (rendered == EMPTY_ANSWER)
-    assert HandoffReport.from_dict(report.to_dict()) == report
+    assert DelegationReport.from_dict(report.to_dict()) == report
 
 
 _HEADINGLIKE = re.compile(
@@ -315,7 +315,7 @@ PHRASES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 ,.%]{0,30}[A-Za-z0-9.%]", fullma
     lambda s: not _HEADINGLIKE.fullmatch(s) and s.lower().strip(" .") not in _NONE_LIKE
 )
 REPORTS = st.builds(
-    HandoffReport,
+    DelegationReport,
     summary=st.just("") | PHRASES,
     key_findings=st.lists(PHRASES, max_size=3),
     sources=st.lists(PHRASES, max_size=3),
@@ -326,7 +326,7 @@ REPORTS = st.builds(
 
 
 @given(REPORTS)
-def test_rendered_reports_parse_back(report: HandoffReport) -> None:
+def test_rendered_reports_parse_back(report: DelegationReport) -> None:
     if report.is_empty:
         return
     block = f"<handoff>\n{report.render()}\n</handoff>"

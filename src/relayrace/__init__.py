@@ -43,7 +43,7 @@ from .exceptions import (
     UsageLimitExceeded,
     UserError,
 )
-from .handoffs import HandoffTool, TransferPolicy, handoff, keep_last, remove_tool_traffic
+from .handoffs import Handoff, TransferPolicy, handoff, keep_last, remove_tool_traffic
 from .messages import Message, ToolCall
 from .models import (
     FallbackModel,
@@ -69,10 +69,10 @@ __all__ = [
     "FunctionTool",
     "GuardrailTriggeredEvent",
     "GuardrailTripwireTriggered",
+    "Handoff",
     "HandoffError",
     "HandoffEvent",
     "HandoffLoopError",
-    "HandoffTool",
     "MaxHandoffsExceeded",
     "MaxTurnsExceeded",
     "Message",

@@ -59,7 +59,7 @@ from .exceptions import (
     UserError,
 )
 from .guardrails import Guardrail
-from .handoffs import HandoffTool, filter_messages
+from .handoffs import Handoff, filter_messages
 from .messages import NOTE, Message, ToolCall
 from .models import infer_model
 from .models.interface import (
@@ -212,7 +212,7 @@ class AgentLoop:
     # -- guardrails --------------------------------------------------------------------------
 
     def set_view(self, agent: Agent[Any], view: list[Message] | None = None,
-                 source: HandoffTool | None = None) -> None:
+                 source: Handoff | None = None) -> None:
         """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
         input filter of ``source`` kept of it (see ``filtered_view``)."""
         self.views.filter = source
@@ -222,7 +222,7 @@ class AgentLoop:
             view = [redact.get(id(m), m) for m in transcript] if redact else transcript
         self.views.view = view
 
-    async def filtered_view(self, agent: Agent[Any], source: HandoffTool, note: Message | None,
+    async def filtered_view(self, agent: Agent[Any], source: Handoff, note: Message | None,
                             extra: Sequence[Message] = ()) -> list[Message]:
         """What the input filter of ``source`` keeps of the conversation, plus ``extra``
         (results about to be logged), redacted for ``agent``; the transfer's ``note`` stays
@@ -332,7 +332,7 @@ class AgentLoop:
         state.trace.end(span)
         return final, agent, reason
 
-    def _filter_of(self, source: str, target: Agent[Any]) -> HandoffTool | None:
+    def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
         """``source``'s handoff to ``target``, if it has an input filter."""
         agent = self.place.entry.find_agent(source)
         if agent is None:

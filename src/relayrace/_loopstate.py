@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .events import AgentEvent, ToolResultEvent, ToolStartedEvent
     from .guardrails import Guardrail
-    from .handoffs import HandoffTool
+    from .handoffs import Handoff
     from .messages import Message
     from .sessions.base import Session
     from .tracing import Span
@@ -111,9 +111,9 @@ class Views:
         """The whole conversation of the loop's session."""
         self.view: list[Message] = self.transcript
         """What the active agent's model sees."""
-        self.filter: HandoffTool | None = None
+        self.filter: Handoff | None = None
         """The handoff whose input filter shapes the view."""
-        self.resumed_filter: HandoffTool | None = None
+        self.resumed_filter: Handoff | None = None
         """The handoff (with a filter) that made the remembered agent active, for its next
         run."""
         self.checked: dict[str, int] = {}

@@ -21,7 +21,7 @@ from ._state import FINISH_TASK
 from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
-from .handoffs import SINGLE_TOOL_NAME, HandoffTool, sanitize_tool_name
+from .handoffs import SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
 from .messages import Message, ToolCall
 from .routing import Finish, TransferTo
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
@@ -50,7 +50,7 @@ class Route:
     """Why."""
     summary: str = ""
     """For ``Finish`` and a task's return: the result."""
-    handoff: HandoffTool | None = None
+    handoff: Handoff | None = None
     """For a transfer: the handoff used."""
     view: list[Message] | None = None
     """For a transfer through an input filter: what the target sees."""
@@ -336,7 +336,7 @@ async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolse
 
 async def _parse_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
-) -> tuple[HandoffTool | None, str, str | None]:
+) -> tuple[Handoff | None, str, str | None]:
     try:
         args = parse_arguments(call.arguments, call.name, '{"reason": "..."}')
     except ToolRetry as exc:
@@ -384,7 +384,7 @@ async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
 
 
 async def _on_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: HandoffTool, reason: str,
+    loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: Handoff, reason: str,
     parent: Span,
 ) -> tuple[str, str] | None:
     """Run the handoff's hook; a hook that raises stops the transfer like a crashing tool."""

@@ -11,8 +11,8 @@ from .context import RunContext, TContext
 from .exceptions import UserError
 from .handoffs import (
     FINISH_TASK,
+    Handoff,
     HandoffSet,
-    HandoffTool,
     HandoffToolsMode,
     TransferPolicy,
     resolve_handoffs,
@@ -63,7 +63,7 @@ class Agent(Generic[TContext]):
         description: str = "",
         model: Model | str | None = None,
         tools: Sequence[Tool] = (),
-        sub_agents: Sequence[Agent[Any] | HandoffTool] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
         transfer_policy: TransferPolicy = _DEFAULT_POLICY,
         handoff_tools: HandoffToolsMode = "per_agent",
         max_turns: int | None = None,
@@ -111,7 +111,7 @@ class Agent(Generic[TContext]):
                     f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool."
                 )
         for s in sub_agents:
-            if not isinstance(s, Agent | HandoffTool):
+            if not isinstance(s, Agent | Handoff):
                 raise UserError(f"Agent {name!r}: sub_agents takes agents (or handoff(agent)), "
                                 f"not {type(s).__name__} {s!r}.")
         if timeout is not None and timeout <= 0:
@@ -141,8 +141,8 @@ class Agent(Generic[TContext]):
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
-        self.handoffs: tuple[HandoffTool, ...] = tuple(
-            s if isinstance(s, HandoffTool) else HandoffTool(agent=s) for s in sub_agents
+        self.handoffs: tuple[Handoff, ...] = tuple(
+            s if isinstance(s, Handoff) else Handoff(agent=s) for s in sub_agents
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
         self._handoff_cache: HandoffSet | None = None
@@ -239,7 +239,7 @@ class Agent(Generic[TContext]):
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [
-                HandoffTool(
+                Handoff(
                     agent=h.agent.clone(),
                     tool_name=h.tool_name,
                     description=h.description,

@@ -2,7 +2,7 @@
 
 A handoff moves the conversation; delegation keeps it. The child runs in a fresh session linked
 to its parent's (same store), shares the run's context, trace, usage limits and cancellation,
-and returns one compact result: its structured :class:`HandoffReport`, never its transcript.
+and returns one compact result: its structured :class:`DelegationReport`, never its transcript.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from .events import MessageEvent, ToolResultEvent
 from .exceptions import UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
 from .messages import Message, ToolCall
-from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, HandoffReport
+from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, DelegationReport
 from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments
 from .usage import Usage
 
@@ -91,7 +91,7 @@ class ChildResult:
     """Whether it finished with an answer."""
     output: str = ""
     """Its final answer (empty if it failed)."""
-    report: HandoffReport | None = None
+    report: DelegationReport | None = None
     """Its parsed report, when a report was asked for."""
     error: str | None = None
     """Why it failed."""

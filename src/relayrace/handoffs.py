@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FINISH_TASK",
     "AsyncInputFilter",
-    "HandoffTool",
+    "Handoff",
     "InputFilter",
     "TransferPolicy",
     "handoff",
@@ -61,7 +61,7 @@ class TransferPolicy:
 
 
 @dataclass(kw_only=True, eq=False)
-class HandoffTool:
+class Handoff:
     """A handoff to ``agent`` as offered to a model; build it with :func:`handoff`."""
 
     agent: Agent[Any]
@@ -116,12 +116,12 @@ def handoff(
     input_filter: InputFilter | AsyncInputFilter | None = None,
     on_handoff: OnHandoff | None = None,
     requires_approval: bool = False,
-) -> HandoffTool:
+) -> Handoff:
     """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
 
     ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
     """
-    return HandoffTool(
+    return Handoff(
         agent=agent,
         tool_name=tool_name,
         description=description,
@@ -159,9 +159,9 @@ REASON_SCHEMA = {
 class HandoffSet:
     """The transfers one agent may make, resolved from its tree and policy."""
 
-    by_agent: dict[str, HandoffTool] = field(default_factory=dict)
+    by_agent: dict[str, Handoff] = field(default_factory=dict)
     """Allowed targets by agent name."""
-    by_tool: dict[str, HandoffTool | None] = field(default_factory=dict)
+    by_tool: dict[str, Handoff | None] = field(default_factory=dict)
     """Tool name to handoff (``None`` for the single ``transfer_to_agent`` tool)."""
     definitions: list[ToolDefinition] = field(default_factory=list)
     """Tool definitions when every handoff is enabled."""
@@ -180,9 +180,9 @@ class HandoffSet:
         # The names stay those of the full set, which calls are resolved against.
         return [d for d in self.definitions if self.by_tool[d.name] in enabled]
 
-    async def enabled(self, ctx: RunContext[Any]) -> list[HandoffTool]:
+    async def enabled(self, ctx: RunContext[Any]) -> list[Handoff]:
         """The handoffs that may be taken this turn."""
-        out: list[HandoffTool] = []
+        out: list[Handoff] = []
         for h in self.by_agent.values():
             flag = _flag(h, ctx)
             if inspect.isawaitable(flag):  # only an async is_enabled costs an await
@@ -192,20 +192,20 @@ class HandoffSet:
         return out
 
     @staticmethod
-    async def is_offered(h: HandoffTool, ctx: RunContext[Any]) -> bool:
+    async def is_offered(h: Handoff, ctx: RunContext[Any]) -> bool:
         """Whether ``h`` may be taken this turn."""
         flag = _flag(h, ctx)
         return bool(await flag if inspect.isawaitable(flag) else flag)
 
 
-def _flag(h: HandoffTool, ctx: RunContext[Any]) -> bool | Awaitable[bool]:
+def _flag(h: Handoff, ctx: RunContext[Any]) -> bool | Awaitable[bool]:
     flag = h.is_enabled
     return flag if isinstance(flag, bool) else flag(ctx)
 
 
 def _definitions(
-    handoffs: Sequence[HandoffTool], mode: HandoffToolsMode, taken: set[str]
-) -> tuple[list[ToolDefinition], dict[str, HandoffTool | None]]:
+    handoffs: Sequence[Handoff], mode: HandoffToolsMode, taken: set[str]
+) -> tuple[list[ToolDefinition], dict[str, Handoff | None]]:
     if not handoffs:
         return [], {}
     if mode == "single":
@@ -224,7 +224,7 @@ def _definitions(
         )
         return [definition], {SINGLE_TOOL_NAME: None}
     definitions: list[ToolDefinition] = []
-    by_tool: dict[str, HandoffTool | None] = {}
+    by_tool: dict[str, Handoff | None] = {}
     names = set(taken)
     for h in handoffs:
         # Targets whose names sanitize alike get numbered; the agent's other tools never
@@ -242,7 +242,7 @@ def _definitions(
     return definitions, by_tool
 
 
-def _tool_name(h: HandoffTool) -> str:
+def _tool_name(h: Handoff) -> str:
     return sanitize_tool_name(h.tool_name or f"transfer_to_{h.agent.name}")
 
 
@@ -252,13 +252,13 @@ def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet
 
     Raises ``ConfigError`` when a transfer tool would have the name of another of its tools.
     """
-    targets: list[HandoffTool] = list(agent.handoffs)
+    targets: list[Handoff] = list(agent.handoffs)
     if parent is not None:
         if agent.transfer_policy.to_parent:
-            targets.append(HandoffTool(agent=parent))
+            targets.append(Handoff(agent=parent))
         if agent.transfer_policy.to_peers:
             targets.extend(h for h in parent.handoffs if h.agent is not agent)
-    by_agent: dict[str, HandoffTool] = {}
+    by_agent: dict[str, Handoff] = {}
     for h in targets:
         if h.is_enabled is not False:
             by_agent.setdefault(h.agent.name, h)
@@ -276,7 +276,7 @@ def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet
 
 
 def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
-                   handoffs: Sequence[HandoffTool], tools: dict[str, Tool]) -> None:
+                   handoffs: Sequence[Handoff], tools: dict[str, Tool]) -> None:
     """Reject a transfer tool named like another tool of ``agent``: a renamed transfer would
     leave the model calling the other tool when it means to transfer."""
     if not handoffs or agent.pattern == "supervisor":  # a supervisor is offered no transfer
@@ -337,7 +337,7 @@ def keep_last(n: int) -> InputFilter:
     return _filter
 
 
-async def filter_messages(h: HandoffTool, messages: list[Message]) -> list[Message]:
+async def filter_messages(h: Handoff, messages: list[Message]) -> list[Message]:
     """What ``h``'s input filter keeps of ``messages``, awaited if it is async.
 
     Raises ``UserError`` naming the filter when it fails or returns anything but a list of

@@ -9,7 +9,7 @@ from typing import Any
 from .agent import Agent
 from .context import RunContext
 from .exceptions import UserError
-from .handoffs import HandoffTool, InputFilter, TransferPolicy
+from .handoffs import Handoff, InputFilter, TransferPolicy
 from .messages import Message
 from .routing import TransferTo
 from .tools import Tool, parse_arguments
@@ -43,7 +43,7 @@ def bounded_transcript(*, turns: int | None = None, chars: int | None = None) ->
 
 def swarm(
     name: str,
-    agents: Sequence[Agent[Any] | HandoffTool],
+    agents: Sequence[Agent[Any] | Handoff],
     *,
     max_handoffs: int = 3,
     transcript_turns: int | None = None,
@@ -67,8 +67,8 @@ def swarm(
     peers = TransferPolicy(to_peers=True)
     members = [
         replace(a, agent=a.agent.clone(transfer_policy=peers),
-                input_filter=a.input_filter or bounded) if isinstance(a, HandoffTool)
-        else HandoffTool(agent=a.clone(transfer_policy=peers), input_filter=bounded)
+                input_filter=a.input_filter or bounded) if isinstance(a, Handoff)
+        else Handoff(agent=a.clone(transfer_policy=peers), input_filter=bounded)
         for a in agents
     ]
     return Agent(name, instructions="", description=description, sub_agents=members,

@@ -2,7 +2,7 @@
 
 The child's instructions get ``DEFAULT_REPORT_SUFFIX`` (see ``report_instructions``), asking
 it to close with a ``<handoff>`` block. ``parse_report`` reads that block back, tolerating
-what models actually write, and never raises. ``HandoffReport.render`` is the one compact text
+what models actually write, and never raises. ``DelegationReport.render`` is the one compact text
 the parent model receives as the tool result: the report, never the child's transcript.
 """
 
@@ -20,7 +20,7 @@ __all__ = [
     "DEFAULT_REPORT_SUFFIX",
     "EMPTY_ANSWER",
     "Confidence",
-    "HandoffReport",
+    "DelegationReport",
     "parse_report",
     "report_instructions",
 ]
@@ -28,7 +28,7 @@ __all__ = [
 Confidence = Literal["high", "medium", "low", "unknown"]
 
 EMPTY_ANSWER = "(the agent returned an empty answer)"
-"""What ``HandoffReport.render`` gives for an empty answer."""
+"""What ``DelegationReport.render`` gives for an empty answer."""
 
 DEFAULT_REPORT_SUFFIX = """
 
@@ -78,7 +78,7 @@ _NOTHING = {"", "none", "n/a", "na", "nil", "nothing", "no gaps", "none identifi
 
 
 @dataclass(slots=True, kw_only=True)
-class HandoffReport:
+class DelegationReport:
     """What a delegated child agent reports back to its parent."""
 
     summary: str = ""
@@ -145,7 +145,7 @@ class HandoffReport:
                 "raw": self.raw}  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HandoffReport:
+    def from_dict(cls, data: Mapping[str, Any]) -> DelegationReport:
         """Rebuild a report from ``to_dict`` data; missing or ill-typed fields get defaults."""
         def text(key: str) -> str:
             value = data.get(key)
@@ -168,8 +168,8 @@ def report_instructions(audience: str = "", template: str = DEFAULT_REPORT_SUFFI
     return render_instructions(template, {"audience": audience})
 
 
-def parse_report(text: str) -> HandoffReport:
-    """Read a child's final answer into a ``HandoffReport``; never raises.
+def parse_report(text: str) -> DelegationReport:
+    """Read a child's final answer into a ``DelegationReport``; never raises.
 
     Takes the last ``<handoff>`` block holding a section (any case and spacing; the closing
     tag may be missing). Without tags, a ``SUMMARY`` heading followed by another section
@@ -185,10 +185,10 @@ def parse_report(text: str) -> HandoffReport:
     raw = text if isinstance(text, str) else ""
     sections, before = _find_block(raw)
     if sections is None:
-        return HandoffReport(summary=raw.strip(), raw=raw)
+        return DelegationReport(summary=raw.strip(), raw=raw)
     summary = _join(sections.get("summary", ()), "\n") or _join(sections.get("", ()), "\n")
     level, reason = _confidence(_join(sections.get("confidence", ()), " "))
-    return HandoffReport(
+    return DelegationReport(
         summary=summary or before.strip(),
         key_findings=_items(sections.get("key_findings", ()), commas=False),
         sources=_items(sections.get("sources", ()), commas=True),

@@ -16,7 +16,7 @@ from .exceptions import UserError
 from .messages import Message
 from .models import infer_model
 from .models.interface import Model
-from .reports import HandoffReport
+from .reports import DelegationReport
 from .sessions import MemorySession, Session
 from .tracing import Trace
 from .usage import RunUsage, UsageLimits
@@ -61,9 +61,9 @@ class RunResult:
         return [e for e in self.new_events if isinstance(e, DelegationEvent)]
 
     @property
-    def reports(self) -> list[HandoffReport]:
+    def reports(self) -> list[DelegationReport]:
         """The structured reports of this run's delegations, in order."""
-        return [HandoffReport.from_dict(e.report) for e in self.delegations if e.report]
+        return [DelegationReport.from_dict(e.report) for e in self.delegations if e.report]
 
 
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:

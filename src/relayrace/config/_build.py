@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from ..agent import Agent
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
-from ..handoffs import HandoffTool, TransferPolicy, handoff
+from ..handoffs import Handoff, TransferPolicy, handoff
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..patterns import swarm
 from ..routing import TerminateTarget
@@ -248,7 +248,7 @@ class Builder:
         pattern = spec.orchestration.pattern
         is_swarm = pattern == "swarm"
         tools: list[Tool] = []
-        swarm_members: list[HandoffTool] = []
+        swarm_members: list[Handoff] = []
         for i, item in enumerate(spec.tools):
             with located(doc, ("spec", "tools", i)):
                 if isinstance(item, AgentToolSpec):
