@@ -278,6 +278,31 @@ async def test_an_append_after_another_writers_is_refused(tmp_path: Path) -> Non
     assert [m.content for m in messages_of(await other.get_events())] == ["one", "two", "six"]
 
 
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_reading_the_events_is_what_the_next_append_must_extend(
+    store: str, tmp_path: Path
+) -> None:
+    if store == "memory":
+        first: Any = MemorySession("z")
+        second: Any = first  # one object, written behind its back through its list
+        sneak = first.events.append
+    else:
+        first, second = SQLiteSession("z", tmp_path / "z.db"), SQLiteSession("z", tmp_path / "z.db")
+        sneak = None
+    await first.append([note("zero")])
+    await first.get_events()
+    await second.get_events()
+    if sneak is not None:
+        sneak(note("one"))
+    else:
+        await second.append([note("one")])
+    with pytest.raises(SessionConflictError):  # it read a log that has grown since
+        await first.append([note("two")])
+    assert [m.content for m in messages_of(await first.get_events())] == ["zero", "one"]
+    await first.append([note("two")])  # read again: now it extends what it saw
+    assert [m.content for m in messages_of(await first.get_events())] == ["zero", "one", "two"]
+
+
 async def test_a_run_that_another_writer_slips_past_ends_with_a_conflict(tmp_path: Path) -> None:
     db = tmp_path / "slip.db"
     intruder = SQLiteSession("y", db)

@@ -31,6 +31,9 @@ class MemorySession(Session):
         self._seen = 0  # the log's length as this object last saw it
 
     async def get_events(self) -> list[AgentEvent]:
+        if len(self.events) != self._seen:  # what this object saw: appends extend this log
+            self._view = None
+            self._seen = len(self.events)
         return list(self.events)
 
     async def view(self) -> LogView:

@@ -327,11 +327,16 @@ class SQLiteSession(Session):
         conn.execute("BEGIN")  # the info and the events from one snapshot
         try:
             self._load_info(conn)
-            rows = conn.execute("SELECT data FROM events WHERE session_id = ? ORDER BY seq",
+            rows = conn.execute("SELECT seq, data FROM events WHERE session_id = ? ORDER BY seq",
                                 (self.session_id,)).fetchall()
         finally:
             conn.execute("COMMIT")
-        return [r[0] for r in rows]
+        # What this object saw: its next append must extend exactly this log.
+        last = rows[-1][0] if rows else 0
+        if self._seq != last:
+            self._view, self._unfolded = None, None  # rebuilt from the file when next read
+        self._seq, self._failed = last, None
+        return [r[1] for r in rows]
 
     # -- writing ------------------------------------------------------------------------------
 
