@@ -250,13 +250,21 @@ def _clash_finish_task() -> Agent:
                                      tool_name="finish_task")])
 
 
+def _clash_two_transfers() -> Agent:
+    return Agent("root", instructions="r",
+                 sub_agents=[handoff(Agent("billing", instructions="b"), tool_name="go"),
+                             handoff(Agent("refunds", instructions="f"), tool_name="go")])
+
+
 @pytest.mark.parametrize(("build", "named"), [
+    (_clash_two_transfers, ["'go'", "'billing'", "'refunds'"]),
     (_clash_user_tool, ["transfer_to_billing", "'billing'"]),
     (_clash_single_tool, ["transfer_to_agent", "'billing'"]),
     (_clash_meta_tool, ["delegate_to_agent", "'billing'"]),
     (_clash_agent_tool, ["transfer_to_billing", "'billing'"]),
     (_clash_finish_task, ["finish_task", "'billing'"]),
-], ids=["user tool", "single transfer tool", "meta-tool", "agent tool", "finish_task"])
+], ids=["two transfers", "user tool", "single transfer tool", "meta-tool",
+        "agent tool", "finish_task"])
 def test_a_transfer_tool_clashing_with_another_tool_is_rejected_when_built(
         build: Any, named: list[str]) -> None:
     with pytest.raises(ConfigError) as info:

@@ -277,8 +277,9 @@ def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet
 
 def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
                    handoffs: Sequence[Handoff], tools: dict[str, Tool]) -> None:
-    """Reject a transfer tool named like another tool of ``agent``: a renamed transfer would
-    leave the model calling the other tool when it means to transfer."""
+    """Reject a transfer tool named like another tool of ``agent``, another transfer's
+    included: a renamed transfer would leave the model calling the other tool when it means to
+    transfer."""
     if not handoffs or agent.pattern == "supervisor":  # a supervisor is offered no transfer
         return
     where = f"Agent {agent.name!r}"
@@ -290,11 +291,17 @@ def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
                 f"transfer tool, which reaches {', '.join(repr(h.agent.name) for h in handoffs)}"
                 "; rename the tool, or use handoff_tools='per_agent'.")
         return
+    transfers: dict[str, Handoff] = {}
     for h in handoffs:
         name = _tool_name(h)
         other = tools.get(name)
+        first = transfers.setdefault(name, h)
         if other is not None:
             clash = f"its {type(other).__name__} {other.name!r}"
+        elif first is not h and (h.tool_name or first.tool_name):
+            # A name someone chose is never renamed; agent names that sanitize alike are
+            # told apart with a suffix (each tool still reaches its own agent).
+            clash = f"its transfer to {first.agent.name!r}"
         elif name == FINISH_TASK and agent.mode == "task":
             clash = f"the {FINISH_TASK!r} tool a task agent returns with"
         else:
