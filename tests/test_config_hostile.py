@@ -51,6 +51,11 @@ HOSTILE: dict[str, tuple[str, str]] = {
         + "  tools:\n    - type: agent\n      agent: a\n      parameters: *l9\n",
         "aliases expand"),
     "laughs in a document": (_laughs("l") + "\n", "aliases expand"),
+    "a long text repeated through aliases": (
+        "s: &s " + "x" * 200_000 + "\n" + "\n".join(
+            f"{k}: &{k} [" + ", ".join([f"*{prev}"] * 10) + "]"
+            for prev, k in (("s", "a"), ("a", "b"), ("b", "c"), ("c", "d"))) + "\n",
+        "aliases expand this value by more than"),
     "deep brackets": ("x: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested deeper than"),
     "deep braces": ("x: " + "{a: " * 5_000 + "1" + "}" * 5_000 + "\n", "nested deeper than"),
     "deep through aliases": (

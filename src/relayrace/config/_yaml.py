@@ -123,6 +123,8 @@ MAX_DEPTH = 100
 """The deepest nesting of lists and mappings a team file may have, aliases expanded."""
 MAX_ALIAS_VALUES = 100_000
 """The most values aliases may add to one document when expanded (a "billion laughs")."""
+MAX_ALIAS_CHARS = 1_000_000
+"""The most characters aliases may add to one document when expanded (a long text repeated)."""
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -179,7 +181,9 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
     Aliases share nodes, so the node tree stays small while the data it stands for, as every
     later step walks it, can grow exponentially. Sizes are counted per shared node, once.
     """
-    expanded: dict[int, tuple[int, int]] = {}  # id(node) -> (values, depth) when expanded
+    # id(node) -> (values, depth, characters) when expanded
+    expanded: dict[int, tuple[int, int, int]] = {}
+    written = 0  # characters of the scalars as written, each shared node once
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
     while stack:
@@ -189,13 +193,20 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
             kids = [expanded[id(k)] for k in _children(node)]
             size = 1 + sum(k[0] for k in kids)
             depth = 1 + max((k[1] for k in kids), default=0)
+            own = len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+            written += own
+            chars = own + sum(k[2] for k in kids)
             open_nodes.discard(key)
-            expanded[key] = (size, depth)
+            expanded[key] = (size, depth, chars)
             line = node.start_mark.line + 1
             if size - len(expanded) > MAX_ALIAS_VALUES:
                 raise ConfigError(
                     f"{file}:{line}: aliases expand this value to more than "
                     f"{MAX_ALIAS_VALUES} values; write the values out, or nest fewer aliases.")
+            if chars - written > MAX_ALIAS_CHARS:
+                raise ConfigError(
+                    f"{file}:{line}: aliases expand this value by more than "
+                    f"{MAX_ALIAS_CHARS} characters; write it out, or repeat it less.")
             if depth > MAX_DEPTH:
                 raise ConfigError(f"{file}:{line}: aliases nest this value deeper than "
                                   f"{MAX_DEPTH} levels; write it flatter.")
