@@ -1,5 +1,5 @@
-"""One turn's tool calls, decided without a `Runner`: the engine's tool runner on a loop built
-by hand, given the calls an assistant message made.
+"""One turn, decided without a `Runner`: the engine's turn and tool runner on a loop built by
+hand, given the calls an assistant message made (or a scripted model's answers).
 
 Each test states a turn's input (the agent, its calls) and checks what the turn decides: the
 route it returns, the results it logs, in call order, and the run state it leaves.
@@ -16,11 +16,12 @@ from relayrace import Agent, Message, ToolCall, TransferPolicy, tool
 from relayrace._engine import AgentLoop
 from relayrace._state import RunState
 from relayrace._toolexec import Route, run_tools
+from relayrace._turn import Answer, Finished, Move, RunAgain
 from relayrace.exceptions import HandoffLoopError, MaxHandoffsExceeded
 from relayrace.guardrails import TopicDenyListGuardrail
 from relayrace.routing import Finish, TransferTo
 from relayrace.sessions import MemorySession
-from relayrace.testing import ScriptedModel
+from relayrace.testing import ScriptedModel, tool_call
 from relayrace.tracing import Trace
 
 RAN: list[str] = []
@@ -185,3 +186,24 @@ async def test_a_target_whose_input_guardrail_blocks_refuses_the_transfer_and_en
     assert results[0].content == ("Not performed: billing's input guardrail blocked the "
                                   "request.")
     assert loop.transfers.count == 0
+
+
+async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
+    model = ScriptedModel([tool_call("lookup", {"key": "a"}), tool_call("wrap_up"),
+                           tool_call("transfer_to_billing", {"reason": "invoice"}), "All set."])
+    billing = Agent("billing", instructions="b", model=model)
+    triage = Agent("triage", instructions="t", model=model, tools=[lookup, wrap_up],
+                   sub_agents=[billing])
+    loop = new_loop(triage)
+    loop.push(Message.user("hi"))
+    span = loop.state.trace.start("agent", "triage", None)
+    again = await loop.take_turn(triage, span, [], False)
+    assert type(again.next) is RunAgain and again.message is not None
+    assert again.message.tool_calls[0].name == "lookup"
+    finished = await loop.take_turn(triage, span, [], False)
+    assert type(finished.next) is Finished and finished.next.text == "all wrapped up"
+    moved = await loop.take_turn(triage, span, [], False)
+    assert type(moved.next) is Move and moved.next.route.target is billing
+    answered = await loop.take_turn(billing, span, [], False)
+    assert answered.next == Answer("All set.")
+    assert loop.control.turns == 4

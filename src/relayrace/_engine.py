@@ -41,6 +41,7 @@ from ._state import (
     unanswered_calls,
 )
 from ._toolexec import Route, finish_task_definition, outcome_unknown, run_tools
+from ._turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, TurnResult, Yield
 from .agent import Agent
 from .approvals import Interrupted
 from .context import RunContext
@@ -462,75 +463,32 @@ class AgentLoop:
         if pending:
             self._turn_flags(agent)
         try:
-            while True:
-                if pending:
-                    calls, pending = pending, []
-                else:
-                    if self.control.turns >= self.control.max_turns:
-                        raise MaxTurnsExceeded(self.control.max_turns)
-                    if agent.input_guardrails or self.scope.team_input:
-                        # What arrived during its own turn (tool results) is checked too.
-                        known = len(self.views.redact.get(agent.name, ()))
-                        blocked = input_block(self, agent)
-                        if blocked is not None:
-                            self.control.blocked = blocked
-                            return self.blocked_answer(agent, blocked), agent, None
-                        if len(self.views.redact.get(agent.name, ())) != known:
-                            source = self.views.filter
-                            if source is None:
-                                self.set_view(agent)
-                            else:
-                                self.set_view(agent, await self.filtered_view(
-                                    agent, source, self.views.note), source)
-                    if agent.max_turns is not None and agent is not self.place.entry:
-                        self._count_turn(agent, agent.max_turns)
-                    self.control.turns += 1
-                    message = await self._model_turn(agent, agent_span)
-                    if message.content:
-                        last_text = message.content
-                    if not message.tool_calls:
-                        caller = self.caller() if agent.mode == "single_turn" else None
-                        if caller is not None and not self.control.blocked:
-                            self._return(agent, caller, "answered")
-                            self.note(caller, f"[{agent.name} answered and returned control to "
-                                              f"{caller.name}]")
-                            agent, agent_span = self._switch(agent, caller, agent_span, run_span)
-                            if self.control.blocked is not None:
-                                return self.blocked_answer(agent, self.control.blocked), agent, None
-                            continue
-                        return message.content, agent, None
-                    calls = list(message.tool_calls)
-                if team:  # routing rules look at what the speaker called
-                    self.scope.called.update([c.name for c in calls])
-                route = await run_tools(self, agent, calls, agent_span)
-                if (self.control.blocked is not None or route is None or route.kind == "finish"
-                        or (route.kind == "transfer_to" and team)):
-                    await self.flush()
-                if self.control.blocked is not None:
-                    return self.blocked_answer(agent, self.control.blocked), agent, None
-                if route is None:
+            while True:  # a dispatcher over what each turn decides
+                turn = await self.take_turn(agent, agent_span, pending, team)
+                pending = []
+                nxt = turn.next
+                if turn.message is not None and turn.message.content:
+                    last_text = turn.message.content
+                if type(nxt) is RunAgain:
                     continue
-                if route.kind == "finish":
-                    final = route.summary or guard_text(self, agent, last_text)
-                    return final, agent, route
-                if route.kind == "transfer_to" and team:
-                    return last_text, agent, route
-                target = route.target
-                assert target is not None
-                if route.kind == "return":
-                    self._return(agent, target, route.summary)
+                if type(nxt) is Answer:
+                    return nxt.text, agent, None
+                if type(nxt) is Blocked:
+                    return self.blocked_answer(agent, nxt.answer), agent, None
+                if type(nxt) is Finished:
+                    return nxt.text or guard_text(self, agent, last_text), agent, nxt.route
+                if type(nxt) is TeamRoute:
+                    return last_text, agent, nxt.route
+                if type(nxt) is Yield:
+                    caller = nxt.caller
+                    self._return(agent, caller, "answered")
+                    self.note(caller, f"[{agent.name} answered and returned control to "
+                                      f"{caller.name}]")
+                    agent, agent_span = self._switch(agent, caller, agent_span, run_span)
                 else:
-                    returns_to = agent.name if target.mode in ("task", "single_turn") else None
-                    if returns_to:
-                        self.transfers.returns.append(returns_to)
-                    self.log.add(new_handoff_event(
-                        agent.name, self.path(agent), target.name,
-                        route.reason or f"requested by {agent.name}", route.call.id, returns_to))
-                # The call's result and the move itself: one transaction, so a crash cannot
-                # leave the old agent told "Transferred" (or "Returned") and still active.
-                await self.flush()
-                agent, agent_span = self._switch(agent, target, agent_span, run_span, route)
-                if self.control.blocked is not None:
+                    assert type(nxt) is Move
+                    agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
+                if self.control.blocked is not None:  # the new agent's input guardrails
                     return self.blocked_answer(agent, self.control.blocked), agent, None
         except BaseException as exc:
             state.trace.end(agent_span, exc)
@@ -538,6 +496,77 @@ class AgentLoop:
         finally:
             if not agent_span.end_ns:
                 state.trace.end(agent_span)
+
+    async def take_turn(self, agent: Agent[Any], agent_span: Span, pending: list[ToolCall],
+                        team: bool) -> TurnResult:
+        """One turn of ``agent``: a model request (or the calls an earlier run left pending),
+        every tool call answered, and what happens next."""
+        message: Message | None = None
+        if pending:
+            calls = pending
+        else:
+            if self.control.turns >= self.control.max_turns:
+                raise MaxTurnsExceeded(self.control.max_turns)
+            if agent.input_guardrails or self.scope.team_input:
+                # What arrived during its own turn (tool results) is checked too.
+                known = len(self.views.redact.get(agent.name, ()))
+                blocked = input_block(self, agent)
+                if blocked is not None:
+                    self.control.block(blocked)
+                    return TurnResult(None, Blocked(blocked))
+                if len(self.views.redact.get(agent.name, ())) != known:
+                    source = self.views.filter
+                    if source is None:
+                        self.set_view(agent)
+                    else:
+                        self.set_view(agent, await self.filtered_view(
+                            agent, source, self.views.note), source)
+            if agent.max_turns is not None and agent is not self.place.entry:
+                self._count_turn(agent, agent.max_turns)
+            self.control.turns += 1
+            message = await self._model_turn(agent, agent_span)
+            if not message.tool_calls:
+                caller = self.caller() if agent.mode == "single_turn" else None
+                if caller is not None and not self.control.blocked:
+                    return TurnResult(message, Yield(caller))
+                return TurnResult(message, Answer(message.content))
+            calls = list(message.tool_calls)
+        if team:  # routing rules look at what the speaker called
+            self.scope.called.update([c.name for c in calls])
+        route = await run_tools(self, agent, calls, agent_span)
+        moves = (self.control.blocked is None and route is not None
+                 and route.kind != "finish" and not (route.kind == "transfer_to" and team))
+        if not moves:  # a move writes its result together with the move itself
+            await self.flush()
+        if self.control.blocked is not None:
+            return TurnResult(message, Blocked(self.control.blocked))
+        if route is None:
+            return TurnResult(message, RunAgain())
+        if route.kind == "finish":
+            return TurnResult(message, Finished(route.summary, route))
+        if route.kind == "transfer_to" and team:
+            return TurnResult(message, TeamRoute(route))
+        return TurnResult(message, Move(route))
+
+    async def _move(self, agent: Agent[Any], route: Route, agent_span: Span,
+                    run_span: Span) -> tuple[Agent[Any], Span]:
+        """Carry out a transfer or a task's return: logged with the call's result, then the
+        target takes over."""
+        target = route.target
+        assert target is not None
+        if route.kind == "return":
+            self._return(agent, target, route.summary)
+        else:
+            returns_to = agent.name if target.mode in ("task", "single_turn") else None
+            if returns_to:
+                self.transfers.returns.append(returns_to)
+            self.log.add(new_handoff_event(
+                agent.name, self.path(agent), target.name,
+                route.reason or f"requested by {agent.name}", route.call.id, returns_to))
+        # The call's result and the move itself: one transaction, so a crash cannot leave the
+        # old agent told "Transferred" (or "Returned") and still active.
+        await self.flush()
+        return self._switch(agent, target, agent_span, run_span, route)
 
     def _count_turn(self, agent: Agent[Any], limit: int) -> None:
         """Count a turn of an agent with its own ``max_turns``; raise past it."""

@@ -1,0 +1,80 @@
+"""One model turn as a value: what the model said and what happens next.
+
+``AgentLoop.take_turn`` produces a `TurnResult`; ``AgentLoop.turns_of`` is a dispatcher over
+its ``next``. Every tool call of the turn is answered (and logged) before the result is made,
+whatever comes next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._toolexec import Route
+    from .agent import Agent
+    from .messages import Message
+
+__all__ = ["Answer", "Blocked", "Finished", "Move", "Next", "RunAgain", "TeamRoute",
+           "TurnResult", "Yield"]
+
+
+@dataclass(slots=True, frozen=True)
+class Answer:
+    """The model answered with text and no tool call: the agent's turns end with it."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class RunAgain:
+    """The turn's tool calls were answered; the same agent takes another turn."""
+
+
+@dataclass(slots=True, frozen=True)
+class Move:
+    """Control moves: a transfer, or a task agent's return to its caller (``route``)."""
+
+    route: Route
+
+
+@dataclass(slots=True, frozen=True)
+class Yield:
+    """A ``single_turn`` agent answered and hands control back to ``caller``."""
+
+    caller: Agent[Any]
+
+
+@dataclass(slots=True, frozen=True)
+class Finished:
+    """A tool returned ``Finish``: the run ends with ``text``."""
+
+    text: str
+    route: Route
+
+
+@dataclass(slots=True, frozen=True)
+class TeamRoute:
+    """In a team, a tool's ``TransferTo``: the turn ends for the team to route."""
+
+    route: Route
+
+
+@dataclass(slots=True, frozen=True)
+class Blocked:
+    """A guardrail blocked: the run ends with ``answer``."""
+
+    answer: str
+
+
+Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked
+"""What happens after a turn."""
+
+
+@dataclass(slots=True, frozen=True)
+class TurnResult:
+    """One turn: the assistant message (``None`` when the turn ran calls left pending by an
+    earlier run), and what happens next."""
+
+    message: Message | None
+    next: Next
