@@ -180,12 +180,12 @@ class Agent(Generic[TContext]):
                         "make it a step of a workflow.")
         # The transfers of this agent and of each child placed here, checked (for clashing
         # tool names) before any link is made: a failed construction changes no child.
-        resolve_handoffs(self, None)
-        for h in self.handoffs:
-            resolve_handoffs(h.agent, self)
-        for h in self.handoffs:
+        own = resolve_handoffs(self, None)
+        placed = [resolve_handoffs(h.agent, self) for h in self.handoffs]
+        for h, transfers in zip(self.handoffs, placed, strict=True):
             h.agent.parent = self
-            h.agent._handoff_cache = None  # its parent and peers just changed
+            h.agent._handoff_cache = transfers  # resolved where it now sits: runs start warm
+        self._handoff_cache = own  # until a parent places this agent
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
