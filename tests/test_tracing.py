@@ -175,3 +175,17 @@ async def test_model_span_tokens_match_usage(traces: InMemoryTraceProcessor) -> 
         result.usage.total.input_tokens)
     assert sum(s.attributes.get("output_tokens", 0) for s in model_spans) == (
         result.usage.total.output_tokens)
+
+
+async def test_trace_ids_do_not_repeat_when_the_application_seeds_random() -> None:
+    import random
+
+    from relayrace import Agent, Runner
+    from relayrace.testing import ScriptedModel
+
+    agent = Agent("a", instructions="x", model=ScriptedModel(["one", "two"]))
+    random.seed(7)
+    first = await Runner.run(agent, "hi")
+    random.seed(7)
+    second = await Runner.run(agent, "hi")
+    assert first.trace_id != second.trace_id

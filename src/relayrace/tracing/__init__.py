@@ -8,6 +8,7 @@ A delegated child's spans nest under the parent's tool-call span, in the same tr
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import time
 from collections.abc import Iterator, Sequence
@@ -88,8 +89,11 @@ _registered = _Hooks(())
 _ids = itertools.count(1)
 _new = object.__new__
 _now = time.time_ns
-# Trace ids need to be unique, not secret (OpenTelemetry's SDK draws them the same way).
-_random_bits = random.getrandbits
+# Trace ids need to be unique, not secret; drawn from a generator of relayrace's own, so an
+# application that seeds ``random`` does not make runs share trace ids (reseeded in a fork).
+_rng = random.Random()
+os.register_at_fork(after_in_child=_rng.seed)
+_random_bits = _rng.getrandbits
 
 
 def add_trace_processor(processor: TraceProcessor) -> None:
