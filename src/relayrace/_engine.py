@@ -183,11 +183,7 @@ class AgentLoop:
         A later call may finish before an earlier one is cut short; logged there, each result
         takes its call's place.
         """
-        for ev in results:
-            if ev is not None:
-                if self.calls.held is None:
-                    self.calls.held = {}
-                self.calls.held[ev.message.tool_call_id or ""] = ev
+        self.calls.hold(results)
 
     def answer_dangling(self, agent: Agent[Any], why: str) -> None:
         """Give every unanswered call a result, in order, so the session stays valid."""
@@ -216,12 +212,11 @@ class AgentLoop:
                  source: Handoff | None = None) -> None:
         """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
         input filter of ``source`` kept of it (see ``filtered_view``)."""
-        self.views.filter = source
         if view is None:
             redact = self.views.redact.get(agent.name)
             transcript = self.views.transcript
             view = [redact.get(id(m), m) for m in transcript] if redact else transcript
-        self.views.view = view
+        self.views.show(view, source)
 
     async def filtered_view(self, agent: Agent[Any], source: Handoff, note: Message | None,
                             extra: Sequence[Message] = ()) -> list[Message]:
@@ -265,25 +260,26 @@ class AgentLoop:
             raise UserError(f"Session {self.log.session.session_id!r} holds no conversation to "
                             "resume; give the run an input.")
         if log.returns:
-            self.transfers.returns = list(log.returns)
+            self.transfers.resume(log.returns)
         if log.started:  # a crash left these calls' outcomes unknown
-            self.calls.unknown, self.calls.asked = dict(log.started), set(log.asked)
+            self.calls.resume(log.started, log.asked)
         agent = start_agent or self._active(log.active)
         entry = self.place.entry
         if start_agent is not None and start_agent is not entry and entry.is_composite:
             from .team import Team
 
-            if isinstance(self.place.entry, Team):  # the team starts there, and its rules apply
-                self.scope.start_member, agent = start_agent, self.place.entry
+            if isinstance(entry, Team):  # the team starts there, and its rules apply
+                self.scope.start_at(start_agent)
+                agent = entry
         if log.handoff is not None and log.handoff.to_agent == agent.name:
-            self.views.resumed_filter = self._filter_of(log.handoff.agent, agent)
+            self.views.remember(self._filter_of(log.handoff.agent, agent))
         name, path = agent.name, self.path(agent)
         span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
                                  self.place.parent_span, session_id=self.log.session.session_id,
                                  agent=name)
         self.log.add(new_run_started_event(name, path, state.trace.trace_id))
         pending = unanswered_calls(self.views.transcript)
-        self.control.resuming = input is None
+        self.control.begin(resuming=input is None)
         if input is not None:
             if pending:
                 self.answer_dangling(agent, "the run was interrupted before this call ran")
@@ -362,13 +358,8 @@ class AgentLoop:
             return await composite.run_composite(self, parent, pending)
         if agent.pattern == "swarm" and agent is not self.place.entry:
             # A swarm inside a workflow or team: its hop limit holds while it runs, only.
-            transfers = self.transfers
-            saved = transfers.swarm_limit, transfers.limit, transfers.count
-            transfers.swarm_limit, transfers.limit, transfers.count = True, agent.max_handoffs, 0
-            try:
+            with self.transfers.swarm(agent.max_handoffs):
                 return await self.drive(agent.sub_agents[0], parent, pending)
-            finally:
-                transfers.swarm_limit, transfers.limit, transfers.count = saved
         final, last, route = await self.turns_of(agent, parent, pending)
         return self._ended(final, last, route)
 
@@ -377,7 +368,7 @@ class AgentLoop:
     ) -> tuple[str, Agent[Any], str]:
         """What ``drive`` returns once an agent's turns end with ``route``."""
         if route is not None and route.kind == "finish":
-            self.control.finished = True
+            self.control.finish()
             return final, last, route.reason
         return final, last, "guardrail" if self.control.blocked else ""
 
@@ -413,23 +404,21 @@ class AgentLoop:
 
     def finish(self) -> None:
         """End the run after this member (a tool returned ``Finish``)."""
-        self.control.finished = True
+        self.control.finish()
 
     @contextmanager
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],
                    output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
         """A team's guardrails hold for its members while it runs, only."""
-        saved = self.scope.team_input, self.scope.team_output
-        self.scope.team_input, self.scope.team_output = input_guardrails, output_guardrails
+        saved = self.scope.enter_team(input_guardrails, output_guardrails)
         try:
             yield
         finally:
-            self.scope.team_input, self.scope.team_output = saved
+            self.scope.leave_team(saved)
 
     def take_start_member(self) -> Agent[Any] | None:
         """The member ``start_agent`` named for the entry team's run, once."""
-        member, self.scope.start_member = self.scope.start_member, None
-        return member
+        return self.scope.take_start_member()
 
     @property
     def stopped(self) -> bool:
@@ -444,15 +433,12 @@ class AgentLoop:
         In a team, a typed ``TransferTo`` ends the turn instead, for the team to route.
         """
         state = self.state
-        self.scope.team_mode = team
-        if team:
-            self.scope.called = set()
+        self.scope.speaker_turn(team)
         blocked = input_block(self, agent)
         if blocked is not None:
-            self.control.blocked = blocked
+            self.control.block(blocked)
             return self.blocked_answer(agent, blocked), agent, None
-        # The filter a remembered transfer made: for the agent the run starts with, only.
-        resumed, self.views.resumed_filter = self.views.resumed_filter, None
+        resumed = self.views.take_remembered()  # for the agent the run starts with, only
         if resumed is None:
             self.set_view(agent)
         else:
@@ -521,9 +507,8 @@ class AgentLoop:
                     else:
                         self.set_view(agent, await self.filtered_view(
                             agent, source, self.views.note), source)
-            if agent.max_turns is not None and agent is not self.place.entry:
-                self._count_turn(agent, agent.max_turns)
-            self.control.turns += 1
+            self.control.count_turn(agent.name, agent.max_turns
+                                    if agent is not self.place.entry else None)
             message = await self._model_turn(agent, agent_span)
             if not message.tool_calls:
                 caller = self.caller() if agent.mode == "single_turn" else None
@@ -568,16 +553,6 @@ class AgentLoop:
         await self.flush()
         return self._switch(agent, target, agent_span, run_span, route)
 
-    def _count_turn(self, agent: Agent[Any], limit: int) -> None:
-        """Count a turn of an agent with its own ``max_turns``; raise past it."""
-        counts = self.control.agent_turns
-        if counts is None:
-            counts = self.control.agent_turns = {}
-        n = counts.get(agent.name, 0)
-        if n >= limit:
-            raise MaxTurnsExceeded(limit, agent.name)
-        counts[agent.name] = n + 1
-
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self.transfers.returns:
             self.transfers.returns.pop()
@@ -595,9 +570,9 @@ class AgentLoop:
         self.state.trace.end(agent_span)
         blocked = input_block(self, target)
         if blocked is not None:
-            self.control.blocked = blocked
+            self.control.block(blocked)
         if route is not None and route.note is not None:
-            self.views.note = route.note
+            self.views.keep_note(route.note)
         if route is None or route.view is None:
             self.set_view(target)
         else:
@@ -615,10 +590,9 @@ class AgentLoop:
 
     def _turn_flags(self, agent: Agent[Any]) -> None:
         """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
-        self.control.finish_task = agent.mode == "task" and bool(self.transfers.returns)
         transfers = self.transfers
-        self.control.refuse_handoffs = (transfers.swarm_limit and transfers.limit is not None
-                                        and transfers.count >= transfers.limit)
+        self.control.offer(finish_task=agent.mode == "task" and bool(transfers.returns),
+                           refuse_handoffs=transfers.used_up())
 
     async def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
         """The tools offered this turn, when they change by turn (see ``_model_turn``)."""
@@ -644,7 +618,7 @@ class AgentLoop:
         ts = self.toolset(agent)
         if agent.mode == "chat" and not self.transfers.swarm_limit and not ts.handoffs.dynamic:
             # The common case, decided early.
-            self.control.finish_task = self.control.refuse_handoffs = False
+            self.control.offer(finish_task=False, refuse_handoffs=False)
             definitions = ts.definitions
         else:
             definitions = await self._definitions(agent, ts)

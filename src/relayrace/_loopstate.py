@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import HandoffError, HandoffLoopError, MaxHandoffsExceeded
+from .exceptions import HandoffError, HandoffLoopError, MaxHandoffsExceeded, MaxTurnsExceeded
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -129,6 +130,23 @@ class Views:
         if self.view is not self.transcript:
             self.view.append(message)
 
+    def show(self, view: list[Message], source: Handoff | None) -> None:
+        """From now on the active agent sees ``view`` (shaped by ``source``'s filter, if any)."""
+        self.view, self.filter = view, source
+
+    def remember(self, source: Handoff | None) -> None:
+        """The handoff whose filter the agent a resumed run starts with still sees through."""
+        self.resumed_filter = source
+
+    def take_remembered(self) -> Handoff | None:
+        """That handoff, once: it applies to the agent the run starts with only."""
+        source, self.resumed_filter = self.resumed_filter, None
+        return source
+
+    def keep_note(self, note: Message) -> None:
+        """The result of the transfer that made the active agent active."""
+        self.note = note
+
 
 class Calls:
     """Tool calls in flight, results held, and what a crash left unknown."""
@@ -151,6 +169,19 @@ class Calls:
         transcript, the same in every process that runs the batch (call ids may repeat)."""
         self.child_counts: dict[str, int] = {}
         """Delegated children started per tool call."""
+
+    def resume(self, started: dict[str, ToolStartedEvent], asked: set[str]) -> None:
+        """A resumed run: these calls started in an earlier process and have no result."""
+        self.unknown, self.asked = dict(started), set(asked)
+
+    def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
+        """Keep finished results of a turn the run's end interrupts, to be logged in their
+        calls' places (a later call may finish before an earlier one is cut short)."""
+        for ev in results:
+            if ev is not None:
+                if self.held is None:
+                    self.held = {}
+                self.held[ev.message.tool_call_id or ""] = ev
 
     def begin_batch(self, transcript: Sequence[Message]
                     ) -> tuple[dict[str, ToolStartedEvent], set[str]]:
@@ -212,6 +243,24 @@ class Transfers:
         """Count a transfer that happened."""
         self.count += 1
 
+    def used_up(self) -> bool:
+        """Whether a swarm's hop limit hides the transfer tools now."""
+        return self.swarm_limit and self.limit is not None and self.count >= self.limit
+
+    def resume(self, returns: Sequence[str]) -> None:
+        """A resumed run: the callers task agents still owe a return to."""
+        self.returns = list(returns)
+
+    @contextmanager
+    def swarm(self, limit: int | None) -> Iterator[None]:
+        """A swarm inside a workflow or team: its hop limit holds while it runs, only."""
+        saved = self.swarm_limit, self.limit, self.count
+        self.swarm_limit, self.limit, self.count = True, limit, 0
+        try:
+            yield
+        finally:
+            self.swarm_limit, self.limit, self.count = saved
+
     def worked(self) -> None:
         """Real work happened (not only routing): the hops so far are no cycle."""
         self.hops.clear()
@@ -233,6 +282,33 @@ class Scope:
         """The team's output guardrails, for every member."""
         self.start_member: Agent[Any] | None = None
         """Where the entry team starts (``start_agent``)."""
+
+    def speaker_turn(self, team: bool) -> None:
+        """An agent's turns begin; in a team, what it calls is noted afresh for the rules."""
+        self.team_mode = team
+        if team:
+            self.called = set()
+
+    def enter_team(self, input_guardrails: tuple[Guardrail, ...],
+                   output_guardrails: tuple[Guardrail, ...]
+                   ) -> tuple[tuple[Guardrail, ...], tuple[Guardrail, ...]]:
+        """A team's guardrails apply to its members; returns what ``leave_team`` restores."""
+        saved = self.team_input, self.team_output
+        self.team_input, self.team_output = input_guardrails, output_guardrails
+        return saved
+
+    def leave_team(self, saved: tuple[tuple[Guardrail, ...], tuple[Guardrail, ...]]) -> None:
+        """The team's run ended: the guardrails around it apply again."""
+        self.team_input, self.team_output = saved
+
+    def start_at(self, member: Agent[Any]) -> None:
+        """The entry team's run starts with ``member``."""
+        self.start_member = member
+
+    def take_start_member(self) -> Agent[Any] | None:
+        """That member, once."""
+        member, self.start_member = self.start_member, None
+        return member
 
 
 class Control:
@@ -262,3 +338,28 @@ class Control:
     def block(self, answer: str) -> None:
         """A guardrail blocked: the run ends with ``answer``."""
         self.blocked = answer
+
+    def finish(self) -> None:
+        """A tool returned Finish: the run ends, workflows included."""
+        self.finished = True
+
+    def begin(self, *, resuming: bool) -> None:
+        """The run starts: with new input, or continuing the log."""
+        self.resuming = resuming
+
+    def offer(self, *, finish_task: bool, refuse_handoffs: bool) -> None:
+        """What the active agent is offered this turn."""
+        self.finish_task, self.refuse_handoffs = finish_task, refuse_handoffs
+
+    def count_turn(self, agent: str, own_limit: int | None) -> None:
+        """Count a model turn of ``agent``; raise past its own ``max_turns`` (the run's limit
+        is checked before the turn)."""
+        if own_limit is not None:
+            counts = self.agent_turns
+            if counts is None:
+                counts = self.agent_turns = {}
+            n = counts.get(agent, 0)
+            if n >= own_limit:
+                raise MaxTurnsExceeded(own_limit, agent)
+            counts[agent] = n + 1
+        self.turns += 1
