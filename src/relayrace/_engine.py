@@ -16,13 +16,12 @@ from ._builders import (
     new_context,
     new_handoff_event,
     new_message_event,
-    new_request,
     new_run_finished_event,
     new_run_started_event,
     new_tool_result_event,
 )
 from ._children import run_child
-from ._guarding import GuardedStream, guard_finish, guard_text, input_block
+from ._guarding import guard_text, input_block
 from ._loopstate import (
     DEFAULT_MAX_TURNS,
     Calls,
@@ -33,14 +32,14 @@ from ._loopstate import (
     Transfers,
     Views,
 )
+from ._modelcall import model_turn, turn_flags
 from ._state import (
-    FINISH_TASK,
     RunState,
     Toolset,
     toolset_of,
     unanswered_calls,
 )
-from ._toolexec import Route, finish_task_definition, outcome_unknown, run_tools
+from ._toolexec import Route, outcome_unknown, run_tools
 from ._turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, TurnResult, Yield
 from .agent import Agent
 from .approvals import Interrupted
@@ -50,25 +49,16 @@ from .events import (
     ApprovalRequestedEvent,
     HandoffEvent,
     RunFinishedEvent,
-    TextDeltaEvent,
     ToolResultEvent,
 )
 from .exceptions import (
     MaxTurnsExceeded,
-    ModelBehaviorError,
     RunTimeout,
     UserError,
 )
 from .guardrails import Guardrail
 from .handoffs import Handoff, filter_messages
 from .messages import NOTE, Message, ToolCall
-from .models import infer_model
-from .models.interface import (
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ToolDefinition,
-)
 from .routing import Finish, TransferTo
 from .sessions.base import Session
 from .tracing import Span
@@ -447,7 +437,7 @@ class AgentLoop:
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
         if pending:
-            self._turn_flags(agent)
+            turn_flags(self, agent)
         try:
             while True:  # a dispatcher over what each turn decides
                 turn = await self.take_turn(agent, agent_span, pending, team)
@@ -509,7 +499,7 @@ class AgentLoop:
                             agent, source, self.views.note), source)
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
-            message = await self._model_turn(agent, agent_span)
+            message = await model_turn(self, agent, agent_span)
             if not message.tool_calls:
                 caller = self.caller() if agent.mode == "single_turn" else None
                 if caller is not None and not self.control.blocked:
@@ -578,138 +568,3 @@ class AgentLoop:
         else:
             self.set_view(target, route.view, route.handoff)
         return target, self.state.trace.start("agent", target.name, run_span)
-
-    def _model(self, agent: Agent[Any]) -> Model:
-        model = self.state.model_override or agent.model
-        if model is None:
-            raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
-                            "a 'provider:model' string) or pass model=... to Runner.run.")
-        if type(model) is str:
-            model = agent.model = infer_model(model)  # resolve a "provider:model" string once
-        return model  # type: ignore[return-value]
-
-    def _turn_flags(self, agent: Agent[Any]) -> None:
-        """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
-        transfers = self.transfers
-        self.control.offer(finish_task=agent.mode == "task" and bool(transfers.returns),
-                           refuse_handoffs=transfers.used_up())
-
-    async def _definitions(self, agent: Agent[Any], ts: Toolset) -> list[ToolDefinition]:
-        """The tools offered this turn, when they change by turn (see ``_model_turn``)."""
-        self._turn_flags(agent)
-        no_handoffs = self.control.refuse_handoffs or (agent.mode == "single_turn"
-                                               and bool(self.transfers.returns))
-        if not (ts.handoffs.dynamic or self.control.finish_task or no_handoffs):
-            return ts.definitions
-        defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
-        if not no_handoffs:
-            defs.extend(await ts.handoffs.offered(self.context_for(agent)))
-        if self.control.finish_task:
-            defs.append(ToolDefinition(
-                name=FINISH_TASK, parameters=finish_task_definition(),
-                description="Return control, and your result, to the agent that gave you "
-                            "this task. Call it when the task is done."))
-        return defs
-
-    async def _model_turn(self, agent: Agent[Any], parent: Span) -> Message:
-        state = self.state
-        path = self.path(agent)
-        model = self._model(agent)
-        ts = self.toolset(agent)
-        if agent.mode == "chat" and not self.transfers.swarm_limit and not ts.handoffs.dynamic:
-            # The common case, decided early.
-            self.control.offer(finish_task=False, refuse_handoffs=False)
-            definitions = ts.definitions
-        else:
-            definitions = await self._definitions(agent, ts)
-        instructions = agent.instructions
-        if not isinstance(instructions, str) or agent._templated:
-            instructions = await agent.render_instructions(self.context_for(agent),
-                                                           self.place.variables)
-        if self.place.suffix:
-            suffix = self.place.suffix
-            instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
-        name = agent.name
-        request = new_request(instructions, self.views.view, definitions, agent.model_settings,
-                              name)
-        budget, local = state.budget, self.place.local
-        estimate = await budget.open_request(request, path, local)
-        span = state.trace.start("model", model.name, parent, agent=name)
-        guarded = agent.output_guardrails or self.scope.team_output
-        shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
-        try:
-            if state.emit is None:
-                response = await model.request(request)
-            else:
-                if guarded:
-                    shown = GuardedStream(self, agent)
-                response = await self._stream_model(model, request, agent, path, shown)
-        except BaseException as exc:
-            budget.close_request(estimate, path, local, None)
-            state.trace.end(span, exc)
-            raise
-        u = response.usage
-        budget.close_request(estimate, path, local, u)
-        attributes = span.attributes
-        attributes["input_tokens"] = u.input_tokens
-        attributes["output_tokens"] = u.output_tokens
-        attributes["response_model"] = response.model
-        state.trace.end(span)
-        message = response.message
-        content, calls = message.content, message.tool_calls
-        if not calls:
-            # A delegated child's empty answer is reported to its parent as empty.
-            if not content and not self.place.depth:
-                raise ModelBehaviorError(
-                    f"The model of agent {name!r} returned an empty turn (no text and no tool "
-                    "call); check the model's output limits or its stop sequences.")
-            if guarded:
-                content = guard_text(self, agent, content)
-        elif self.control.finish_task and guarded:
-            calls = tuple(guard_finish(self, agent, c) for c in calls)
-        if shown is not None and content:
-            rest = shown.finish(content, guarded=not calls)
-            if rest:
-                self._emit_text(agent, path, rest)
-        if message.name != name or content is not message.content or \
-                calls is not message.tool_calls:
-            # A copy: the model may hand out shared messages (test doubles, caches).
-            message = Message("assistant", content, calls, None, name)
-        self.push(message)
-        self.log.add(new_message_event(name, path, message, u, response.model or model.name))
-        if calls and self.log.session.durable:
-            # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
-            # them with their results; a final answer goes with what ends the turn.
-            await self.flush()
-        budget.check_tokens()
-        return message
-
-    def _emit_text(self, agent: Agent[Any], path: str, delta: str) -> None:
-        """Stream a piece of ``agent``'s text (never logged)."""
-        emit = self.state.emit
-        assert emit is not None
-        emit(TextDeltaEvent(agent=agent.name, path=path, delta=delta))
-
-    async def _stream_model(
-        self, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
-        shown: GuardedStream | None,
-    ) -> ModelResponse:
-        if shown is not None and not shown.live:
-            # A guardrail that may block holds the answer whole: _model_turn shows what passes.
-            return await model.request(request)
-        response: ModelResponse | None = None
-        streamed = False
-        async for item in model.stream(request):
-            if isinstance(item, str):
-                streamed = True
-                delta = item if shown is None else shown.feed(item)
-                if delta:
-                    self._emit_text(agent, path, delta)
-            else:
-                response = item
-        if response is None:
-            raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
-        if not streamed and shown is None and response.message.content:
-            # A model that cannot stream text (a guarded turn shows its text as it passes).
-            self._emit_text(agent, path, response.message.content)
-        return response

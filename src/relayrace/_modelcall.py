@@ -1,0 +1,163 @@
+"""The model call of one turn: what the agent is offered, its instructions, the request under
+the run's budget, streaming through output guardrails, and the answer logged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._builders import new_message_event, new_request
+from ._guarding import GuardedStream, guard_finish, guard_text
+from ._state import FINISH_TASK, Toolset
+from ._toolexec import finish_task_definition
+from .events import TextDeltaEvent
+from .exceptions import ModelBehaviorError, UserError
+from .messages import Message
+from .models import infer_model
+from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .agent import Agent
+    from .tracing import Span
+
+__all__ = ["model_of", "model_turn", "turn_flags"]
+
+
+def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
+    """The model ``agent`` uses in this run."""
+    model = loop.state.model_override or agent.model
+    if model is None:
+        raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
+                        "a 'provider:model' string) or pass model=... to Runner.run.")
+    if type(model) is str:
+        model = agent.model = infer_model(model)  # resolve a "provider:model" string once
+    return model  # type: ignore[return-value]
+
+def turn_flags(loop: AgentLoop, agent: Agent[Any]) -> None:
+    """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
+    transfers = loop.transfers
+    loop.control.offer(finish_task=agent.mode == "task" and bool(transfers.returns),
+                       refuse_handoffs=transfers.used_up())
+
+async def _definitions(loop: AgentLoop, agent: Agent[Any], ts: Toolset
+                       ) -> list[ToolDefinition]:
+    """The tools offered this turn, when they change by turn (see ``model_turn``)."""
+    turn_flags(loop, agent)
+    no_handoffs = loop.control.refuse_handoffs or (agent.mode == "single_turn"
+                                           and bool(loop.transfers.returns))
+    if not (ts.handoffs.dynamic or loop.control.finish_task or no_handoffs):
+        return ts.definitions
+    defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
+    if not no_handoffs:
+        defs.extend(await ts.handoffs.offered(loop.context_for(agent)))
+    if loop.control.finish_task:
+        defs.append(ToolDefinition(
+            name=FINISH_TASK, parameters=finish_task_definition(),
+            description="Return control, and your result, to the agent that gave you "
+                        "this task. Call it when the task is done."))
+    return defs
+
+async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Message:
+    """One model request of ``agent``: its offer and instructions, the budget, the call
+    (streamed through its output guardrails), the answer logged."""
+    state = loop.state
+    path = loop.path(agent)
+    model = model_of(loop, agent)
+    ts = loop.toolset(agent)
+    if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
+        # The common case, decided early.
+        loop.control.offer(finish_task=False, refuse_handoffs=False)
+        definitions = ts.definitions
+    else:
+        definitions = await _definitions(loop, agent, ts)
+    instructions = agent.instructions
+    if not isinstance(instructions, str) or agent._templated:
+        instructions = await agent.render_instructions(loop.context_for(agent),
+                                                       loop.place.variables)
+    if loop.place.suffix:
+        suffix = loop.place.suffix
+        instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
+    name = agent.name
+    request = new_request(instructions, loop.views.view, definitions, agent.model_settings,
+                          name)
+    budget, local = state.budget, loop.place.local
+    estimate = await budget.open_request(request, path, local)
+    span = state.trace.start("model", model.name, parent, agent=name)
+    guarded = agent.output_guardrails or loop.scope.team_output
+    shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
+    try:
+        if state.emit is None:
+            response = await model.request(request)
+        else:
+            if guarded:
+                shown = GuardedStream(loop, agent)
+            response = await _stream_model(loop, model, request, agent, path, shown)
+    except BaseException as exc:
+        budget.close_request(estimate, path, local, None)
+        state.trace.end(span, exc)
+        raise
+    u = response.usage
+    budget.close_request(estimate, path, local, u)
+    attributes = span.attributes
+    attributes["input_tokens"] = u.input_tokens
+    attributes["output_tokens"] = u.output_tokens
+    attributes["response_model"] = response.model
+    state.trace.end(span)
+    message = response.message
+    content, calls = message.content, message.tool_calls
+    if not calls:
+        # A delegated child's empty answer is reported to its parent as empty.
+        if not content and not loop.place.depth:
+            raise ModelBehaviorError(
+                f"The model of agent {name!r} returned an empty turn (no text and no tool "
+                "call); check the model's output limits or its stop sequences.")
+        if guarded:
+            content = guard_text(loop, agent, content)
+    elif loop.control.finish_task and guarded:
+        calls = tuple(guard_finish(loop, agent, c) for c in calls)
+    if shown is not None and content:
+        rest = shown.finish(content, guarded=not calls)
+        if rest:
+            _emit_text(loop, agent, path, rest)
+    if message.name != name or content is not message.content or \
+            calls is not message.tool_calls:
+        # A copy: the model may hand out shared messages (test doubles, caches).
+        message = Message("assistant", content, calls, None, name)
+    loop.push(message)
+    loop.log.add(new_message_event(name, path, message, u, response.model or model.name))
+    if calls and loop.log.session.durable:
+        # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
+        # them with their results; a final answer goes with what ends the turn.
+        await loop.flush()
+    budget.check_tokens()
+    return message
+
+def _emit_text(loop: AgentLoop, agent: Agent[Any], path: str, delta: str) -> None:
+    """Stream a piece of ``agent``'s text (never logged)."""
+    emit = loop.state.emit
+    assert emit is not None
+    emit(TextDeltaEvent(agent=agent.name, path=path, delta=delta))
+
+async def _stream_model(
+    loop: AgentLoop, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
+    shown: GuardedStream | None,
+) -> ModelResponse:
+    if shown is not None and not shown.live:
+        # A guardrail that may block holds the answer whole: model_turn shows what passes.
+        return await model.request(request)
+    response: ModelResponse | None = None
+    streamed = False
+    async for item in model.stream(request):
+        if isinstance(item, str):
+            streamed = True
+            delta = item if shown is None else shown.feed(item)
+            if delta:
+                _emit_text(loop, agent, path, delta)
+        else:
+            response = item
+    if response is None:
+        raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
+    if not streamed and shown is None and response.message.content:
+        # A model that cannot stream text (a guarded turn shows its text as it passes).
+        _emit_text(loop, agent, path, response.message.content)
+    return response
