@@ -42,9 +42,7 @@ async def run_child(
     if too_deep is not None:
         return _refused(agent, path, too_deep)
     if key is None:  # children of one tool call are numbered, so a resume finds each again
-        n = loop.calls.child_counts.get(ctx.tool_call_id, 0)
-        loop.calls.child_counts[ctx.tool_call_id] = n + 1
-        key = str(n)
+        key = str(loop.calls.number_child(ctx.tool_call_id))
     # Which batch made the call, too: a model may reuse a call id in a later turn.
     key = f"{loop.calls.batch_at}:{key}"
     child_input: list[Message] | None = [*options.history, Message.user(task)]

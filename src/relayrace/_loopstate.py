@@ -170,6 +170,12 @@ class Calls:
         self.child_counts: dict[str, int] = {}
         """Delegated children started per tool call."""
 
+    def number_child(self, call_id: str) -> int:
+        """The next child of the call ``call_id``: 0, 1, ... (stable when the call runs again)."""
+        n = self.child_counts.get(call_id, 0)
+        self.child_counts[call_id] = n + 1
+        return n
+
     def resume(self, started: dict[str, ToolStartedEvent], asked: set[str]) -> None:
         """A resumed run: these calls started in an earlier process and have no result."""
         self.unknown, self.asked = dict(started), set(asked)

@@ -12,7 +12,6 @@ from ._toolexec import finish_task_definition
 from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
 from .messages import Message
-from .models import infer_model
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 
 if TYPE_CHECKING:
@@ -25,13 +24,12 @@ __all__ = ["model_of", "model_turn", "turn_flags"]
 
 def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
     """The model ``agent`` uses in this run."""
-    model = loop.state.model_override or agent.model
+    model = loop.state.model_override or agent.resolved_model()
     if model is None:
         raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
                         "a 'provider:model' string) or pass model=... to Runner.run.")
-    if type(model) is str:
-        model = agent.model = infer_model(model)  # resolve a "provider:model" string once
-    return model  # type: ignore[return-value]
+    return model
+
 
 def turn_flags(loop: AgentLoop, agent: Agent[Any]) -> None:
     """Whether ``agent`` is offered finish_task and refused transfers, this turn."""

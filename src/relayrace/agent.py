@@ -17,6 +17,7 @@ from .handoffs import (
     TransferPolicy,
     resolve_handoffs,
 )
+from .models import infer_model
 from .models.interface import Model, ModelSettings
 from .tools import Tool
 
@@ -288,6 +289,13 @@ class Agent(Generic[TContext]):
             report=report, include_history=include_history, timeout=timeout,
             report_template=report_template or DEFAULT_REPORT_SUFFIX,
         )
+
+    def resolved_model(self) -> Model | None:
+        """This agent's model, a ``"provider:model"`` string resolved into a `Model` once."""
+        model = self.model
+        if type(model) is str:
+            model = self.model = infer_model(model)
+        return model  # type: ignore[return-value]
 
     def handoff_set(self) -> HandoffSet:
         """The transfers this agent may make (computed once; trees are fixed once built)."""
