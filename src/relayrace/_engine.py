@@ -40,7 +40,17 @@ from ._state import (
     unanswered_calls,
 )
 from ._toolexec import Route, outcome_unknown, run_tools
-from ._turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, TurnResult, Yield
+from ._turn import (
+    RUN_AGAIN,
+    Answer,
+    Blocked,
+    Finished,
+    Move,
+    RunAgain,
+    TeamRoute,
+    TurnResult,
+    Yield,
+)
 from .agent import Agent
 from .approvals import Interrupted
 from .context import RunContext
@@ -516,7 +526,7 @@ class AgentLoop:
         if self.control.blocked is not None:
             return TurnResult(message, Blocked(self.control.blocked))
         if route is None:
-            return TurnResult(message, RunAgain())
+            return TurnResult(message, RUN_AGAIN)
         if route.kind == "finish":
             return TurnResult(message, Finished(route.summary, route))
         if route.kind == "transfer_to" and team:

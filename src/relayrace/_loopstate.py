@@ -353,7 +353,7 @@ class Control:
         """The run starts: with new input, or continuing the log."""
         self.resuming = resuming
 
-    def offer(self, *, finish_task: bool, refuse_handoffs: bool) -> None:
+    def offer(self, finish_task: bool, refuse_handoffs: bool) -> None:
         """What the active agent is offered this turn."""
         self.finish_task, self.refuse_handoffs = finish_task, refuse_handoffs
 

@@ -24,18 +24,19 @@ __all__ = ["model_of", "model_turn", "turn_flags"]
 
 def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
     """The model ``agent`` uses in this run."""
-    model = loop.state.model_override or agent.resolved_model()
+    model = loop.state.model_override or agent.model
+    if type(model) is str:
+        model = agent.resolved_model()
     if model is None:
         raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
                         "a 'provider:model' string) or pass model=... to Runner.run.")
-    return model
+    return model  # type: ignore[return-value]  # a string was resolved above
 
 
 def turn_flags(loop: AgentLoop, agent: Agent[Any]) -> None:
     """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
     transfers = loop.transfers
-    loop.control.offer(finish_task=agent.mode == "task" and bool(transfers.returns),
-                       refuse_handoffs=transfers.used_up())
+    loop.control.offer(agent.mode == "task" and bool(transfers.returns), transfers.used_up())
 
 async def _definitions(loop: AgentLoop, agent: Agent[Any], ts: Toolset
                        ) -> list[ToolDefinition]:
@@ -64,7 +65,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     ts = loop.toolset(agent)
     if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
         # The common case, decided early.
-        loop.control.offer(finish_task=False, refuse_handoffs=False)
+        loop.control.offer(False, False)
         definitions = ts.definitions
     else:
         definitions = await _definitions(loop, agent, ts)

@@ -15,37 +15,37 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .messages import Message
 
-__all__ = ["Answer", "Blocked", "Finished", "Move", "Next", "RunAgain", "TeamRoute",
+__all__ = ["RUN_AGAIN", "Answer", "Blocked", "Finished", "Move", "Next", "RunAgain", "TeamRoute",
            "TurnResult", "Yield"]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Answer:
     """The model answered with text and no tool call: the agent's turns end with it."""
 
     text: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RunAgain:
     """The turn's tool calls were answered; the same agent takes another turn."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Move:
     """Control moves: a transfer, or a task agent's return to its caller (``route``)."""
 
     route: Route
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Yield:
     """A ``single_turn`` agent answered and hands control back to ``caller``."""
 
     caller: Agent[Any]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Finished:
     """A tool returned ``Finish``: the run ends with ``text``."""
 
@@ -53,14 +53,14 @@ class Finished:
     route: Route
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TeamRoute:
     """In a team, a tool's ``TransferTo``: the turn ends for the team to route."""
 
     route: Route
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Blocked:
     """A guardrail blocked: the run ends with ``answer``."""
 
@@ -68,10 +68,13 @@ class Blocked:
 
 
 Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked
-"""What happens after a turn."""
+"""What happens after a turn (a value, never changed once made)."""
+
+RUN_AGAIN = RunAgain()
+"""The one `RunAgain`: it carries nothing."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TurnResult:
     """One turn: the assistant message (``None`` when the turn ran calls left pending by an
     earlier run), and what happens next."""
