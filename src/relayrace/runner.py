@@ -18,6 +18,7 @@ from .models import infer_model
 from .models.interface import Model
 from .reports import DelegationReport
 from .sessions import MemorySession, Session
+from .sessions.base import Lease, check_wait
 from .tracing import Trace
 from .usage import RunUsage, UsageLimits
 
@@ -136,7 +137,13 @@ class Runner:
             raise UserError(f"max_handoffs must be >= 0, got {max_handoffs}.")
         if max_turns is not None and max_turns < 1:
             raise UserError(f"max_turns must be at least 1, got {max_turns}.")
-        session = session if session is not None else MemorySession()
+        # One writer per session: a run holds its session's lease (its delegated children's
+        # sessions are written only through it). A session made for this run alone needs none.
+        if session is not None:
+            lease: Lease | None = session.lease(wait=wait_for_session)
+        else:
+            check_wait(wait_for_session)
+            lease, session = None, MemorySession()
         decisions = None if approvals is None else await Decisions.bind(
             session, agent, approvals, given_for)
         state = RunState(context, Trace(), usage_limits, emit,
@@ -148,8 +155,11 @@ class Runner:
         else:
             start = agent if agent.parent is not None and input is not None else None
         try:
-            async with session.lease(wait=wait_for_session):  # children are written through it
+            if lease is None:
                 final, last, reason = await loop.run(input, start_agent=start)
+            else:
+                async with lease:
+                    final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:
             pending = PendingRun(session_id=session.session_id, agent=agent.name,
                                  approvals=stop.approvals, entry=agent, session=session,

@@ -25,7 +25,7 @@ from ..events import (
 from ..exceptions import SessionInUseError, UserError
 from ..messages import Message
 
-__all__ = ["Lease", "LogView", "Session", "SessionInfo", "new_session_id"]
+__all__ = ["Lease", "LogView", "Session", "SessionInfo", "check_wait", "new_session_id"]
 
 
 def new_session_id() -> str:
@@ -245,14 +245,19 @@ class Session(ABC):
         sessions are written only through it). Another holder means `SessionInUseError`, at
         once or, with ``wait`` seconds, once they have passed without the lease coming free.
         """
-        if wait is not None and not 0 <= wait < math.inf:
-            raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to "
-                            f"wait; got {wait!r}.")
+        check_wait(wait)
         return Lease(self, wait)
 
     async def export_jsonl(self) -> str:
         """The whole log as JSON lines."""
         return "".join(line + "\n" for line in dump_events(await self.get_events()))
+
+
+def check_wait(wait: float | None) -> None:
+    """Refuse a ``wait_for_session`` that is not a number of seconds >= 0 (or None)."""
+    if wait is not None and not 0 <= wait < math.inf:
+        raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to wait; "
+                        f"got {wait!r}.")
 
 
 # Owner ids: unique across processes (a random part drawn once) and cheap per run.
