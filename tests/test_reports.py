@@ -1,4 +1,4 @@
-"""Tests for relayrace.reports: the handoff report request, parser and rendering."""
+"""Tests for relayrace.reports: the delegation report request, parser and rendering."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from relayrace import Agent, Message, ToolCall, TransferPolicy, tool
 from relayrace._engine import AgentLoop
 from relayrace._state import RunState
 from relayrace._toolexec import Route, run_tools
-from relayrace._turn import Answer, Finished, Move, RunAgain
+from relayrace._turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, Yield
 from relayrace.exceptions import HandoffLoopError, MaxHandoffsExceeded
 from relayrace.guardrails import TopicDenyListGuardrail
 from relayrace.routing import Finish, TransferTo
@@ -207,3 +207,50 @@ async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
     answered = await loop.take_turn(billing, span, [], False)
     assert answered.next == Answer("All set.")
     assert loop.control.turns == 4
+
+
+async def test_a_single_turn_agent_that_answers_yields_to_its_caller() -> None:
+    model = ScriptedModel(["Your balance is 42."])
+    helper = Agent("helper", instructions="h", model=model, mode="single_turn")
+    triage = Agent("triage", instructions="t", model=model, sub_agents=[helper])
+    loop = new_loop(triage)
+    loop.push(Message.user("balance?"))
+    loop.transfers.resume(["triage"])  # triage handed the question to helper
+    turn = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None), [],
+                                False)
+    assert turn.next == Yield(triage)
+    assert turn.message is not None and turn.message.content == "Your balance is 42."
+
+
+async def test_in_a_team_a_tools_transfer_request_ends_the_turn_for_the_team() -> None:
+    model = ScriptedModel([tool_call("pass_on")])
+    triage = Agent("desk", instructions="t", model=model, tools=[pass_on])
+    loop = new_loop(triage)
+    loop.push(Message.user("hi"))
+    loop.scope.speaker_turn(True)  # as a team's speaker (turns_of does this)
+    turn = await loop.take_turn(triage, loop.state.trace.start("agent", "desk", None), [], True)
+    assert type(turn.next) is TeamRoute and turn.next.route.name == "billing"
+    assert RAN == ["pass_on"]
+
+
+async def test_an_output_guardrail_that_blocks_the_answer_ends_the_turn_blocked() -> None:
+    model = ScriptedModel(["Here is how to get a refund."])
+    agent = Agent("a", instructions="a", model=model,
+                  output_guardrails=[TopicDenyListGuardrail(["refund"])])
+    loop = new_loop(agent)
+    loop.push(Message.user("hi"))
+    turn = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
+    # The block's answer replaces the text, and the run ends with it.
+    assert type(turn.next) is Answer and turn.next.text.startswith("I'm sorry, I can't share")
+    assert "Here is how" not in turn.next.text and loop.control.blocked == turn.next.text
+
+
+async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked() -> None:
+    model = ScriptedModel(["unused"])
+    agent = Agent("a", instructions="a", model=model,
+                  input_guardrails=[TopicDenyListGuardrail(["refund"])])
+    loop = new_loop(agent)
+    loop.push(Message.user("I want a refund"))
+    turn = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
+    assert type(turn.next) is Blocked and turn.message is None
+    assert model.remaining == 1  # the model was never asked

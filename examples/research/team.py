@@ -2,7 +2,7 @@
 
 The coordinator never researches itself: it runs a war room (three researchers at once), a
 pipeline (research -> write -> review) and a debate, and each comes back as ONE compact tool
-result built from the specialists' structured handoff reports.
+result built from the specialists' structured delegation reports.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .context import RunContext
     from .sessions import Session
 
-__all__ = ["run_child"]
+__all__ = ["ChildRuns", "run_child"]
 
 
 async def run_child(
@@ -130,3 +130,18 @@ async def _earlier_child(
         return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
                                  session_id=info.session_id, usage=Usage())
     return None, None
+
+
+class ChildRuns:
+    """The engine's `ChildRunner`, what ``RunContext.children`` holds: it starts the delegated
+    children of one loop, and offers a tool nothing else of the engine."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self._loop = loop
+
+    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
+                        options: ChildOptions) -> ChildResult:
+        """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
+        return await run_child(self._loop, ctx, agent, task, options)

@@ -20,7 +20,7 @@ from ._builders import (
     new_run_started_event,
     new_tool_result_event,
 )
-from ._children import run_child
+from ._children import ChildRuns
 from ._guarding import guard_text, input_block
 from ._loopstate import (
     DEFAULT_MAX_TURNS,
@@ -54,7 +54,6 @@ from ._turn import (
 from .agent import Agent
 from .approvals import Interrupted
 from .context import RunContext
-from .delegation import ChildOptions, ChildResult
 from .events import (
     ApprovalRequestedEvent,
     HandoffEvent,
@@ -82,7 +81,8 @@ if TYPE_CHECKING:
 class AgentLoop:
     """Drives one session until an agent gives its final answer."""
 
-    __slots__ = ("calls", "control", "log", "place", "scope", "state", "transfers", "views")
+    __slots__ = ("calls", "children", "control", "log", "place", "scope", "state", "transfers",
+                 "views")
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -99,17 +99,14 @@ class AgentLoop:
         self.transfers = Transfers(entry.max_handoffs if swarm else max_handoffs, swarm)
         self.scope = Scope()
         self.control = Control(max_turns or entry.max_turns or DEFAULT_MAX_TURNS)
+        self.children = ChildRuns(self)
 
     # -- bookkeeping -------------------------------------------------------------------------
 
     def path(self, agent: Agent[Any]) -> str:
         """The delegation path of ``agent`` in this loop."""
-        if not self.place.prefix:  # the top-level loop: a path is the name
-            return agent.name
-        p = self.place.paths.get(agent.name)
-        if p is None:
-            p = self.place.paths[agent.name] = self.place.prefix + agent.name
-        return p
+        prefix = self.place.prefix
+        return prefix + agent.name if prefix else agent.name
 
     def push(self, message: Message) -> None:
         """Append a message to the conversation (and to the active agent's own view)."""
@@ -148,7 +145,7 @@ class AgentLoop:
         state = self.state
         return new_context(state.context, agent, self.path(agent), self.log.session,
                            state.budget.usage,
-                           call_id, self.views.view, self.place.depth, span, self,
+                           call_id, self.views.view, self.place.depth, span, self.children,
                            f"{self.log.session.session_id}:{self.calls.batch_at}:{call_id}"
                            if call_id else "")
 
@@ -159,11 +156,6 @@ class AgentLoop:
         if ts is None:
             ts = toolsets[agent.name] = toolset_of(agent)
         return ts
-
-    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
-                        options: ChildOptions) -> ChildResult:
-        """Run a delegated child of the agent ``ctx`` serves (``ChildRunner``)."""
-        return await run_child(self, ctx, agent, task, options)
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""
@@ -296,10 +288,6 @@ class AgentLoop:
                         final, agent, reason = await self.drive(agent, span, pending)
                 except TimeoutError:
                     raise RunTimeout(self.place.entry.name, self.place.entry.timeout) from None
-            elif agent.pattern == "react" and not agent.is_composite:
-                # A plain agent: its turns directly, one coroutine less than drive() per run.
-                final, agent, route = await self.turns_of(agent, span, pending)
-                final, agent, reason = self._ended(final, agent, route)
             else:
                 final, agent, reason = await self.drive(agent, span, pending)
         except Interrupted as stop:

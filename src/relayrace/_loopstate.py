@@ -39,8 +39,8 @@ DEFAULT_MAX_TURNS = 25
 class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
-    __slots__ = ("depth", "entry", "local", "parent_span", "paths", "prefix", "suffix",
-                 "toolsets", "variables")
+    __slots__ = ("depth", "entry", "local", "parent_span", "prefix", "suffix", "toolsets",
+                 "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
                  suffix: str, variables: dict[str, Any] | None) -> None:
@@ -56,8 +56,6 @@ class Place:
         """Text added to every agent's instructions (a child's report request)."""
         self.variables = variables
         """Template variables for the instructions (a child's context transform)."""
-        self.paths: dict[str, str] = {}
-        """Agent name -> delegation path, for a prefixed loop."""
         self.toolsets: dict[str, Toolset] = {}
         """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
         self.local: Usage | None = Usage() if depth else None
@@ -279,7 +277,7 @@ class Scope:
 
     def __init__(self) -> None:
         self.team_mode = False
-        """Whether a team routes typed Handoffs (elsewhere they transfer)."""
+        """Whether a team routes typed TransferTo requests (elsewhere they transfer)."""
         self.called: set[str] = set()
         """Tools called in the current speaker's turn, for routing rules."""
         self.team_input: tuple[Guardrail, ...] = ()

@@ -130,7 +130,7 @@ class DelegationEvent(AgentEvent):
     ok: bool = True
     """Whether the child finished with an answer."""
     report: dict[str, Any] | None = None
-    """The child's structured handoff report, as a dict."""
+    """The child's structured delegation report, as a dict."""
     error: str | None = None
     """Why the child failed, when it did."""
     usage: Usage | None = None

@@ -49,7 +49,7 @@ class DelegationConfig:
     child_timeout: float | None = None
     """Seconds before a child is stopped and reported as timed out."""
     report_template: str = DEFAULT_REPORT_SUFFIX
-    """The handoff-report request appended to each child's instructions."""
+    """The report request appended to each child's instructions."""
     debate_models: Mapping[str, Model | str] = field(default_factory=dict)
     """Models that may join a debate as participants, by the name the model uses."""
     judge: Agent[Any] | None = None

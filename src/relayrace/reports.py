@@ -1,4 +1,4 @@
-"""The structured handoff report a delegated child agent ends its final answer with.
+"""The structured report a delegated child agent ends its final answer with.
 
 The child's instructions get ``DEFAULT_REPORT_SUFFIX`` (see ``report_instructions``), asking
 it to close with a ``<handoff>`` block. ``parse_report`` reads that block back, tolerating

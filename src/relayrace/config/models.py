@@ -210,7 +210,7 @@ class AgentToolSpec(_Strict):
     timeout_seconds: float | None = Field(default=None, gt=0,
                                           description="Seconds before a call is abandoned.")
     report: bool = Field(default=True, description=(
-        "End the child with a structured handoff report, which is all the caller receives."))
+        "End the child with a structured delegation report, which is all the caller receives."))
     include_history: bool = Field(default=False, description=(
         "Pass a bounded part of the caller's conversation to the child."))
     requires_approval: bool = Field(default=False,
