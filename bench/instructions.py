@@ -4,8 +4,10 @@
     python bench/instructions.py --src OTHER/src    # another version, to compare
 
 Each figure is differential: the same workload at two sizes, the difference divided by the
-extra work, so start-up and one-off costs cancel out. With ``PYTHONHASHSEED=0`` the counts
-repeat to within a fraction of a percent. Needs ``valgrind`` (Debian: ``apt-get install
+extra work, so start-up and one-off costs cancel out. With ``PYTHONHASHSEED=0`` and the cyclic
+garbage collector off (its collections land at different points in each size), and address
+randomization off (``setarch -R``), the counts repeat to within a fraction of a percent.
+Needs ``valgrind`` (Debian: ``apt-get install
 valgrind``).
 
 - per tool turn: runs of 2 and of 6 model turns that each call one tool (50 runs each);
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,11 +32,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 WORKLOAD = '''
-import asyncio, sys
+import asyncio, gc, sys
 from relayrace import Agent, Runner, tool
 from relayrace.testing import FunctionModel, text, tool_call
 
 kind, size, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+gc.disable()  # a collection lands at a different point in each size: it would blur the difference
 
 
 @tool
@@ -72,9 +77,12 @@ def count(src: Path, script: Path, *args: int | str) -> int:
     """Instructions callgrind counts for one run of the workload."""
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
     with tempfile.TemporaryDirectory() as tmp:
+        # Addresses fixed too (no ASLR): tables keyed by object ids then collide alike each time.
+        fixed = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out", sys.executable,
-             str(script), *map(str, args)], env=env, capture_output=True, text=True, check=True)
+            [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
+             sys.executable, str(script), *map(str, args)],
+            env=env, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
