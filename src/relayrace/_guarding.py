@@ -14,10 +14,10 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._state import FINISH_TASK
 from .events import GuardrailTriggeredEvent
 from .exceptions import GuardrailTripwireTriggered, UserError
 from .guardrails import Guardrail, apply_guardrails, block_message
+from .handoffs import FINISH_TASK
 from .messages import Message, ToolCall
 from .tools import ToolRetry, parse_arguments
 

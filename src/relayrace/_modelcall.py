@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from ._builders import new_message_event, new_request
 from ._guarding import GuardedStream, guard_finish, guard_text
-from ._state import FINISH_TASK, Toolset
+from ._state import Toolset
 from ._toolexec import finish_task_definition
 from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
+from .handoffs import FINISH_TASK
 from .messages import Message
 from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
 

@@ -11,7 +11,6 @@ from .agent import Agent
 from .approvals import PendingApproval, PendingRun
 from .events import AgentEvent, MessageEvent, ToolResultEvent
 from .exceptions import UserError
-from .handoffs import FINISH_TASK as FINISH_TASK  # re-exported: the engine imports it from here
 from .handoffs import HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ._guarding import guard_text, input_block
-from ._state import FINISH_TASK
 from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
-from .handoffs import SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
+from .handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
 from .messages import Message, ToolCall
 from .routing import Finish, TransferTo
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
