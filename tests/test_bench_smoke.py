@@ -38,3 +38,14 @@ def test_overhead_scenarios_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert asyncio.run(overhead.fan_out(children=3, delay=0.001)) > 0
     report_tokens, transcript_tokens = asyncio.run(overhead.context_growth(child_turns=6))
     assert 0 < report_tokens < transcript_tokens
+
+
+def test_compression_bench_keeps_requests_near_the_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compression  # the benchmark module, found via bench/
+
+    plain, none = asyncio.run(compression.conversation(30, None))
+    compressed, summaries = asyncio.run(compression.conversation(30, 3000))
+    assert none == 0 and summaries > 0
+    assert max(plain) > 30_000 and max(compressed) < 4000

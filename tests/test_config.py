@@ -522,13 +522,14 @@ def test_astromesh_keys_are_warnings() -> None:
     assert set(found) == {
         "metadata.namespace", "spec.model.fallback", "spec.model.routing",
         "spec.prompts.templates", "spec.orchestration.pattern", "spec.tools[0]",
-        "spec.tools[1]", "spec.memory", "spec.guardrails.output[0]",
+        "spec.tools[1]", "spec.memory.conversational.backend", "spec.guardrails.output[0]",
         "spec.guardrails.output[1]", "spec.permissions", "spec.chain",
     }
     file = str(FIXTURES / "astromesh" / "sales.agent.yaml")
     assert all(w.file == file and "ignored" in w.message for w in loaded.warnings)
-    assert str(found["spec.memory"]) == (f"{file}:41: spec.memory: not supported by relayrace; "
-                                         "ignored (Astromesh memory backends).")
+    assert str(found["spec.memory.conversational.backend"]) == (
+        f"{file}:43: spec.memory.conversational.backend: not supported by relayrace; ignored "
+        "(Astromesh memory backend; relayrace keeps memory in the session store).")
     assert "'plan_and_execute'" in found["spec.orchestration.pattern"].message
     assert "'builtin'" in found["spec.tools[0]"].message
     assert "'cost_limit'" in found["spec.guardrails.output[0]"].message
@@ -569,7 +570,8 @@ def test_schema_file_is_up_to_date() -> None:
         "AgentDocument", "TeamDocument", "WorkflowDocument"}
     orchestration = schema["$defs"]["OrchestrationSpec"]["properties"]
     assert orchestration["max_iterations"]["description"]
-    assert schema["$defs"]["AgentSpec"]["properties"]["memory"]["x-relayrace-ignored"]
+    memory = schema["$defs"]["ConversationalMemorySpec"]["properties"]
+    assert memory["backend"]["x-relayrace-ignored"]
 
 
 def test_schema_main_writes(tmp_path: Path) -> None:

@@ -7,13 +7,16 @@ session log, traced in one tree, with usage rolled up across the whole team.
 
 from ._version import __version__ as __version__
 from .agent import Agent
+from .compression import Compression, read_result
 from .context import RunContext
 from .events import (
     AgentEvent,
     ApprovalRequestedEvent,
+    ContextCompactedEvent,
     DelegationEvent,
     GuardrailTriggeredEvent,
     HandoffEvent,
+    MemoryEvent,
     MessageEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -44,6 +47,7 @@ from .exceptions import (
     UserError,
 )
 from .handoffs import Handoff, TransferPolicy, handoff, keep_last, remove_tool_traffic
+from .memory import Memory
 from .messages import Message, ToolCall
 from .models import (
     FallbackModel,
@@ -63,7 +67,9 @@ __all__ = [
     "AllModelsFailed",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
+    "Compression",
     "ConfigError",
+    "ContextCompactedEvent",
     "DelegationEvent",
     "FallbackModel",
     "FunctionTool",
@@ -75,6 +81,8 @@ __all__ = [
     "HandoffLoopError",
     "MaxHandoffsExceeded",
     "MaxTurnsExceeded",
+    "Memory",
+    "MemoryEvent",
     "Message",
     "MessageEvent",
     "Model",
@@ -113,6 +121,7 @@ __all__ = [
     "handoff",
     "infer_model",
     "keep_last",
+    "read_result",
     "remove_tool_traffic",
     "tool",
 ]

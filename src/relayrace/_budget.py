@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from .exceptions import UsageLimitExceeded
-from .usage import RunUsage, Usage, UsageLimits
+from .usage import RunUsage, Usage, UsageLimits, estimate_tokens
 
 if TYPE_CHECKING:
     from .models.interface import ModelRequest
@@ -141,7 +141,7 @@ class TokenGate:
         for m in request.messages:
             chars += len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
         output = request.settings.max_tokens if request.settings is not None else None
-        estimate = chars // 4 + 1, output or self._largest_output
+        estimate = estimate_tokens(chars), output or self._largest_output
         limits = self._limits
         while self.in_flight:
             limits.check_tokens(total)

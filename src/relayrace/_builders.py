@@ -58,8 +58,8 @@ def new_message_event(agent: str, path: str, message: Message, usage: Usage | No
 
 
 def new_tool_result_event(agent: str, path: str, message: Message, tool_name: str,
-                          is_error: bool = False, traceback: str | None = None
-                          ) -> ToolResultEvent:
+                          is_error: bool = False, traceback: str | None = None,
+                          full_content: str | None = None) -> ToolResultEvent:
     """``ToolResultEvent(agent=..., path=..., message=..., ...)``, faster."""
     e: ToolResultEvent = _new(ToolResultEvent)
     e.agent = agent
@@ -70,6 +70,7 @@ def new_tool_result_event(agent: str, path: str, message: Message, tool_name: st
     e.tool_name = tool_name
     e.is_error = is_error
     e.traceback = traceback
+    e.full_content = full_content
     return e
 
 

@@ -21,6 +21,7 @@ from ._builders import (
     new_tool_result_event,
 )
 from ._children import ChildRuns
+from ._context import remember, remembers
 from ._guarding import guard_text, input_block
 from ._loopstate import (
     DEFAULT_MAX_TURNS,
@@ -163,11 +164,13 @@ class AgentLoop:
         return self.place.entry.find_agent(returns[-1]) if returns else None
 
     def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
-                    is_error: bool = False, tb: str | None = None) -> ToolResultEvent:
-        """The result event for ``call``."""
+                    is_error: bool = False, tb: str | None = None,
+                    full: str | None = None) -> ToolResultEvent:
+        """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
         name = call.name
         message = Message("tool", content, (), call.id, name)
-        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb)
+        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb,
+                                     full)
 
     def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
         """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
@@ -247,7 +250,11 @@ class AgentLoop:
         """
         state = self.state
         log = await self.log.session.view()
-        self.views.transcript.extend(log.messages)
+        views = self.views
+        views.transcript.extend(log.messages)
+        views.run_start = len(views.transcript)
+        if log.archives:
+            views.compactions, views.archives = dict(log.compactions), log.archives
         if input is None and not self.views.transcript:
             raise UserError(f"Session {self.log.session.session_id!r} holds no conversation to "
                             "resume; give the run an input.")
@@ -319,6 +326,12 @@ class AgentLoop:
         self.log.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
                                         reason))
         await self.log.session.append(self.log.unwritten())  # never empty: the end was just added
+        if remembers(self.place.entry):  # the answer is safe in the log whatever happens here
+            try:
+                await remember(self, span)
+            except BaseException as exc:
+                state.trace.end(span, exc)
+                raise
         state.trace.end(span)
         return final, agent, reason
 

@@ -24,7 +24,7 @@ from .usage import Usage
 if TYPE_CHECKING:
     from ._state import Toolset
     from .agent import Agent
-    from .events import AgentEvent, ToolResultEvent, ToolStartedEvent
+    from .events import AgentEvent, ContextCompactedEvent, ToolResultEvent, ToolStartedEvent
     from .guardrails import Guardrail
     from .handoffs import Handoff
     from .messages import Message
@@ -39,8 +39,8 @@ DEFAULT_MAX_TURNS = 25
 class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
-    __slots__ = ("depth", "entry", "local", "parent_span", "prefix", "suffix", "toolsets",
-                 "variables")
+    __slots__ = ("depth", "entry", "local", "memories", "parent_span", "prefix", "suffix",
+                 "toolsets", "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
                  suffix: str, variables: dict[str, Any] | None) -> None:
@@ -58,6 +58,8 @@ class Place:
         """Template variables for the instructions (a child's context transform)."""
         self.toolsets: dict[str, Toolset] = {}
         """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
+        self.memories: dict[str, Message | None] = {}
+        """Agent name -> what it recalls of its memory, read once per loop."""
         self.local: Usage | None = Usage() if depth else None
         """What a delegated loop used, its children included (the run's total says it at the
         top)."""
@@ -103,7 +105,8 @@ class EventLog:
 class Views:
     """The conversation, and what the active agent sees of it (filters, redactions)."""
 
-    __slots__ = ("checked", "filter", "note", "redact", "resumed_filter", "transcript", "view")
+    __slots__ = ("archives", "checked", "compactions", "filter", "note", "redact",
+                 "resumed_filter", "run_start", "transcript", "view")
 
     def __init__(self) -> None:
         self.transcript: list[Message] = []
@@ -121,6 +124,12 @@ class Views:
         """Per agent: what it sees redacted, by id of the original message."""
         self.note: Message | None = None
         """The result of the last transfer call (kept visible beside a filter)."""
+        self.run_start = 0
+        """Where this run's messages begin in the transcript (compression keeps them)."""
+        self.compactions: dict[str, ContextCompactedEvent] = {}
+        """Per agent: the compression summary it sees in place of the oldest messages."""
+        self.archives = 0
+        """Archives the session holds (the next one is numbered after them)."""
 
     def push(self, message: Message) -> None:
         """Append a message to the conversation (and to the active agent's own view)."""

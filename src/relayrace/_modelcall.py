@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._builders import new_message_event, new_request
+from ._context import request_messages
 from ._guarding import GuardedStream, guard_finish, guard_text
 from ._state import Toolset
 from ._toolexec import finish_task_definition
@@ -78,8 +79,10 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         suffix = loop.place.suffix
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
     name = agent.name
-    request = new_request(instructions, loop.views.view, definitions, agent.model_settings,
-                          name)
+    messages = loop.views.view
+    if agent.compression is not None or agent.memory is not None:
+        messages = await request_messages(loop, agent, instructions, definitions, parent)
+    request = new_request(instructions, messages, definitions, agent.model_settings, name)
     budget, local = state.budget, loop.place.local
     estimate = await budget.open_request(request, path, local)
     span = state.trace.start("model", model.name, parent, agent=name)

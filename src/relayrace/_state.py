@@ -68,7 +68,8 @@ class Decisions:
 class RunState:
     """What a run shares with every child it delegates to."""
 
-    __slots__ = ("approvals", "budget", "context", "emit", "model_override", "trace")
+    __slots__ = ("approvals", "budget", "context", "emit", "memory_owner", "model_override",
+                 "trace")
 
     def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
@@ -80,6 +81,9 @@ class RunState:
         self.model_override = model_override
         self.approvals = approvals
         """The decisions of a resumed run (``None`` unless it resumes after approval)."""
+        self.memory_owner = ""
+        """Whose memory agents with ``memory=`` keep: the run's ``user_id``, else its top
+        session's id."""
 
 
 def history(events: Sequence[AgentEvent]) -> list[Message]:

@@ -16,6 +16,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._context import cut_if_long
 from ._guarding import guard_text, input_block
 from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
@@ -508,7 +509,7 @@ async def _call_tool(
     state.trace.end(span)
     if isinstance(value, TransferTo | Finish):
         return _Outcome(None, signal=value)
-    return _Outcome(loop.tool_result(agent, call, render_tool_output(value)))
+    return _Outcome(cut_if_long(loop, agent, tool, call, render_tool_output(value)))
 
 
 def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 
 from ._templates import is_template, render_instructions
+from .compression import Compression
 from .context import RunContext, TContext
 from .exceptions import UserError
 from .handoffs import (
@@ -17,6 +18,7 @@ from .handoffs import (
     TransferPolicy,
     resolve_handoffs,
 )
+from .memory import Memory
 from .models import infer_model
 from .models.interface import Model, ModelSettings
 from .tools import Tool
@@ -24,9 +26,11 @@ from .tools import Tool
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from .compression import Compression
     from .delegation import AgentTool
     from .guardrails import Guardrail
     from .handoffs import InputFilter
+    from .memory import Memory
     from .meta_tools import DelegationConfig, MetaToolName
     from .tools import RateLimit
 
@@ -41,6 +45,17 @@ Pattern = Literal["react", "supervisor", "swarm"]
 _DEFAULT_POLICY = TransferPolicy()
 
 
+def _check_context(name: str, compression: object, memory: object) -> None:
+
+
+    if compression is not None and not isinstance(compression, Compression):
+        raise UserError(f"Agent {name!r}: compression takes a Compression(max_tokens=...), not "
+                        f"{type(compression).__name__}.")
+    if memory is not None and not isinstance(memory, Memory):
+        raise UserError(f"Agent {name!r}: memory takes a Memory(strategy=...), not "
+                        f"{type(memory).__name__}.")
+
+
 class Agent(Generic[TContext]):
     """An agent: instructions, a model, tools, and the agents it may hand the conversation to.
 
@@ -50,7 +65,10 @@ class Agent(Generic[TContext]):
     ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
     ``max_turns`` is the run's turn limit when the run starts with this agent (unless the run
     sets one), and the most model turns this agent may take in a run when a handoff brings
-    it in.
+    it in. ``max_result_tokens`` (default 8,000, ``None`` for no limit) cuts longer tool results
+    in what the model sees; ``compression`` keeps long conversations within a request budget;
+    ``memory`` remembers the agent's conversations with a user across sessions (see
+    ``docs/context.md``).
     """
 
     is_composite: ClassVar[bool] = False
@@ -78,6 +96,9 @@ class Agent(Generic[TContext]):
         pattern: Pattern = "react",
         max_handoffs: int | None = None,
         timeout: float | None = None,
+        max_result_tokens: int | None = 8000,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -119,6 +140,12 @@ class Agent(Generic[TContext]):
             raise UserError(f"Agent {name!r}: timeout must be positive, got {timeout}.")
         if max_handoffs is not None and max_handoffs < 0:
             raise UserError(f"Agent {name!r}: max_handoffs must be >= 0, got {max_handoffs}.")
+        if max_result_tokens is not None and (isinstance(max_result_tokens, bool) or not
+                                              isinstance(max_result_tokens, int)
+                                              or max_result_tokens < 1):
+            raise UserError(f"Agent {name!r}: max_result_tokens must be an integer of at least "
+                            f"1 (or None for no limit), got {max_result_tokens!r}.")
+        _check_context(name, compression, memory)
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -139,6 +166,13 @@ class Agent(Generic[TContext]):
         self.pattern: Pattern = pattern
         self.max_handoffs = max_handoffs
         self.timeout = timeout
+        self.max_result_tokens = max_result_tokens
+        """The longest tool result the model sees, in estimated tokens (a tool may set its
+        own); ``None``: no limit."""
+        self.compression = compression
+        """How requests stay within a token budget on long conversations, if at all."""
+        self.memory = memory
+        """How the agent remembers its conversations with a user across sessions, if at all."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
@@ -237,6 +271,9 @@ class Agent(Generic[TContext]):
             "pattern": self.pattern,
             "max_handoffs": self.max_handoffs,
             "timeout": self.timeout,
+            "max_result_tokens": self.max_result_tokens,
+            "compression": self.compression,
+            "memory": self.memory,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [

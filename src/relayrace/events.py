@@ -20,10 +20,12 @@ from .usage import Usage
 __all__ = [
     "AgentEvent",
     "ApprovalRequestedEvent",
+    "ContextCompactedEvent",
     "DelegationEvent",
     "Event",
     "GuardrailTriggeredEvent",
     "HandoffEvent",
+    "MemoryEvent",
     "MessageEvent",
     "RunFinishedEvent",
     "RunStartedEvent",
@@ -82,6 +84,9 @@ class ToolResultEvent(AgentEvent):
     """Whether the result reports a mistake or a failure instead of the tool's output."""
     traceback: str | None = None
     """For a tool that raised: the full traceback, kept here and never shown to the model."""
+    full_content: str | None = None
+    """When ``message`` was cut to the tool's ``max_result_tokens``: the whole result, which
+    ``read_result`` reads back."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -183,6 +188,40 @@ class RunFinishedEvent(AgentEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class ContextCompactedEvent(AgentEvent):
+    """The oldest part of what ``agent`` sees was summarized (compression, or a memory's
+    ``summary`` strategy); the messages themselves stay in the log, archived.
+
+    From now on ``agent`` sees ``summary`` in place of messages ``start`` to ``end`` of the
+    conversation (of the memory's turns, in a memory log); ``read_result(archive_id)`` reads
+    them back.
+    """
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    archive_id: str
+    """The archive's name, e.g. ``archive-1``."""
+    start: int = 0
+    """The first message (or memory turn) the archive holds."""
+    end: int
+    """One past the last: everything before ``end`` is summarized."""
+    summary: str = ""
+    """What the model sees in their place (the earlier summary folded in)."""
+    error: str = ""
+    """Why there is no new summary, when the summary model failed."""
+
+
+@dataclass(slots=True, kw_only=True)
+class MemoryEvent(AgentEvent):
+    """A turn an agent with ``memory=`` remembers (in its memory log, not the conversation's)."""
+
+    kind: Literal["memory"] = "memory"
+    session_id: str
+    """The session the turn happened in (its own turns are not shown again from memory)."""
+    messages: list[Message]
+    """What is remembered: the request and the answer (or the request alone)."""
+
+
+@dataclass(slots=True, kw_only=True)
 class TextDeltaEvent(AgentEvent):
     """A piece of streamed model text; only in ``Runner.stream``, never stored."""
 
@@ -201,6 +240,8 @@ Event = Annotated[
     | GuardrailTriggeredEvent
     | ApprovalRequestedEvent
     | RunFinishedEvent
+    | ContextCompactedEvent
+    | MemoryEvent
     | TextDeltaEvent,
     Field(discriminator="kind"),
 ]

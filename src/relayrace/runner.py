@@ -92,6 +92,7 @@ class Runner:
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
         wait_for_session: float | None = None,
+        user_id: str | None = None,
     ) -> RunResult:
         """Run ``agent``'s team on ``input`` and return the result.
 
@@ -105,10 +106,13 @@ class Runner:
         One run writes to a session at a time: the run holds the session's lease, and a run
         started meanwhile raises `SessionInUseError`, or first waits up to
         ``wait_for_session`` seconds for the lease.
+
+        ``user_id`` names whose memory agents with ``memory=`` keep, across sessions (without
+        it, the session's own id does).
         """
         return await cls._run(agent, input, session, context, max_turns, max_handoffs,
                               start_agent, model, usage_limits, None,
-                              wait_for_session=wait_for_session)
+                              wait_for_session=wait_for_session, user_id=user_id)
 
     @classmethod
     async def _run(
@@ -126,6 +130,7 @@ class Runner:
         approvals: dict[str, bool] | None = None,
         given_for: Sequence[PendingApproval] | None = None,
         wait_for_session: float | None = None,
+        user_id: str | None = None,
     ) -> RunResult:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -137,6 +142,9 @@ class Runner:
             raise UserError(f"max_handoffs must be >= 0, got {max_handoffs}.")
         if max_turns is not None and max_turns < 1:
             raise UserError(f"max_turns must be at least 1, got {max_turns}.")
+        if user_id is not None and (type(user_id) is not str or not user_id):
+            raise UserError(f"user_id names whose memory agents keep: a non-empty string, got "
+                            f"{user_id!r}.")
         # One writer per session: a run holds its session's lease (its delegated children's
         # sessions are written only through it). A session made for this run alone needs none.
         if session is not None:
@@ -148,6 +156,7 @@ class Runner:
             session, agent, approvals, given_for)
         state = RunState(context, Trace(), usage_limits, emit,
                          infer_model(model) if model is not None else None, decisions)
+        state.memory_owner = user_id or session.session_id
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
         start: Agent[Any] | None
         if start_agent is not None:
@@ -165,7 +174,7 @@ class Runner:
                                  approvals=stop.approvals, entry=agent, session=session,
                                  options={"context": context, "max_turns": max_turns,
                                           "max_handoffs": max_handoffs, "model": model,
-                                          "usage_limits": usage_limits})
+                                          "usage_limits": usage_limits, "user_id": user_id})
             return RunResult(final_output="", last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason="awaiting approval")
@@ -208,6 +217,7 @@ class Runner:
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
             approvals=approvals, given_for=pending.approvals, wait_for_session=wait_for_session,
+            user_id=was.get("user_id"),
         )
 
     @classmethod
@@ -236,7 +246,7 @@ class Runner:
 
 
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
-                   "usage_limits", "approvals", "wait_for_session")
+                   "usage_limits", "approvals", "wait_for_session", "user_id")
 
 
 class RunStream:

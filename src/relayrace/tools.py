@@ -100,6 +100,14 @@ class Tool(ABC):
     """Calls allowed per time window, across every run in this process."""
     delegates: bool = False
     """Whether calling the tool runs other agents (agent tools, meta-tools)."""
+    max_result_tokens: int | None = None
+    """The longest result the model sees (estimated tokens, see ``usage.estimate_tokens``);
+    a longer one is cut with a note saying how to read the rest. ``None``: the agent's
+    ``max_result_tokens``."""
+    protected: bool = False
+    """Compression never clears this tool's results (a write, an artifact, a memory)."""
+    compactable: bool = False
+    """Compression clears this tool's old results first (a search, a page fetched)."""
 
     _window: _RateWindow | None = None
     _definition: ToolDefinition | None = None
@@ -217,6 +225,9 @@ class FunctionTool(Tool):
         requires_approval: bool = False,
         idempotent: bool = False,
         rate_limit: RateLimit | None = None,
+        max_result_tokens: int | None = None,
+        protected: bool = False,
+        compactable: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -227,6 +238,15 @@ class FunctionTool(Tool):
         self.requires_approval = requires_approval
         self.idempotent = idempotent
         self.rate_limit = rate_limit
+        if max_result_tokens is not None and max_result_tokens < 1:
+            raise UserError(f"Tool {self.name!r}: max_result_tokens must be at least 1, got "
+                            f"{max_result_tokens} (None uses the agent's limit).")
+        if protected and compactable:
+            raise UserError(f"Tool {self.name!r} cannot be both protected (never cleared) and "
+                            "compactable (cleared first); choose one.")
+        self.max_result_tokens = max_result_tokens
+        self.protected = protected
+        self.compactable = compactable
         doc_text, doc_params = _parse_docstring(fn.__doc__ or "")
         self.description = description or doc_text or self.name
         try:
@@ -294,6 +314,9 @@ def tool(
     requires_approval: bool = False,
     idempotent: bool = False,
     rate_limit: RateLimit | None = None,
+    max_result_tokens: int | None = None,
+    protected: bool = False,
+    compactable: bool = False,
 ) -> Callable[[_F], FunctionTool]: ...
 
 
@@ -307,6 +330,9 @@ def tool(
     requires_approval: bool = False,
     idempotent: bool = False,
     rate_limit: RateLimit | None = None,
+    max_result_tokens: int | None = None,
+    protected: bool = False,
+    compactable: bool = False,
 ) -> FunctionTool | Callable[[_F], FunctionTool]:
     """Turn a typed function, sync or async, into a tool.
 
@@ -315,6 +341,8 @@ def tool(
     and is hidden from the schema. ``sequential=True`` keeps the tool from running concurrently
     with other calls of the same turn. ``idempotent=True`` lets a resumed run call it again
     when a crash left a call's outcome unknown (see ``Tool.idempotent``).
+    ``max_result_tokens`` cuts longer results (default: the agent's limit); ``protected`` and
+    ``compactable`` tell an agent's compression which results it must keep or clear first.
     """
 
     def wrap(f: _F) -> FunctionTool:
@@ -326,6 +354,9 @@ def tool(
             requires_approval=requires_approval,
             idempotent=idempotent,
             rate_limit=rate_limit,
+            max_result_tokens=max_result_tokens,
+            protected=protected,
+            compactable=compactable,
         )
 
     return wrap(fn) if fn is not None else wrap

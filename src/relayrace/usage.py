@@ -6,7 +6,17 @@ from dataclasses import dataclass, field
 
 from .exceptions import UsageLimitExceeded, UserError
 
-__all__ = ["RunUsage", "Usage", "UsageLimits"]
+__all__ = ["CHARS_PER_TOKEN", "RunUsage", "Usage", "UsageLimits", "estimate_tokens"]
+
+CHARS_PER_TOKEN = 4
+"""The characters counted as one token where relayrace must estimate before a provider counts
+(the token gate, result limits, compression, memory): about right for English text and JSON,
+and the same rule everywhere."""
+
+
+def estimate_tokens(chars: int) -> int:
+    """The tokens ``chars`` characters are estimated to take (at least 1)."""
+    return chars // CHARS_PER_TOKEN + 1
 
 
 @dataclass(slots=True)

@@ -14,9 +14,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..agent import Agent
+from ..compression import Compression, read_result
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
+from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..patterns import swarm
 from ..routing import TerminateTarget
@@ -28,6 +30,7 @@ from ._yaml import Loc, format_path
 from .models import (
     PROVIDER_ALIASES,
     AgentDocument,
+    AgentSpec,
     AgentToolSpec,
     PrimaryModelSpec,
     PythonToolSpec,
@@ -115,7 +118,8 @@ def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
     value = _import(doc, spec.function)
     if isinstance(value, Tool):
         found = copy.copy(value)  # keep the shared object as its module defined it
-        for key in ("name", "description", "sequential", "requires_approval"):
+        for key in ("name", "description", "sequential", "requires_approval",
+                    "max_result_tokens", "protected", "compactable"):
             if getattr(spec, key) is not None:
                 setattr(found, key, getattr(spec, key))
         if spec.rate_limit is not None:
@@ -128,7 +132,8 @@ def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
                           "Tool or a function")
     return tool(name=spec.name, description=spec.description,
                 sequential=bool(spec.sequential), requires_approval=bool(spec.requires_approval),
-                rate_limit=_rate(spec.rate_limit))(value)
+                rate_limit=_rate(spec.rate_limit), max_result_tokens=spec.max_result_tokens,
+                protected=bool(spec.protected), compactable=bool(spec.compactable))(value)
 
 
 def _guardrails(rules: list[dict[str, Any]]) -> list[Guardrail]:
@@ -241,6 +246,8 @@ class Builder:
             include_history=spec.include_history, timeout=spec.timeout_seconds)
         if spec.requires_approval:
             made.requires_approval = True
+        made.max_result_tokens = spec.max_result_tokens
+        made.protected, made.compactable = spec.protected, spec.compactable
         return made
 
     def _agent(self, doc: ParsedDocument, model: AgentDocument) -> Agent[Any]:
@@ -261,6 +268,8 @@ class Builder:
                         tools.append(self._agent_tool(item))
                 elif isinstance(item, PythonToolSpec):
                     tools.append(self._python_tool_at(doc, i, item))
+        if spec.read_result:
+            tools.append(read_result)
         with located(doc, ("spec", "guardrails")):
             input_guardrails = _guardrails(doc.guardrails.get("input", []))
             output_guardrails = _guardrails(doc.guardrails.get("output", []))
@@ -283,6 +292,8 @@ class Builder:
                 meta_tools=spec.meta_tools,
                 pattern="supervisor" if pattern == "supervisor" else "react",
                 timeout=orchestration.timeout_seconds,
+                max_result_tokens=spec.max_result_tokens,
+                **self._context(doc, spec),
             )
         if not is_swarm:
             return agent
@@ -293,6 +304,24 @@ class Builder:
                          transcript_turns=transcript.turns if transcript else None,
                          transcript_chars=transcript.chars if transcript else None,
                          description=spec.identity.description)
+
+    def _context(self, doc: ParsedDocument, spec: AgentSpec) -> dict[str, Any]:
+        """The agent's compression and memory."""
+        options: dict[str, Any] = {}
+        if spec.compression is not None:
+            c = spec.compression
+            with located(doc, ("spec", "compression")):
+                options["compression"] = Compression(
+                    max_tokens=c.max_tokens, summarize=c.summarize,
+                    summary_model=self._model(doc, c.summary_model) if c.summary_model else None)
+        conversational = spec.memory.conversational if spec.memory is not None else None
+        if conversational is not None:
+            m = conversational
+            with located(doc, ("spec", "memory", "conversational")):
+                options["memory"] = Memory(
+                    strategy=m.strategy, max_turns=m.max_turns, store=m.store,
+                    summary_model=self._model(doc, m.summary_model) if m.summary_model else None)
+        return options
 
     @staticmethod
     def _python_tool_at(doc: ParsedDocument, i: int, spec: PythonToolSpec) -> Tool:

@@ -24,10 +24,13 @@ __all__ = [
     "AgentDocument",
     "AgentSpec",
     "AgentToolSpec",
+    "CompressionSpec",
+    "ConversationalMemorySpec",
     "Document",
     "ExternalToolSpec",
     "GuardrailsSpec",
     "IdentitySpec",
+    "MemorySpec",
     "Metadata",
     "ModelParameters",
     "ModelSpec",
@@ -215,7 +218,12 @@ class AgentToolSpec(_Strict):
         "Pass a bounded part of the caller's conversation to the child."))
     requires_approval: bool = Field(default=False,
                                     description="Pause for a human decision before each call.")
-    max_result_tokens: Any = astromesh_only("Astromesh result truncation.")
+    max_result_tokens: int | None = Field(default=None, ge=1, description=(
+        "The longest result the caller's model sees (estimated tokens); longer ones are cut "
+        "with a note (default: the agent's spec.max_result_tokens)."))
+    protected: bool = Field(default=False, description="Compression never clears its results.")
+    compactable: bool = Field(default=False,
+                              description="Compression clears its old results first.")
     confirm: Any = astromesh_only("Astromesh confirmation gate; use requires_approval.")
 
 
@@ -235,6 +243,13 @@ class PythonToolSpec(_Strict):
         "Pause for a human decision before each call."))
     rate_limit: RateLimitSpec | None = Field(default=None,
                                              description="Calls allowed per time window.")
+    max_result_tokens: int | None = Field(default=None, ge=1, description=(
+        "The longest result the model sees (estimated tokens); longer ones are cut with a "
+        "note (default: the agent's spec.max_result_tokens)."))
+    protected: bool | None = Field(default=None,
+                                   description="Compression never clears its results.")
+    compactable: bool | None = Field(default=None,
+                                     description="Compression clears its old results first.")
 
 
 class ExternalToolSpec(BaseModel):
@@ -259,6 +274,48 @@ class GuardrailsSpec(_Strict):
     output: list[dict[str, Any]] = Field(default_factory=list, description=(
         "Rules on the final output. Astromesh's cost_limit and content_filter are ignored "
         "with a warning."))
+
+
+class CompressionSpec(_Strict):
+    """Keeping requests within a token budget on long conversations (relayrace.Compression)."""
+
+    max_tokens: int = Field(ge=100, description=(
+        "The request size (estimated tokens) above which old tool results are cleared and "
+        "then old turns summarized."))
+    summarize: bool = Field(default=True, description=(
+        "Whether old turns may be summarized (a model request) once clearing results is not "
+        "enough."))
+    summary_model: PrimaryModelSpec | None = Field(default=None, description=(
+        "The model that summarizes (default: the agent's)."))
+
+
+class ConversationalMemorySpec(_Strict):
+    """An agent's memory of its conversations with a user, across sessions (relayrace.Memory),
+    kept in the session store."""
+
+    strategy: Literal["sliding_window", "summary"] = Field(
+        default="sliding_window", description=(
+            "sliding_window: the last max_turns turns; summary: a summary of older turns and "
+            "the recent ones."))
+    max_turns: int = Field(default=20, ge=1, description=(
+        "Turns shown (sliding_window) or kept verbatim beside the summary (summary)."))
+    store: Literal["transcript", "request"] = Field(default="transcript", description=(
+        "What a turn remembers: the run's conversation, or only its request and this agent's "
+        "answer (what an Astromesh swarm target stores)."))
+    summary_model: PrimaryModelSpec | None = Field(default=None, description=(
+        "The model of the summary strategy (default: the agent's)."))
+    backend: Any = astromesh_only("Astromesh memory backend; relayrace keeps memory in the "
+                                  "session store.")
+    ttl: Any = astromesh_only("Astromesh memory expiry.")
+
+
+class MemorySpec(_Strict):
+    """Memory (Astromesh's spec.memory)."""
+
+    conversational: ConversationalMemorySpec | None = Field(default=None, description=(
+        "Conversational memory across the sessions of one user."))
+    semantic: Any = astromesh_only("Astromesh semantic memory.")
+    episodic: Any = astromesh_only("Astromesh episodic memory.")
 
 
 class TransferPolicySpec(_Strict):
@@ -292,7 +349,15 @@ class AgentSpec(_Strict):
         "Agents the meta-tools may delegate to (names)."))
     meta_tools: list[Literal["delegate", "parallel", "pipeline", "debate"]] | None = Field(
         default=None, description="Meta-tools offered (default: all, when specialists are set).")
-    memory: Any = astromesh_only("Astromesh memory backends.")
+    memory: MemorySpec | None = Field(default=None, description=(
+        "The agent's memory across the sessions of one user."))
+    max_result_tokens: int | None = Field(default=8000, ge=1, description=(
+        "The longest tool result the model sees (estimated tokens), unless a tool sets its "
+        "own; longer ones are cut with a note. null: no limit."))
+    compression: CompressionSpec | None = Field(default=None, description=(
+        "Keep requests within a token budget on long conversations."))
+    read_result: bool = Field(default=False, description=(
+        "Offer the read_result tool, which reads cut, cleared and archived context back."))
     permissions: Any = astromesh_only("Astromesh action permissions.")
     chain: Any = astromesh_only("Astromesh agent chaining.")
     output_schema: Any = astromesh_only("Astromesh structured output.")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..events import (
     AgentEvent,
     ApprovalRequestedEvent,
+    ContextCompactedEvent,
     HandoffEvent,
     MessageEvent,
     RunStartedEvent,
@@ -73,8 +74,8 @@ class LogView:
     them in the order of their calls, as the run that made them did.
     """
 
-    __slots__ = ("_order", "active", "asked", "handoff", "messages", "returns", "size",
-                 "started")
+    __slots__ = ("_order", "active", "archives", "asked", "compactions", "handoff", "messages",
+                 "returns", "size", "started")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -89,6 +90,11 @@ class LogView:
         """Calls of the last turn that started and have no result yet, by call id."""
         self.asked: set[str] = set()
         """Of ``started``, the calls a person was asked to approve again after they started."""
+        self.compactions: dict[str, ContextCompactedEvent] = {}
+        """Per agent: its latest compression summary (what it sees in place of the oldest
+        messages)."""
+        self.archives = 0
+        """How many archives the log holds (compression summaries)."""
         self.size = 0
         """How many events have been folded in (a store compares it with its own count)."""
         # The last turn's calls: their positions, and where its results begin in messages.
@@ -126,6 +132,9 @@ class LogView:
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
             elif kind is RunStartedEvent and e.agent != self.active:
                 self.active, self.handoff = e.agent, None
+            elif kind is ContextCompactedEvent:
+                self.compactions[e.agent] = e  # type: ignore[assignment]
+                self.archives += 1
         self.size += len(events)
 
     def _place(self, result: Message) -> None:
@@ -203,6 +212,14 @@ class Session(ABC):
     @abstractmethod
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> Session:
         """A new session in the same store, linked to this one, for a delegated child run."""
+
+    def open(self, session_id: str) -> Session:
+        """Another session of the same store, by id (empty until written): where an agent's
+        `Memory` lives. A store that can reach its other sessions by id overrides this."""
+        raise UserError(f"{type(self).__name__} cannot open another session of its store by "
+                        f"id, which an agent's memory needs (it would open {session_id!r}); "
+                        "use a store that can (MemorySession, SQLiteSession), or override "
+                        "Session.open.")
 
     @abstractmethod
     async def children(self) -> list[SessionInfo]:

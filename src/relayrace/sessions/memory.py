@@ -18,12 +18,20 @@ class MemorySession(Session):
     An append extends the log as this object last saw it (its last ``view()`` or its own last
     append): if ``events`` was changed behind its back, the append is refused with
     `SessionConflictError` rather than built on a log it has not read.
+
+    Sessions made from one another (``open``, ``child``) share a store, so ``open(id)`` finds
+    the same session again (an agent's memory across the conversations of a user); pass
+    ``store=`` to share one between sessions made separately.
     """
 
     durable = False
 
-    def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None) -> None:
+    def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None,
+                 store: dict[str, MemorySession] | None = None) -> None:
         self.session_id = session_id or (info.session_id if info else new_session_id())
+        self.store: dict[str, MemorySession] = {} if store is None else store
+        """The sessions that can open one another by id, this one included."""
+        self.store.setdefault(self.session_id, self)
         now = time.time()
         self.info = info or SessionInfo(session_id=self.session_id, created_at=now, updated_at=now)
         self.events: list[AgentEvent] = []
@@ -62,9 +70,13 @@ class MemorySession(Session):
             created_at=now,
             updated_at=now,
         )
-        child = MemorySession(info=info)
+        child = MemorySession(info=info, store=self.store)
         self.child_sessions.append(child)
         return child
+
+    def open(self, session_id: str) -> MemorySession:
+        found = self.store.get(session_id)
+        return found if found is not None else MemorySession(session_id, store=self.store)
 
     async def children(self) -> list[SessionInfo]:
         return [c.info for c in self.child_sessions]

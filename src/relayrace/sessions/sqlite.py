@@ -461,6 +461,10 @@ class SQLiteSession(Session):
             lease_ttl=self.lease_ttl,
         )
 
+    def open(self, session_id: str) -> SQLiteSession:
+        return SQLiteSession(session_id, self.path, busy_timeout=self.busy_timeout,
+                             lease_ttl=self.lease_ttl)
+
     async def children(self) -> list[SessionInfo]:
         return await self._call(lambda: _list(self._conn(), self.session_id))
 
