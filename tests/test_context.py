@@ -408,6 +408,8 @@ def test_yaml_keys_build_limits_compression_and_memory(tmp_path: Path) -> None:
     ("max_tokens: 6000", "max_tokens: 5", "spec.compression.max_tokens"),
     ("max_result_tokens: 3000", "max_result_tokens: 0", "spec.max_result_tokens"),
     ("max_turns: 4", "max_turns: 0", "spec.memory.conversational.max_turns"),
+    ("summarize: false}", "summary_model: {provider: opneai, model: m}}",
+     "spec.compression.summary_model.provider: unknown provider 'opneai'"),
 ])
 def test_yaml_bad_context_keys_are_located_errors(tmp_path: Path, old: str, new: str,
                                                   expected: str) -> None:

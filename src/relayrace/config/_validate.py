@@ -306,13 +306,20 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
         errors.append(f"{parsed.where(pattern_loc)}: {format_path(pattern_loc)}: pattern "
                       f"{orch.pattern!r} needs at least one tool of type 'agent' (its "
                       f"{'members' if orch.pattern == 'swarm' else 'workers'})")
-    if spec.model is not None:
-        provider = spec.model.primary.provider
-        if provider not in MODEL_PROVIDERS:
-            provider_loc: Loc = ("spec", "model", "primary", "provider")
+    conversational = spec.memory.conversational if spec.memory is not None else None
+    for model_loc, primary in (
+            (("spec", "model", "primary"), spec.model.primary if spec.model else None),
+            (("spec", "compression", "summary_model"),
+             spec.compression.summary_model if spec.compression else None),
+            (("spec", "memory", "conversational", "summary_model"),
+             conversational.summary_model if conversational else None)):
+        if primary is not None and primary.provider not in MODEL_PROVIDERS:
+            provider = primary.provider
+            provider_loc: Loc = (*model_loc, "provider")
             errors.append(f"{parsed.where(provider_loc)}: {format_path(provider_loc)}: unknown "
                           f"provider {provider!r}{suggest(provider, MODEL_PROVIDERS)}; valid: "
                           f"{', '.join(MODEL_PROVIDERS)}")
+    if spec.model is not None:
         params = spec.model.primary.parameters
         for key in params.model_extra or {}:
             hint = suggest(key, list(ModelParameters.model_fields), cutoff=0.8)
