@@ -233,6 +233,29 @@ async def test_a_failing_summary_model_archives_without_a_summary_and_the_run_go
     assert sum(len(m.content) for m in model.requests[-1].messages) < 1000 * 4
 
 
+async def test_compression_counts_the_memory_note_in_its_budget() -> None:
+    def play(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        if last.role == "user" and last.content.startswith("q"):
+            return tool_call("search", {"q": last.content}, id=f"id-{last.content}")
+        return text("ok")
+
+    model = FunctionModel(play)
+    agent = Agent("a", instructions="x", model=model, tools=[search], memory=Memory(),
+                  compression=Compression(max_tokens=3000, summarize=False))
+    store = MemorySession()
+    await Runner.run(agent, "remember: " + "m" * 4000, session=store.open("old"), user_id="u")
+    new = store.open("new")
+    for q in ("q1", "q2", "q3"):
+        await Runner.run(agent, q, session=new, user_id="u")
+    first_of_q3 = next(r for r in model.requests
+                       if r.messages[-1].content == "q3").messages
+    assert first_of_q3[0].content.startswith("[Your memory")
+    results = {m.tool_call_id: m.content for m in first_of_q3 if m.role == "tool"}
+    assert results["id-q1"].startswith("[Result cleared")  # only because memory counts
+    assert results["id-q2"].startswith("search q2")
+
+
 def test_compression_options_are_checked() -> None:
     with pytest.raises(UserError, match="at least 100"):
         Compression(max_tokens=5)
@@ -316,10 +339,27 @@ async def test_a_delegated_childs_memory_is_namespaced_by_its_path() -> None:
     assert "u::lead" not in session.store  # the parent keeps no memory
 
 
+async def test_without_user_id_a_child_remembers_its_calls_in_the_same_top_session() -> None:
+    child_model = echo_model()
+    child = Agent("researcher", instructions="x", model=child_model, memory=Memory())
+    parent = Agent("lead", instructions="x", model=ScriptedModel([
+        tool_call("researcher", {"query": "find A"}), text("done"),
+        tool_call("researcher", {"query": "find B"}), text("done"),
+        tool_call("researcher", {"query": "find C"}), text("done")]),
+        tools=[child.as_tool(report=False)])
+    session = MemorySession()
+    await Runner.run(parent, "one", session=session)
+    await Runner.run(parent, "two", session=session)
+    assert "user: find A" in child_model.requests[-1].messages[0].content
+    await Runner.run(parent, "three", session=MemorySession())  # another top session
+    assert child_model.requests[-1].messages[0].content == "find C"
+
+
 async def test_a_swarm_target_can_store_the_request_not_the_transcript() -> None:
     from relayrace.patterns import swarm
 
-    model = ScriptedModel([text("triage says hi"), tool_call("transfer_to_billing", {}),
+    model = ScriptedModel([text("triage says hi"),
+                           [text("Passing you to billing."), tool_call("transfer_to_billing", {})],
                            text("billing answer")])
     billing = Agent("billing", instructions="x", model=model,
                     memory=Memory(store="request"))
@@ -332,7 +372,7 @@ async def test_a_swarm_target_can_store_the_request_not_the_transcript() -> None
     assert [m.content for m in turn.messages] == ["refund please", "billing answer"]
     triage_turns = [e for e in session.open("u::triage").events if isinstance(e, MemoryEvent)]
     assert [m.content for m in triage_turns[-1].messages] == [
-        "refund please", "billing answer"]  # the transcript: everything said in the run
+        "refund please", "Passing you to billing.", "billing answer"]  # the run's transcript
 
 
 async def test_concurrent_runs_of_one_user_both_land_in_memory(tmp_path: Path) -> None:

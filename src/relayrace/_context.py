@@ -24,7 +24,7 @@ from .compression import (
     render_messages,
 )
 from .events import ContextCompactedEvent, MemoryEvent, MessageEvent, ToolResultEvent
-from .memory import Memory, memory_session_id, pending, recall
+from .memory import Memory, memory_session_id, memory_state, recall
 from .messages import NOTE, Message, ToolCall
 from .models import infer_model
 from .models.interface import Model, ToolDefinition
@@ -33,22 +33,19 @@ from .usage import CHARS_PER_TOKEN, estimate_tokens
 if TYPE_CHECKING:
     from ._engine import AgentLoop
     from .agent import Agent
-    from .tools import Tool
     from .tracing import Span
 
-__all__ = ["cut_if_long", "remember", "remembers", "request_messages"]
+__all__ = ["cut_long", "remember", "remembers", "request_messages"]
 
 _SUMMARY_INPUT_LIMIT = 2000  # characters of one message a summary request shows
 _MEMORY_LEASE_WAIT = 10.0  # seconds a run waits for another run writing the same memory
 _MEMORY_SUMMARY_BUDGET = 32_000  # tokens of turns one memory summary request may show
 
 
-def cut_if_long(loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall,
-                text: str) -> ToolResultEvent:
-    """The result event of ``call``: ``text``, cut to the tool's (or the agent's) limit."""
-    limit = tool.max_result_tokens or agent.max_result_tokens
-    if limit is None or len(text) <= limit * CHARS_PER_TOKEN:
-        return loop.tool_result(agent, call, text)
+def cut_long(loop: AgentLoop, agent: Agent[Any], call: ToolCall, text: str,
+             limit: int) -> ToolResultEvent:
+    """The result event of ``call``: ``text``, longer than ``limit`` tokens, cut to it; the
+    event keeps the whole text."""
     readable = READ_RESULT in loop.toolset(agent).tools
     return loop.tool_result(agent, call, cut_result(text, limit, call.id, readable=readable),
                             full=text)
@@ -98,16 +95,16 @@ def _size(instructions: str, definitions: list[ToolDefinition],
 async def request_messages(loop: AgentLoop, agent: Agent[Any], instructions: str,
                            definitions: list[ToolDefinition], parent: Span) -> list[Message]:
     """What ``agent``'s next request shows of the conversation: its memory, then its view,
-    within its compression budget."""
-    view = loop.views.view
-    if agent.compression is not None:
-        view = await _compressed(loop, agent, agent.compression, instructions, definitions,
-                                 parent)
+    both within its compression budget."""
+    recalled = None
     if agent.memory is not None:
         recalled = await _recalled(loop, agent, agent.memory)
-        if recalled is not None:
-            view = [recalled, *view]
-    return view
+    view = loop.views.view
+    if agent.compression is not None:
+        # The memory note counts toward the budget as part of the instructions would.
+        shown = instructions if recalled is None else instructions + recalled.content
+        view = await _compressed(loop, agent, agent.compression, shown, definitions, parent)
+    return view if recalled is None else [recalled, *view]
 
 
 async def _compressed(loop: AgentLoop, agent: Agent[Any], policy: Compression,
@@ -213,7 +210,10 @@ async def _summary_of(loop: AgentLoop, agent: Agent[Any], model: Model, old: str
         budget_.close_request(estimate, path, local, None)
         loop.state.trace.end(span, exc)
         return "", f"{type(exc).__name__}: {exc}"
-    budget_.close_request(estimate, path, local, response.usage)
+    usage = response.usage
+    budget_.close_request(estimate, path, local, usage)
+    span.attributes["input_tokens"] = usage.input_tokens
+    span.attributes["output_tokens"] = usage.output_tokens
     loop.state.trace.end(span)
     summary = response.message.content.strip()
     if not summary:
@@ -280,7 +280,7 @@ async def remember(loop: AgentLoop, parent: Span) -> None:
             batch: list[Any] = [MemoryEvent(agent=agent.name, path=path,
                                             session_id=loop.log.session.session_id,
                                             messages=turn)]
-            turns, summary, start = pending(memory, events)
+            turns, summary, start = memory_state(memory, events)
             waiting = len(turns) + 1 - start
             if memory.strategy == "summary" and waiting > 2 * memory.max_turns:
                 end = len(turns) + 1 - memory.max_turns

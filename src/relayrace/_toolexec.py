@@ -16,7 +16,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._context import cut_if_long
+from ._context import cut_long
 from ._guarding import guard_text, input_block
 from .approvals import Interrupted, PendingApproval
 from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
@@ -25,6 +25,7 @@ from .handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
 from .messages import Message, ToolCall
 from .routing import Finish, TransferTo
 from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
+from .usage import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
     from ._engine import AgentLoop
@@ -509,7 +510,11 @@ async def _call_tool(
     state.trace.end(span)
     if isinstance(value, TransferTo | Finish):
         return _Outcome(None, signal=value)
-    return _Outcome(cut_if_long(loop, agent, tool, call, render_tool_output(value)))
+    text = render_tool_output(value)
+    limit = tool.max_result_tokens or agent.max_result_tokens
+    if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
+        return _Outcome(cut_long(loop, agent, call, text, limit))
+    return _Outcome(loop.tool_result(agent, call, text))
 
 
 def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 
 from ._templates import is_template, render_instructions
-from .compression import Compression
+from .compression import DEFAULT_MAX_RESULT_TOKENS, Compression
 from .context import RunContext, TContext
 from .exceptions import UserError
 from .handoffs import (
@@ -96,7 +96,7 @@ class Agent(Generic[TContext]):
         pattern: Pattern = "react",
         max_handoffs: int | None = None,
         timeout: float | None = None,
-        max_result_tokens: int | None = 8000,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
         compression: Compression | None = None,
         memory: Memory | None = None,
     ) -> None:

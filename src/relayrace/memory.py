@@ -20,7 +20,7 @@ from .exceptions import UserError
 from .messages import NOTE, Message
 from .models.interface import Model
 
-__all__ = ["Memory", "MemoryStrategy", "memory_session_id", "recall"]
+__all__ = ["Memory", "MemoryStrategy", "memory_session_id", "memory_state", "recall"]
 
 MemoryStrategy = Literal["sliding_window", "summary"]
 
@@ -75,7 +75,7 @@ def _state(events: Sequence[AgentEvent]) -> tuple[list[MemoryEvent], ContextComp
     return turns, last
 
 
-def pending(memory: Memory, events: Sequence[AgentEvent]
+def memory_state(memory: Memory, events: Sequence[AgentEvent]
             ) -> tuple[list[MemoryEvent], ContextCompactedEvent | None, int]:
     """The turns of a memory log, its latest summary, and where the turns it holds verbatim
     begin."""
@@ -87,7 +87,7 @@ def pending(memory: Memory, events: Sequence[AgentEvent]
 def recall(memory: Memory, events: Sequence[AgentEvent], session_id: str) -> Message | None:
     """What the agent is shown of its memory log ``events`` in session ``session_id`` (whose
     own turns it sees in the conversation itself): a note, or ``None`` if nothing."""
-    turns, summary, start = pending(memory, events)
+    turns, summary, start = memory_state(memory, events)
     if memory.strategy == "sliding_window":
         shown = [t for t in turns if t.session_id != session_id][-memory.max_turns:]
         text = ""
