@@ -242,7 +242,7 @@ async def test_compression_counts_the_memory_note_in_its_budget() -> None:
 
     model = FunctionModel(play)
     agent = Agent("a", instructions="x", model=model, tools=[search], memory=Memory(),
-                  compression=Compression(max_tokens=3000, summarize=False))
+                  compression=Compression(max_tokens=2500, summarize=False))
     store = MemorySession()
     await Runner.run(agent, "remember: " + "m" * 4000, session=store.open("old"), user_id="u")
     new = store.open("new")
@@ -284,6 +284,25 @@ async def test_memory_carries_across_sessions_of_one_user_only() -> None:
         recalled.content
     await Runner.run(agent, "Who am I?", session=first.open("third"), user_id="bob")
     assert model.requests[-1].messages[0].content == "Who am I?"
+
+
+async def test_a_remembered_turn_and_what_is_recalled_of_it_are_bounded() -> None:
+    @tool
+    def step() -> str:
+        """A step."""
+        return "ok"
+
+    model = ScriptedModel([[text(f"thinking {i}"), tool_call("step", {})] for i in range(22)]
+                          + [text("final " + "z" * 5000), text("hi again")])
+    agent = Agent("a", instructions="x", model=model, tools=[step], memory=Memory())
+    store = MemorySession()
+    await Runner.run(agent, "start", session=store, user_id="u")
+    (turn,) = [e for e in store.open("u::a").events if isinstance(e, MemoryEvent)]
+    assert len(turn.messages) == 20 and turn.messages[0].content == "start"
+    assert turn.messages[-1].content.startswith("final") and len(turn.messages[-1].content) > 5000
+    await Runner.run(agent, "back", session=store.open("next"), user_id="u")
+    recalled = model.requests[-1].messages[0].content
+    assert "z" * 1994 + " [...]" in recalled  # 2,000 characters, "final " included
 
 
 async def test_sliding_window_keeps_the_last_turns(tmp_path: Path) -> None:

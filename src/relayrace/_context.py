@@ -40,6 +40,7 @@ __all__ = ["cut_long", "remember", "remembers", "request_messages"]
 _SUMMARY_INPUT_LIMIT = 2000  # characters of one message a summary request shows
 _MEMORY_LEASE_WAIT = 10.0  # seconds a run waits for another run writing the same memory
 _MEMORY_SUMMARY_BUDGET = 32_000  # tokens of turns one memory summary request may show
+_TURN_MESSAGES = 20  # messages one remembered turn keeps at most
 
 
 def cut_long(loop: AgentLoop, agent: Agent[Any], call: ToolCall, text: str,
@@ -74,15 +75,17 @@ def _kind(loop: AgentLoop, agent: Agent[Any]) -> Callable[[str], Kind]:
 def _summary_note(c: ContextCompactedEvent, readable: bool) -> Message:
     how = (f"read_result(call_id={c.archive_id!r}) reads them" if readable
            else "the session log keeps them")
+    earlier = f" Earlier archives: archive-1 to {c.archive_id}." if c.start else ""
     if c.error:
         head = (f"[Messages {c.start} to {c.end} of this conversation were archived as "
-                f"{c.archive_id} without a summary (the summary model failed); {how}.")
+                f"{c.archive_id} without a summary (the summary model failed); {how}."
+                f"{earlier}]")
+        body = f"\nSummary of what came before them:\n{c.summary}" if c.summary else ""
     else:
         head = (f"[Summary of this conversation before this point; its last part is archived "
-                f"as {c.archive_id} (messages {c.start} to {c.end}); {how}.")
-    earlier = f" Earlier archives: archive-1 to {c.archive_id}." if c.start else ""
-    body = f"\n{c.summary}" if c.summary else ""
-    return Message("user", f"{head}{earlier}]{body}", name=NOTE)
+                f"as {c.archive_id} (messages {c.start} to {c.end}); {how}.{earlier}]")
+        body = f"\n{c.summary}"
+    return Message("user", head + body, name=NOTE)
 
 
 def _size(instructions: str, definitions: list[ToolDefinition],
@@ -243,9 +246,12 @@ def _turn_of(loop: AgentLoop, agent: Agent[Any], memory: Memory) -> list[Message
         request = [m for m in said if m.role == "user" and m.name != NOTE]
         answer = [m for m in said if m.role == "assistant" and m.name == agent.name
                   and m.content and not m.tool_calls]
-        return request + answer[-1:]
-    return [Message(m.role, m.content, (), None, m.name) for m in said
-            if m.content and ((m.role == "user" and m.name != NOTE) or m.role == "assistant")]
+        turn = request + answer[-1:]
+    else:
+        turn = [Message(m.role, m.content, (), None, m.name) for m in said if m.content and (
+            (m.role == "user" and m.name != NOTE) or m.role == "assistant")]
+    # Bounded however long the run was: its request, and how it ended.
+    return turn if len(turn) <= _TURN_MESSAGES else [turn[0], *turn[1 - _TURN_MESSAGES:]]
 
 
 _remembering: WeakKeyDictionary[Agent[Any], tuple[Agent[Any], bool]] = WeakKeyDictionary()

@@ -20,9 +20,13 @@ from .exceptions import UserError
 from .messages import NOTE, Message
 from .models.interface import Model
 
-__all__ = ["Memory", "MemoryStrategy", "memory_session_id", "memory_state", "recall"]
+__all__ = ["RECALL_MESSAGE_CHARS", "Memory", "MemoryStrategy", "memory_session_id",
+           "memory_state", "recall"]
 
 MemoryStrategy = Literal["sliding_window", "summary"]
+
+RECALL_MESSAGE_CHARS = 2000
+"""The most characters of one remembered message an agent is shown (the log keeps it all)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,5 +103,5 @@ def recall(memory: Memory, events: Sequence[AgentEvent], session_id: str) -> Mes
     parts = ["[Your memory of earlier conversations with this user, oldest first.]"]
     if text:
         parts.append(f"Summary of the older ones: {text}")
-    parts.extend(render_messages(t.messages) for t in shown)
+    parts.extend(render_messages(t.messages, limit=RECALL_MESSAGE_CHARS) for t in shown)
     return Message("user", "\n\n".join(parts), name=NOTE)
