@@ -215,6 +215,21 @@ async def test_compression_summarizes_old_turns_archives_them_and_reads_them_bac
     assert_pairs_valid(model.requests[-1].messages)
 
 
+async def test_a_summary_is_read_back_from_a_durable_log_not_made_again(tmp_path: Path) -> None:
+    prompts: list[str] = []
+    model = summarizer(prompts)
+    agent = Agent("a", instructions="x", model=model,
+                  compression=Compression(max_tokens=1000))
+    db = tmp_path / "s.db"
+    for i in range(4):
+        await Runner.run(agent, f"turn {i}: " + "w" * 1200, session=SQLiteSession("c", db))
+    made = len(prompts)
+    assert made >= 1
+    await Runner.run(agent, "short", session=SQLiteSession("c", db))  # a fresh object
+    assert len(prompts) == made
+    assert model.requests[-1].messages[0].content.startswith("[Summary of this conversation")
+
+
 async def test_a_failing_summary_model_archives_without_a_summary_and_the_run_goes_on() -> None:
     def broken(request: ModelRequest) -> Any:
         raise RuntimeError("summarizer down")
