@@ -15,6 +15,7 @@ from .events import (
     GuardrailTriggeredEvent,
     HandoffEvent,
     MessageEvent,
+    OutputEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextDeltaEvent,
@@ -34,6 +35,7 @@ from .exceptions import (
     ModelProviderError,
     ModelRefused,
     ModelTimeout,
+    OutputValidationError,
     RelayraceError,
     RunTimeout,
     SessionConflictError,
@@ -51,8 +53,10 @@ from .models import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputMode,
     infer_model,
 )
+from .output import json_schema_type
 from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
@@ -85,6 +89,9 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelTimeout",
+    "OutputEvent",
+    "OutputMode",
+    "OutputValidationError",
     "RateLimit",
     "RelayraceError",
     "RunContext",
@@ -112,6 +119,7 @@ __all__ = [
     "UserError",
     "handoff",
     "infer_model",
+    "json_schema_type",
     "keep_last",
     "remove_tool_traffic",
     "tool",

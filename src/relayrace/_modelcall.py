@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ._builders import new_message_event, new_request
 from ._guarding import GuardedStream, guard_finish, guard_text
 from ._state import Toolset
+from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition
 from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
@@ -78,8 +79,18 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         suffix = loop.place.suffix
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
     name = agent.name
-    request = new_request(instructions, loop.views.view, definitions, agent.model_settings,
-                          name)
+    spec = agent.output
+    partials: Partials | None = None
+    if spec is None:
+        request = new_request(instructions, loop.views.view, definitions, agent.model_settings,
+                              name)
+    else:
+        mode = mode_of(spec, model)
+        instructions, definitions, output = ask(spec, mode, instructions, definitions)
+        request = new_request(instructions, loop.views.view, definitions, agent.model_settings,
+                              name, output)
+        if state.emit is not None and mode != "tool":
+            partials = Partials(loop, agent, path, spec, mode)
     budget, local = state.budget, loop.place.local
     estimate = await budget.open_request(request, path, local)
     span = state.trace.start("model", model.name, parent, agent=name)
@@ -91,7 +102,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         else:
             if guarded:
                 shown = GuardedStream(loop, agent)
-            response = await _stream_model(loop, model, request, agent, path, shown)
+            response = await _stream_model(loop, model, request, agent, path, shown, partials)
     except BaseException as exc:
         budget.close_request(estimate, path, local, None)
         state.trace.end(span, exc)
@@ -140,7 +151,7 @@ def _emit_text(loop: AgentLoop, agent: Agent[Any], path: str, delta: str) -> Non
 
 async def _stream_model(
     loop: AgentLoop, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
-    shown: GuardedStream | None,
+    shown: GuardedStream | None, partials: Partials | None = None,
 ) -> ModelResponse:
     if shown is not None and not shown.live:
         # A guardrail that may block holds the answer whole: model_turn shows what passes.
@@ -153,6 +164,8 @@ async def _stream_model(
             delta = item if shown is None else shown.feed(item)
             if delta:
                 _emit_text(loop, agent, path, delta)
+                if partials is not None:
+                    partials.feed(delta)
         else:
             response = item
     if response is None:

@@ -18,6 +18,7 @@ from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
+from ..output import json_schema_type
 from ..patterns import swarm
 from ..routing import TerminateTarget
 from ..team import Team
@@ -283,6 +284,8 @@ class Builder:
                 meta_tools=spec.meta_tools,
                 pattern="supervisor" if pattern == "supervisor" else "react",
                 timeout=orchestration.timeout_seconds,
+                output_type=self._output_type(doc, spec.output_schema),
+                output_mode=spec.output_mode, output_retries=spec.output_retries,
             )
         if not is_swarm:
             return agent
@@ -293,6 +296,19 @@ class Builder:
                          transcript_turns=transcript.turns if transcript else None,
                          transcript_chars=transcript.chars if transcript else None,
                          description=spec.identity.description)
+
+    @staticmethod
+    def _output_type(doc: ParsedDocument, schema: dict[str, Any] | str | None) -> Any:
+        """``spec.output_schema`` as an ``output_type``: an imported type, or a JSON Schema."""
+        if schema is None:
+            return None
+        with located(doc, ("spec", "output_schema")):
+            if isinstance(schema, str):
+                if ":" not in schema:
+                    raise ConfigError(f"output_schema {schema!r} is neither a JSON Schema nor "
+                                      "an import path of the form package.module:Name")
+                return _import(doc, schema)
+            return json_schema_type(schema)
 
     @staticmethod
     def _python_tool_at(doc: ParsedDocument, i: int, spec: PythonToolSpec) -> Tool:
