@@ -27,9 +27,17 @@ from relayrace import (
     tool,
 )
 from relayrace.config import load_team
-from relayrace.events import RunFinishedEvent, ToolResultEvent, dump_events, load_events
+from relayrace.events import (
+    MessageEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolResultEvent,
+    dump_events,
+    load_events,
+)
 from relayrace.exceptions import ConfigError, ModelBehaviorError
 from relayrace.guardrails import PIIGuardrail
+from relayrace.messages import Message, ToolCall
 from relayrace.models.anthropic import AnthropicModel
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.sessions import MemorySession, SQLiteSession
@@ -477,3 +485,31 @@ async def test_a_guardrail_blocking_a_typed_answer_ends_with_a_typed_error() -> 
         await Runner.run(agent, "go", session=session)
     assert [e.kind for e in session.events].count("guardrail") == 1
     assert isinstance(session.events[-1], RunFinishedEvent)
+
+
+
+@pytest.mark.parametrize("arguments", ['{"title": "t", "steps": ["a"]}', '{"title": 1}'])
+async def test_a_final_output_logged_before_a_crash_is_checked_on_resume(
+    tmp_path: Path, arguments: str
+) -> None:
+    session = SQLiteSession("s", tmp_path / "db.sqlite")
+    call = ToolCall("call_1", "final_result", arguments)
+    await session.append([  # what a process killed right after the model's answer leaves
+        RunStartedEvent(agent="planner", path="planner"),
+        MessageEvent(agent="planner", path="planner", message=Message.user("go")),
+        MessageEvent(agent="planner", path="planner",
+                     message=Message("assistant", "", (call,), name="planner")),
+    ])
+    valid = "steps" in arguments
+    model = ScriptedModel([] if valid else [final_output(Plan(title="u", steps=[]))])
+    result = await Runner.run(planner(model), None, session=session)
+    assert result.final_output == (Plan(title="t", steps=["a"]) if valid
+                                   else Plan(title="u", steps=[]))
+    first = next(e for e in result.new_events if isinstance(e, ToolResultEvent))
+    assert first.tool_name == "final_result" and first.is_error is not valid
+
+
+def test_clone_keeps_the_output_options() -> None:
+    copy = planner(None, output_mode="prompted", output_retries=5).clone(name="p2")
+    assert copy.output is not None and copy.output.type is Plan
+    assert (copy.output.mode, copy.output.retries) == ("prompted", 5)

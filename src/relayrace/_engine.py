@@ -69,6 +69,7 @@ from .exceptions import (
 from .guardrails import Guardrail
 from .handoffs import Handoff, filter_messages
 from .messages import NOTE, Message, ToolCall
+from .output import OUTPUT_TOOL
 from .routing import Finish, TransferTo
 from .sessions.base import Session
 from .tracing import Span
@@ -482,8 +483,20 @@ class AgentLoop:
         """One turn of ``agent``: a model request (or the calls an earlier run left pending),
         every tool call answered, and what happens next."""
         message: Message | None = None
+        answer: str | None
         if pending:
             calls = pending
+            output = agent.output
+            if output is not None and any(c.name == OUTPUT_TOOL for c in calls):
+                # A final output logged before a crash, never answered: checked now.
+                answer, given = check_output(self, agent, output, model_of(self, agent),
+                                             Message("assistant", "", tuple(calls)))
+                if answer is not None:
+                    return TurnResult(None, Answer(answer))
+                if not given:
+                    await self.flush()
+                    return TurnResult(None, RUN_AGAIN)
+                calls = list(given)
         else:
             if self.control.turns >= self.control.max_turns:
                 raise MaxTurnsExceeded(self.control.max_turns)
@@ -504,7 +517,7 @@ class AgentLoop:
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
             message = await model_turn(self, agent, agent_span)
-            answer: str | None = message.content
+            answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:
                 answer, given = check_output(self, agent, agent.output, model_of(self, agent),

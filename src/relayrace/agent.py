@@ -197,7 +197,9 @@ class Agent(Generic[TContext, TOutput]):
         self.output_type: Any = output_type
         """The type of the final answer (``None``: text)."""
         self.output_mode: OutputMode | None = output_mode
+        """How the model is asked for it (``None``: as the model prefers)."""
         self.output_retries = output_retries
+        """How many times the model may give an invalid output again."""
         self.output: OutputSpec | None = None
         """``output_type`` ready to ask for and validate; ``None`` for a text answer."""
         if output_type is not None and output_type is not str:

@@ -81,7 +81,7 @@ class Checked:
 class OutputSpec:
     """An agent's ``output_type``, ready to ask for and validate (built once per agent)."""
 
-    __slots__ = ("_outer", "adapter", "mode", "retries", "schema", "type", "wrapped")
+    __slots__ = ("_outer", "adapter", "mode", "name", "retries", "schema", "type", "wrapped")
 
     def __init__(self, output_type: Any, *, mode: OutputMode | None, retries: int,
                  agent: str) -> None:
@@ -98,6 +98,9 @@ class OutputSpec:
                             f"pydantic can validate ({exc}); use a BaseModel, a dataclass, a "
                             "TypedDict, a list, a union or a plain type.") from None
         self.type = output_type
+        # The schema's name, as providers want it (letters, digits, "_", "-"): the class's.
+        title = output_type.__name__ if isinstance(output_type, type) else "output"
+        self.name = re.sub(r"[^A-Za-z0-9_-]", "_", title)[:64]
         self.adapter = adapter
         self.mode = mode
         self.retries = retries
@@ -110,12 +113,6 @@ class OutputSpec:
         else:
             self._outer, self.schema = adapter, inner
         self.schema.pop("title", None)
-
-    @property
-    def name(self) -> str:
-        """The schema's name, as providers want it (letters, digits, ``_``, ``-``)."""
-        title = getattr(self.type, "__name__", "") or "output"
-        return re.sub(r"[^A-Za-z0-9_-]", "_", title)[:64]
 
     def request(self, mode: OutputMode) -> OutputSchema:
         """What a model request carries for this output in ``mode``."""
