@@ -18,6 +18,7 @@ from .events import (
     HandoffEvent,
     MemoryEvent,
     MessageEvent,
+    OutputEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextDeltaEvent,
@@ -37,6 +38,7 @@ from .exceptions import (
     ModelProviderError,
     ModelRefused,
     ModelTimeout,
+    OutputValidationError,
     RelayraceError,
     RunTimeout,
     SessionConflictError,
@@ -55,8 +57,10 @@ from .models import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputMode,
     infer_model,
 )
+from .output import json_schema_type
 from .runner import Runner, RunResult, RunStream
 from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
 from .usage import RunUsage, Usage, UsageLimits
@@ -93,6 +97,9 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelTimeout",
+    "OutputEvent",
+    "OutputMode",
+    "OutputValidationError",
     "RateLimit",
     "RelayraceError",
     "RunContext",
@@ -120,6 +127,7 @@ __all__ = [
     "UserError",
     "handoff",
     "infer_model",
+    "json_schema_type",
     "keep_last",
     "read_result",
     "remove_tool_traffic",

@@ -20,7 +20,7 @@ from .events import (
     RunStartedEvent,
     ToolResultEvent,
 )
-from .models.interface import ModelRequest, ModelSettings, ToolDefinition
+from .models.interface import ModelRequest, ModelSettings, OutputSchema, ToolDefinition
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -140,7 +140,8 @@ def new_context(
 
 
 def new_request(instructions: str, messages: list[Message], tools: list[ToolDefinition],
-                settings: ModelSettings | None, agent: str) -> ModelRequest:
+                settings: ModelSettings | None, agent: str,
+                output: OutputSchema | None = None) -> ModelRequest:
     """``ModelRequest(instructions=..., messages=..., ...)``, faster."""
     request: ModelRequest = _new(ModelRequest)
     request.instructions = instructions
@@ -148,4 +149,5 @@ def new_request(instructions: str, messages: list[Message], tools: list[ToolDefi
     request.tools = tools
     request.settings = settings
     request.agent = agent
+    request.output = output
     return request

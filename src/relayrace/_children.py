@@ -49,7 +49,7 @@ async def run_child(
     session: Session | None = None
     if state.approvals is not None or ctx.tool_call_id in loop.calls.resumed:
         # The call ran before this process: continue its child, or reuse what it returned.
-        session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key)
+        session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key, agent)
         if finished is not None:
             return finished
         if session is not None and (await session.view()).messages:
@@ -60,6 +60,7 @@ async def run_child(
             return _refused(agent, path, refused)
     child_session = session or loop.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
+    report = report and agent.output is None  # a typed child returns its value instead
     instructions_suffix = (report_instructions(options.audience, options.report_template)
                            if report else "")
     if options.suffix:
@@ -74,10 +75,10 @@ async def run_child(
     deadline = asyncio.timeout(timeout) if timeout is not None else None
     try:
         if deadline is None:
-            final = (await child.run(child_input))[0]
+            final, last, _ = await child.run(child_input)
         else:
             async with deadline:
-                final = (await child.run(child_input))[0]
+                final, last, _ = await child.run(child_input)
     except Interrupted:
         if loop.place.local is not None:
             loop.place.local.add(used)
@@ -89,7 +90,9 @@ async def run_child(
     else:
         result.ok = True
         result.output = final
-        if report:
+        if last.output is not None:  # the engine validated it: this is its canonical JSON
+            result.value = last.output.parse(final)
+        elif report:
             result.report = parse_report(final)
             result.report.merge_sources(used_sources(child.log.new_events))
     if loop.place.local is not None:  # the top-level loop's usage is the run's total
@@ -98,6 +101,7 @@ async def run_child(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
         child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,
+        output=result.value,
         usage=replace(used),  # a copy: the live tally goes on counting
     ))
     return result
@@ -110,7 +114,7 @@ def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResu
 
 
 async def _earlier_child(
-    parent: Session, tool_call_id: str, key: str
+    parent: Session, tool_call_id: str, key: str, agent: Agent[Any]
 ) -> tuple[Session | None, ChildResult | None]:
     """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
     for info in reversed(await parent.children()):
@@ -122,6 +126,11 @@ async def _earlier_child(
         if done is None or done.status == "interrupted":
             return child, None  # it stopped for approval, or crashed: it goes on from its log
         if done.status == "completed":
+            last = agent.find_agent(done.agent)
+            if last is not None and last.output is not None:
+                return None, ChildResult(agent=done.agent, path=info.path, ok=True,
+                                         output=done.output, value=last.output.parse(done.output),
+                                         session_id=info.session_id, usage=Usage())
             report = parse_report(done.output)
             report.merge_sources(used_sources(events))
             return None, ChildResult(agent=done.agent, path=info.path, ok=True,

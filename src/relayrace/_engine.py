@@ -33,13 +33,14 @@ from ._loopstate import (
     Transfers,
     Views,
 )
-from ._modelcall import model_turn, turn_flags
+from ._modelcall import model_of, model_turn, turn_flags
 from ._state import (
     RunState,
     Toolset,
     toolset_of,
     unanswered_calls,
 )
+from ._structured import check_output
 from ._toolexec import Route, outcome_unknown, run_tools
 from ._turn import (
     RUN_AGAIN,
@@ -69,6 +70,7 @@ from .exceptions import (
 from .guardrails import Guardrail
 from .handoffs import Handoff, filter_messages
 from .messages import NOTE, Message, ToolCall
+from .output import OUTPUT_TOOL
 from .routing import Finish, TransferTo
 from .sessions.base import Session
 from .tracing import Span
@@ -494,8 +496,20 @@ class AgentLoop:
         """One turn of ``agent``: a model request (or the calls an earlier run left pending),
         every tool call answered, and what happens next."""
         message: Message | None = None
+        answer: str | None
         if pending:
             calls = pending
+            output = agent.output
+            if output is not None and any(c.name == OUTPUT_TOOL for c in calls):
+                # A final output logged before a crash, never answered: checked now.
+                answer, given = check_output(self, agent, output, model_of(self, agent),
+                                             Message("assistant", "", tuple(calls)))
+                if answer is not None:
+                    return TurnResult(None, Answer(answer))
+                if not given:
+                    await self.flush()
+                    return TurnResult(None, RUN_AGAIN)
+                calls = list(given)
         else:
             if self.control.turns >= self.control.max_turns:
                 raise MaxTurnsExceeded(self.control.max_turns)
@@ -516,12 +530,21 @@ class AgentLoop:
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
             message = await model_turn(self, agent, agent_span)
-            if not message.tool_calls:
+            answer = message.content
+            given = message.tool_calls
+            if agent.output is not None and self.control.blocked is None:
+                answer, given = check_output(self, agent, agent.output, model_of(self, agent),
+                                             message)
+                if answer is None and not given:  # the model was told what to fix
+                    await self.flush()
+                    return TurnResult(message, RUN_AGAIN)
+            if not given:
+                assert answer is not None
                 caller = self.caller() if agent.mode == "single_turn" else None
                 if caller is not None and not self.control.blocked:
                     return TurnResult(message, Yield(caller))
-                return TurnResult(message, Answer(message.content))
-            calls = list(message.tool_calls)
+                return TurnResult(message, Answer(answer))
+            calls = list(given)
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
         route = await run_tools(self, agent, calls, agent_span)

@@ -328,7 +328,7 @@ class Control:
     """How far the run has gone and how it ends."""
 
     __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "max_turns",
-                 "refuse_handoffs", "resuming", "turns")
+                 "output_failures", "refuse_handoffs", "resuming", "turns")
 
     def __init__(self, max_turns: int) -> None:
         self.turns = 0
@@ -347,6 +347,8 @@ class Control:
         """A guardrail's answer that ends the run."""
         self.finished = False
         """A tool returned Finish: the run ends, workflows included."""
+        self.output_failures = 0
+        """Structured outputs the model gave that failed validation."""
 
     def block(self, answer: str) -> None:
         """A guardrail blocked: the run ends with ``answer``."""

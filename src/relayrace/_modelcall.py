@@ -9,6 +9,7 @@ from ._builders import new_message_event, new_request
 from ._context import request_messages
 from ._guarding import GuardedStream, guard_finish, guard_text
 from ._state import Toolset
+from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition
 from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
@@ -79,10 +80,18 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         suffix = loop.place.suffix
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
     name = agent.name
+    spec = agent.output
+    partials: Partials | None = None
+    output = None
+    if spec is not None:
+        mode = mode_of(spec, model)
+        instructions, definitions, output = ask(spec, mode, instructions, definitions)
+        if state.emit is not None and mode != "tool":
+            partials = Partials(loop, agent, path, spec, mode)
     messages = loop.views.view
     if agent.compression is not None or agent.memory is not None:
         messages = await request_messages(loop, agent, instructions, definitions, parent)
-    request = new_request(instructions, messages, definitions, agent.model_settings, name)
+    request = new_request(instructions, messages, definitions, agent.model_settings, name, output)
     budget, local = state.budget, loop.place.local
     estimate = await budget.open_request(request, path, local)
     span = state.trace.start("model", model.name, parent, agent=name)
@@ -94,7 +103,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         else:
             if guarded:
                 shown = GuardedStream(loop, agent)
-            response = await _stream_model(loop, model, request, agent, path, shown)
+            response = await _stream_model(loop, model, request, agent, path, shown, partials)
     except BaseException as exc:
         budget.close_request(estimate, path, local, None)
         state.trace.end(span, exc)
@@ -143,7 +152,7 @@ def _emit_text(loop: AgentLoop, agent: Agent[Any], path: str, delta: str) -> Non
 
 async def _stream_model(
     loop: AgentLoop, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
-    shown: GuardedStream | None,
+    shown: GuardedStream | None, partials: Partials | None = None,
 ) -> ModelResponse:
     if shown is not None and not shown.live:
         # A guardrail that may block holds the answer whole: model_turn shows what passes.
@@ -156,6 +165,8 @@ async def _stream_model(
             delta = item if shown is None else shown.feed(item)
             if delta:
                 _emit_text(loop, agent, path, delta)
+                if partials is not None:
+                    partials.feed(delta)
         else:
             response = item
     if response is None:

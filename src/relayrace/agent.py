@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, overload
+
+from typing_extensions import TypeVar
 
 from ._templates import is_template, render_instructions
 from .compression import DEFAULT_MAX_RESULT_TOKENS, Compression
@@ -20,7 +22,8 @@ from .handoffs import (
 )
 from .memory import Memory
 from .models import infer_model
-from .models.interface import Model, ModelSettings
+from .models.interface import Model, ModelSettings, OutputMode
+from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -34,7 +37,11 @@ if TYPE_CHECKING:
     from .meta_tools import DelegationConfig, MetaToolName
     from .tools import RateLimit
 
-__all__ = ["Agent", "Instructions"]
+__all__ = ["Agent", "Instructions", "TOutput"]
+
+TOutput = TypeVar("TOutput", default=Any)
+"""What an agent's final answer is: its ``output_type``, ``str`` when it has none. (The default
+is ``Any``, so that ``Agent[Ctx]`` stands for any agent, whatever it answers with.)"""
 
 Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
 """A Jinja2 template rendered with the run's context variables, or a function returning text."""
@@ -46,8 +53,7 @@ _DEFAULT_POLICY = TransferPolicy()
 
 
 def _check_context(name: str, compression: object, memory: object) -> None:
-
-
+    """Refuse context options of the wrong kind, naming the agent."""
     if compression is not None and not isinstance(compression, Compression):
         raise UserError(f"Agent {name!r}: compression takes a Compression(max_tokens=...), not "
                         f"{type(compression).__name__}.")
@@ -56,7 +62,7 @@ def _check_context(name: str, compression: object, memory: object) -> None:
                         f"{type(memory).__name__}.")
 
 
-class Agent(Generic[TContext]):
+class Agent(Generic[TContext, TOutput]):
     """An agent: instructions, a model, tools, and the agents it may hand the conversation to.
 
     ``sub_agents`` (agents, or :func:`handoff` objects wrapping them) make a tree: an agent has
@@ -69,10 +75,77 @@ class Agent(Generic[TContext]):
     in what the model sees; ``compression`` keeps long conversations within a request budget;
     ``memory`` remembers the agent's conversations with a user across sessions (see
     ``docs/context.md``).
+
+    ``output_type`` (anything pydantic's ``TypeAdapter`` takes) makes the final answer a
+    validated value of that type, asked for in ``output_mode`` (by default, as the model
+    prefers); see ``relayrace.output``. ``Agent[Ctx, T]`` says so to a type checker, and
+    ``Runner.run`` returns a ``RunResult[T]``.
     """
 
     is_composite: ClassVar[bool] = False
     """Whether this agent is a workflow made of other agents (it calls no model itself)."""
+
+    @overload
+    def __init__(
+        self: Agent[TContext, str],
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
+        output_type: None = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[TContext, TOutput],
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
+        output_type: type[TOutput],
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -99,6 +172,9 @@ class Agent(Generic[TContext]):
         max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
         compression: Compression | None = None,
         memory: Memory | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -150,6 +226,20 @@ class Agent(Generic[TContext]):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UserError(f"Agent {name!r} has several tools named {sorted(dup)}.")
+        self.output_type: Any = output_type
+        """The type of the final answer (``None``: text)."""
+        self.output_mode: OutputMode | None = output_mode
+        """How the model is asked for it (``None``: as the model prefers)."""
+        self.output_retries = output_retries
+        """How many times the model may give an invalid output again."""
+        self.output: OutputSpec | None = None
+        """``output_type`` ready to ask for and validate; ``None`` for a text answer."""
+        if output_type is not None and output_type is not str:
+            self.output = OutputSpec(output_type, mode=output_mode, retries=output_retries,
+                                     agent=name)
+            if OUTPUT_TOOL in names:
+                raise UserError(f"Agent {name!r} has an output_type, which is given through "
+                                f"a tool named {OUTPUT_TOOL!r}; rename its own tool.")
         if mode == "task" and FINISH_TASK in names:
             raise UserError(f"Agent {name!r} works in task mode, which offers {FINISH_TASK!r} "
                             f"to return control; rename its own tool {FINISH_TASK!r}.")
@@ -213,6 +303,8 @@ class Agent(Generic[TContext]):
                         f"{h.agent.name!r} is a workflow, team or swarm and cannot be a handoff "
                         f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
                         "make it a step of a workflow.")
+        if self.handoffs:
+            _check_output_types(self)
         # The transfers of this agent and of each child placed here, checked (for clashing
         # tool names) before any link is made: a failed construction changes no child.
         own = resolve_handoffs(self, None)
@@ -251,7 +343,7 @@ class Agent(Generic[TContext]):
                 return agent
         return None
 
-    def clone(self, **changes: Any) -> Agent[TContext]:
+    def clone(self, **changes: Any) -> Agent[TContext, TOutput]:
         """A copy with ``changes`` applied; its sub-agents are cloned too, and it has no parent."""
         options: dict[str, Any] = {
             "instructions": self.instructions,
@@ -274,6 +366,9 @@ class Agent(Generic[TContext]):
             "max_result_tokens": self.max_result_tokens,
             "compression": self.compression,
             "memory": self.memory,
+            "output_type": self.output_type,
+            "output_mode": self.output_mode,
+            "output_retries": self.output_retries,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [
@@ -289,8 +384,9 @@ class Agent(Generic[TContext]):
                 for h in self.handoffs
             ]
         options.update(changes)
-        return Agent(changes.get("name", self.name), **{k: v for k, v in options.items()
-                                                         if k != "name"})
+        made: Agent[TContext, TOutput] = Agent(
+            changes.get("name", self.name), **{k: v for k, v in options.items() if k != "name"})
+        return made
 
     def as_tool(
         self,
@@ -357,3 +453,21 @@ class Agent(Generic[TContext]):
         if extra:
             variables.update(extra)
         return render_instructions(source, variables)
+
+
+def _check_output_types(agent: Agent[Any, Any]) -> None:
+    """Refuse a tree where the run's final answer could come from a chat agent that answers
+    with another type than ``agent``: ``Runner.run(agent)`` would then not return what
+    ``Agent[..., T]`` promises."""
+    for other in agent.walk():
+        if other is agent or other.mode != "chat" or other.output_type == agent.output_type:
+            continue
+        if agent.output is None and other.output is None:
+            continue  # no output_type, or str: both text
+        mine = "text" if agent.output is None else repr(agent.output_type)
+        theirs = "text" if other.output is None else repr(other.output_type)
+        raise UserError(
+            f"Agent {agent.name!r} answers with {mine}, but {other.name!r} in its tree answers "
+            f"with {theirs}; a handoff to it would end the run with an answer of another type. "
+            f"Give both the same output_type, or make {other.name!r} mode='task' (it returns "
+            "control to its caller).")

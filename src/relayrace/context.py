@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol
+
+from typing_extensions import TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ChildRunner", "RunContext", "TContext"]
 
-TContext = TypeVar("TContext")
+TContext = TypeVar("TContext", default=Any)
+"""The type of a run's context object (``Any`` where nothing says)."""
 
 
 class ChildRunner(Protocol):

@@ -92,7 +92,11 @@ class ChildResult:
     output: str = ""
     """Its final answer (empty if it failed)."""
     report: DelegationReport | None = None
-    """Its parsed report, when a report was asked for."""
+    """Its parsed report, when a report was asked for (never for a child with an
+    ``output_type``: its value is the result)."""
+    value: Any = None
+    """Its validated structured output, when it has an ``output_type`` (``output`` holds it
+    as JSON, which is what its parent's model receives)."""
     error: str | None = None
     """Why it failed."""
     session_id: str = ""

@@ -27,6 +27,7 @@ __all__ = [
     "HandoffEvent",
     "MemoryEvent",
     "MessageEvent",
+    "OutputEvent",
     "RunFinishedEvent",
     "RunStartedEvent",
     "TextDeltaEvent",
@@ -140,6 +141,9 @@ class DelegationEvent(AgentEvent):
     """Why the child failed, when it did."""
     usage: Usage | None = None
     """What the child run used, its own children included."""
+    output: Any = None
+    """The child's validated structured output, when it has an ``output_type``: the typed
+    value in the run that made it, its JSON data once loaded from a store."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -230,6 +234,18 @@ class TextDeltaEvent(AgentEvent):
     """The new text."""
 
 
+@dataclass(slots=True, kw_only=True)
+class OutputEvent(AgentEvent):
+    """A structured output in ``Runner.stream``, never stored: the object validated so far
+    while the model writes it (``partial``), then the final, complete one."""
+
+    kind: Literal["output"] = "output"
+    output: Any
+    """The value: an instance of the agent's ``output_type`` (partial: what is known yet)."""
+    partial: bool = True
+    """Whether the model is still writing it."""
+
+
 Event = Annotated[
     RunStartedEvent
     | MessageEvent
@@ -242,7 +258,8 @@ Event = Annotated[
     | RunFinishedEvent
     | ContextCompactedEvent
     | MemoryEvent
-    | TextDeltaEvent,
+    | TextDeltaEvent
+    | OutputEvent,
     Field(discriminator="kind"),
 ]
 """Any event of a session log or a stream."""

@@ -7,7 +7,8 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   └── ConfigError               a team definition (YAML, agent tree) is invalid
     │       └── CircularReferenceError    agents reference each other in a cycle
     ├── ModelBehaviorError            the model produced something the run cannot continue from
-    │   └── ModelRefused              the model declined to answer (a FallbackModel's failure)
+    │   ├── ModelRefused              the model declined to answer (a FallbackModel's failure)
+    │   └── OutputValidationError     no valid structured output after ``output_retries`` tries
     ├── ModelProviderError            the provider failed (HTTP error, timeout) after its retries
     │   ├── ModelTimeout              the request timed out or passed its deadline
     │   └── AllModelsFailed           every model of a FallbackModel failed; ``failures`` says how
@@ -43,6 +44,7 @@ __all__ = [
     "ModelProviderError",
     "ModelRefused",
     "ModelTimeout",
+    "OutputValidationError",
     "RelayraceError",
     "RunTimeout",
     "SessionConflictError",
@@ -98,6 +100,22 @@ class ModelRefused(ModelBehaviorError):
         self.refusal = refusal
         super().__init__(f"{model} declined to answer: {refusal!r}; rephrase the request or "
                          "ask another model.")
+
+
+class OutputValidationError(ModelBehaviorError):
+    """An agent's model gave no valid structured output within its ``output_retries``:
+    ``raw_output`` is what it gave last, ``errors`` what was wrong with it."""
+
+    def __init__(self, agent: str, expected: str, attempts: int, raw_output: str,
+                 errors: str) -> None:
+        self.agent = agent
+        self.raw_output = raw_output
+        self.errors = errors
+        shown = raw_output if len(raw_output) <= 300 else raw_output[:300] + "..."
+        super().__init__(
+            f"Agent {agent!r} gave no valid {expected} in {attempts} attempt(s); the last was "
+            f"{shown!r}: {errors}. Raise its output_retries, simplify the output type, or use "
+            "a model that follows schemas better (output_mode='native' or 'tool').")
 
 
 class ModelTimeout(ModelProviderError):

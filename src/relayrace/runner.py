@@ -5,32 +5,40 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
+
+from pydantic import ValidationError
+from typing_extensions import TypeVar
 
 from ._engine import AgentLoop
 from ._state import Decisions, RunState
-from .agent import Agent
+from .agent import Agent, TOutput
 from .approvals import Interrupted, PendingApproval, PendingRun
 from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
-from .exceptions import UserError
+from .exceptions import OutputValidationError, UserError
 from .messages import Message
 from .models import infer_model
 from .models.interface import Model
 from .reports import DelegationReport
 from .sessions import MemorySession, Session
 from .sessions.base import Lease, check_wait
+from .tools import describe_validation_error
 from .tracing import Trace
 from .usage import RunUsage, UsageLimits
 
 __all__ = ["RunResult", "RunStream", "Runner"]
 
 
+T = TypeVar("T", default=Any)
+
+
 @dataclass(slots=True, kw_only=True)
-class RunResult:
+class RunResult(Generic[T]):
     """What a run produced."""
 
-    final_output: str
-    """The last agent's final answer."""
+    final_output: T
+    """The last agent's final answer: its text, or the validated value of its
+    ``output_type`` (empty text, or ``None`` for a typed agent, while ``pending``)."""
     last_agent: Agent[Any]
     """The agent that gave it (after any handoffs)."""
     new_events: list[AgentEvent]
@@ -67,6 +75,21 @@ class RunResult:
         return [DelegationReport.from_dict(e.report) for e in self.delegations if e.report]
 
 
+def _final_output(last: Agent[Any], final: str, reason: str) -> Any:
+    """The final answer as ``last``'s ``output_type`` (the engine validated a model's answer;
+    a ``Finish`` tool or a guardrail may end the run with other text)."""
+    spec = last.output
+    if spec is None:
+        return final
+    try:
+        return spec.parse(final)
+    except ValidationError as exc:
+        why = f"ended ({reason}) with" if reason else "ended with"
+        raise OutputValidationError(
+            last.name, spec.name, 1, final,
+            f"the run {why} text that is not one: {describe_validation_error(exc)}") from None
+
+
 def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     found = agent.find_agent(start if isinstance(start, str) else start.name)
     if found is None or (isinstance(start, Agent) and found is not start):
@@ -81,7 +104,7 @@ class Runner:
     @classmethod
     async def run(
         cls,
-        agent: Agent[Any],
+        agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
         *,
         session: Session | None = None,
@@ -93,7 +116,7 @@ class Runner:
         usage_limits: UsageLimits | None = None,
         wait_for_session: float | None = None,
         user_id: str | None = None,
-    ) -> RunResult:
+    ) -> RunResult[TOutput]:
         """Run ``agent``'s team on ``input`` and return the result.
 
         On a session that already has a conversation, the run continues with the agent that
@@ -131,7 +154,7 @@ class Runner:
         given_for: Sequence[PendingApproval] | None = None,
         wait_for_session: float | None = None,
         user_id: str | None = None,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
             raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
@@ -175,10 +198,12 @@ class Runner:
                                  options={"context": context, "max_turns": max_turns,
                                           "max_handoffs": max_handoffs, "model": model,
                                           "usage_limits": usage_limits, "user_id": user_id})
-            return RunResult(final_output="", last_agent=agent, new_events=loop.log.new_events,
+            return RunResult(final_output="" if agent.output is None else None,
+                             last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason="awaiting approval")
-        return RunResult(final_output=final, last_agent=last, new_events=loop.log.new_events,
+        return RunResult(final_output=_final_output(last, final, reason), last_agent=last,
+                         new_events=loop.log.new_events,
                          usage=state.budget.usage, trace_id=state.trace.trace_id, session=session,
                          reason=reason)
 
@@ -194,7 +219,7 @@ class Runner:
         model: Model | str | None = None,
         usage_limits: UsageLimits | None = None,
         wait_for_session: float | None = None,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Continue a run that stopped for approvals.
 
         ``approvals`` maps call ids to True (run the call) or False (tell the model it was
@@ -223,24 +248,26 @@ class Runner:
     @classmethod
     def run_sync(
         cls,
-        agent: Agent[Any],
+        agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
         **options: Any,
-    ) -> RunResult:
+    ) -> RunResult[TOutput]:
         """``Runner.run`` for code without an event loop (takes the same options)."""
         return asyncio.run(cls.run(agent, input, **options))
 
     @classmethod
     def stream(
         cls,
-        agent: Agent[Any],
+        agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
         **options: Any,
-    ) -> RunStream:
+    ) -> RunStream[TOutput]:
         """Run like ``Runner.run``, yielding events (text deltas included) as they happen.
 
         Iterate with ``async for``; afterwards ``stream.result`` holds the ``RunResult``.
-        Delegated children's events come too, tagged with their agent ``path``.
+        Delegated children's events come too, tagged with their agent ``path``. An agent
+        with an ``output_type`` streams ``OutputEvent``s: the value validated so far, then the
+        final one.
         """
         return RunStream(cls, agent, input, options)
 
@@ -249,11 +276,11 @@ _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_age
                    "usage_limits", "approvals", "wait_for_session", "user_id")
 
 
-class RunStream:
+class RunStream(Generic[T]):
     """The events of a running run; ``result`` is set once iteration ends."""
 
     def __init__(
-        self, runner: type[Runner], agent: Agent[Any], input: Any, options: dict[str, Any]
+        self, runner: type[Runner], agent: Agent[Any, T], input: Any, options: dict[str, Any]
     ) -> None:
         unknown = set(options) - set(_STREAM_OPTIONS)
         if unknown:
@@ -263,7 +290,7 @@ class RunStream:
         self._agent = agent
         self._input = input
         self._options = options
-        self.result: RunResult | None = None
+        self.result: RunResult[T] | None = None
         """The run's result, once the stream is exhausted."""
 
     async def __aiter__(self) -> AsyncIterator[AgentEvent]:

@@ -14,18 +14,22 @@ from dataclasses import dataclass
 from types import CoroutineType
 from typing import Any, TypeAlias
 
+from pydantic_core import to_jsonable_python
+
 from .messages import Message, ToolCall
-from .models.interface import Model, ModelRequest, ModelResponse
+from .models.interface import Model, ModelRequest, ModelResponse, OutputMode, OutputSchema
 from .usage import Usage
 
 __all__ = [
     "FunctionModel",
+    "OutputPart",
     "RecordedRequest",
     "ScriptExhausted",
     "ScriptedModel",
     "TextPart",
     "ToolCallPart",
     "Turn",
+    "final_output",
     "text",
     "tool_call",
 ]
@@ -51,13 +55,24 @@ class ToolCallPart:
     """A fixed call id; by default ``call_<n>`` in call order."""
 
 
-Part: TypeAlias = TextPart | ToolCallPart
-Turn: TypeAlias = str | Part | Sequence[str | Part] | Message | BaseException
-"""One model answer: text (a string, or ``text(...)``), a tool call, several parts (one
-message), a whole message, or an exception to raise."""
+@dataclass(slots=True, frozen=True)
+class OutputPart:
+    """A scripted structured output, given the way the request asks for it."""
 
-_TURNS = ("text (a string or text(...)), tool_call(...), a list of these, a Message, or an "
-          "exception to raise")
+    value: Any
+    """The value (a model instance, a dict, a list, ...), or raw JSON text when ``raw``."""
+    raw: bool = False
+    """Whether ``value`` is the exact text (or arguments) to send, e.g. malformed JSON."""
+
+
+Part: TypeAlias = TextPart | ToolCallPart | OutputPart
+Turn: TypeAlias = str | Part | Sequence[str | Part] | Message | BaseException
+"""One model answer: text (a string, or ``text(...)``), a tool call, a structured output
+(``final_output(...)``), several parts (one message), a whole message, or an exception to
+raise."""
+
+_TURNS = ("text (a string or text(...)), tool_call(...), final_output(...), a list of these, "
+          "a Message, or an exception to raise")
 
 
 def text(content: str) -> TextPart:
@@ -74,6 +89,31 @@ def tool_call(
     """
     raw = args if isinstance(args, str) else json.dumps(args) if args else "{}"
     return ToolCallPart(name, raw, id)
+
+
+def final_output(value: Any, *, raw: bool = False) -> OutputPart:
+    """A turn where the model gives its structured output ``value``, as the request asks for
+    it: a call of the final-output tool (``"tool"`` mode) or JSON text (``"native"``,
+    ``"prompted"``), wrapped as the request's schema wants. With ``raw=True`` ``value`` is the
+    text or the tool arguments sent as they are, to script invalid output."""
+    return OutputPart(value, raw)
+
+
+def _output_part(part: OutputPart, request: ModelRequest, model: str) -> ToolCallPart | TextPart:
+    """``part`` as the tool call or text that ``request``'s output mode expects."""
+    output = request.output
+    if output is None:
+        raise TypeError(f"{model}: final_output(...) was scripted for a request of agent "
+                        f"{request.agent!r} that asks for no structured output (the agent has "
+                        "no output_type).")
+    if part.raw:
+        raw = str(part.value)
+    else:
+        data = to_jsonable_python(part.value)
+        raw = json.dumps({output.wrapper: data} if output.wrapper else data)
+    if output.mode == "tool":
+        return ToolCallPart(output.tool_name, raw)
+    return TextPart(raw)
 
 
 class ScriptExhausted(AssertionError):
@@ -105,6 +145,11 @@ class RecordedRequest:
         return [t.name for t in self._request.tools]
 
     @property
+    def output(self) -> OutputSchema | None:
+        """The structured output asked for (schema and mode), if any."""
+        return self._request.output
+
+    @property
     def messages(self) -> list[Message]:
         """The conversation as the agent saw it at that request."""
         # The engine's message lists only grow, so a prefix is the exact snapshot.
@@ -118,8 +163,9 @@ class RecordedRequest:
 class _TestModelBase(Model):
     """Request recording, token counting and turn conversion shared by the test models."""
 
-    def __init__(self, name: str, record: bool) -> None:
+    def __init__(self, name: str, record: bool, output_mode: OutputMode) -> None:
         self.name = name
+        self.output_mode = output_mode
         self.record = record
         """Whether every request is kept in ``requests``."""
         self.requests: list[RecordedRequest] = []
@@ -149,9 +195,13 @@ class _TestModelBase(Model):
         self._count_last = msgs[n - 1] if n else None
         return chars + len(request.instructions)
 
-    def _response(self, turn: Turn, input_chars: int, agent: str) -> ModelResponse:
+    def _response(self, turn: Turn, request: ModelRequest, input_chars: int) -> ModelResponse:
+        agent = request.agent
         kind = type(turn)
         out_chars = 0
+        if kind is OutputPart:
+            turn = _output_part(turn, request, self.name)  # type: ignore[arg-type]
+            kind = type(turn)
         if kind is ToolCallPart:  # the common cases first: this double runs in benchmarks
             part: ToolCallPart = turn  # type: ignore[assignment]
             self._calls += 1
@@ -171,6 +221,8 @@ class _TestModelBase(Model):
             texts: list[str] = []
             calls: list[ToolCall] = []
             for p in (turn,) if isinstance(turn, str) else turn:
+                if isinstance(p, OutputPart):
+                    p = _output_part(p, request, self.name)
                 if isinstance(p, str):
                     texts.append(p)
                 elif isinstance(p, TextPart):
@@ -198,13 +250,14 @@ class ScriptedModel(_TestModelBase):
     room, parallel branches) need no care about the order they call in. ``requests`` records
     every request (what each agent saw and which tools it was offered) unless ``record`` is
     off, for load runs where the list would only grow; ``assert_complete()`` fails if turns
-    are left over.
+    are left over. ``output_mode`` is how it takes structured output when an agent does not
+    say (``"native"`` plays an OpenAI-compatible server, ``"tool"`` Anthropic).
     """
 
     def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted",
                  by_agent: Mapping[str, Sequence[Turn]] | None = None,
-                 record: bool = True) -> None:
-        super().__init__(name, record)
+                 record: bool = True, output_mode: OutputMode = "tool") -> None:
+        super().__init__(name, record, output_mode)
         self.turns: list[Turn] = list(turns)
         self._next = 0
         self.by_agent: dict[str, list[Turn]] = {a: list(t) for a, t in (by_agent or {}).items()}
@@ -243,7 +296,7 @@ class ScriptedModel(_TestModelBase):
                 raise ScriptExhausted(f"ScriptedModel ran out of turns for agent "
                                       f"{request.agent!r} after {len(own)} request(s).")
             self._agent_next[request.agent] = n + 1
-            return self._response(own[n], chars, request.agent)
+            return self._response(own[n], request, chars)
         if self._next >= len(self.turns):
             raise ScriptExhausted(
                 f"ScriptedModel ran out of turns: request {self._next + 1} from agent "
@@ -251,7 +304,7 @@ class ScriptedModel(_TestModelBase):
             )
         turn = self.turns[self._next]
         self._next += 1
-        return self._response(turn, chars, request.agent)
+        return self._response(turn, request, chars)
 
     async def stream(self, request: ModelRequest) -> Any:
         response = await self.request(request)
@@ -269,12 +322,13 @@ FunctionModelFn: TypeAlias = Callable[[ModelRequest], "Turn | Awaitable[Turn]"]
 class FunctionModel(_TestModelBase):
     """A model played by ``fn(request)``, which returns a turn (sync or async).
 
-    ``requests`` records every request unless ``record`` is off (for long load runs).
+    ``requests`` records every request unless ``record`` is off (for long load runs);
+    ``output_mode`` is as for `ScriptedModel`.
     """
 
     def __init__(self, fn: FunctionModelFn, *, name: str = "function", delay: float = 0.0,
-                 record: bool = True) -> None:
-        super().__init__(name, record)
+                 record: bool = True, output_mode: OutputMode = "tool") -> None:
+        super().__init__(name, record, output_mode)
         self.fn = fn
         self.delay = delay
         """Seconds to sleep per request, to stand in for a model's latency."""
@@ -288,4 +342,4 @@ class FunctionModel(_TestModelBase):
         if isinstance(result, CoroutineType) or (type(result) is not str
                                                  and inspect.isawaitable(result)):
             result = await result
-        return self._response(result, chars, request.agent)
+        return self._response(result, request, chars)

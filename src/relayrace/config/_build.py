@@ -20,6 +20,7 @@ from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
 from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
+from ..output import json_schema_type
 from ..patterns import swarm
 from ..routing import TerminateTarget
 from ..team import Team
@@ -294,6 +295,8 @@ class Builder:
                 timeout=orchestration.timeout_seconds,
                 max_result_tokens=spec.max_result_tokens,
                 **self._context(doc, spec),
+                output_type=self._output_type(doc, spec.output_schema),
+                output_mode=spec.output_mode, output_retries=spec.output_retries,
             )
         if not is_swarm:
             return agent
@@ -322,6 +325,19 @@ class Builder:
                     strategy=m.strategy, max_turns=m.max_turns, store=m.store,
                     summary_model=self._model(doc, m.summary_model) if m.summary_model else None)
         return options
+
+    @staticmethod
+    def _output_type(doc: ParsedDocument, schema: dict[str, Any] | str | None) -> Any:
+        """``spec.output_schema`` as an ``output_type``: an imported type, or a JSON Schema."""
+        if schema is None:
+            return None
+        with located(doc, ("spec", "output_schema")):
+            if isinstance(schema, str):
+                if ":" not in schema:
+                    raise ConfigError(f"output_schema {schema!r} is neither a JSON Schema nor "
+                                      "an import path of the form package.module:Name")
+                return _import(doc, schema)
+            return json_schema_type(schema)
 
     @staticmethod
     def _python_tool_at(doc: ParsedDocument, i: int, spec: PythonToolSpec) -> Tool:

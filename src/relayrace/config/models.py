@@ -360,7 +360,14 @@ class AgentSpec(_Strict):
         "Offer the read_result tool, which reads cut, cleared and archived context back."))
     permissions: Any = astromesh_only("Astromesh action permissions.")
     chain: Any = astromesh_only("Astromesh agent chaining.")
-    output_schema: Any = astromesh_only("Astromesh structured output.")
+    output_schema: dict[str, Any] | str | None = Field(default=None, description=(
+        "The final answer's structure: a JSON Schema (the answer is checked against it and "
+        "comes back as JSON data), or the import path of a type (package.module:Name, e.g. a "
+        "pydantic model), which becomes the agent's output_type."))
+    output_mode: Literal["native", "tool", "prompted"] | None = Field(default=None, description=(
+        "How the model is asked for output_schema (default: as its provider prefers)."))
+    output_retries: int = Field(default=2, ge=0, description=(
+        "How many times the model may give an invalid output again."))
     program: Any = astromesh_only("Astromesh glyph program.")
 
 

@@ -12,6 +12,8 @@ from .interface import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputMode,
+    OutputSchema,
     ToolDefinition,
 )
 
@@ -25,6 +27,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputMode",
+    "OutputSchema",
     "ToolDefinition",
     "infer_model",
 ]

@@ -213,6 +213,14 @@ class AnthropicModel(Model):
                 for t in request.tools
             ]
             params["tools"] = tools
+        output = request.output
+        if output is not None and output.mode == "native":
+            raise UserError(f"{self.name}: Anthropic models take structured output through a "
+                            "forced tool; use output_mode='tool' (the default here) or "
+                            "'prompted'.")
+        if output is not None and output.mode == "tool":
+            # Some tool must be called: the final-output tool, or one the model needs first.
+            params["tool_choice"] = {"type": "any"}
         sampling = {
             k: v
             for k, v in (("temperature", settings.temperature), ("top_p", settings.top_p))

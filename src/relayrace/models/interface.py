@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from ..messages import Message
 from ..usage import Usage
@@ -16,6 +16,8 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputMode",
+    "OutputSchema",
     "ToolDefinition",
 ]
 
@@ -34,6 +36,33 @@ class ToolDefinition:
     """What it does and when to use it."""
     parameters: dict[str, Any]
     """A JSON Schema object for its arguments."""
+
+
+OutputMode = Literal["native", "tool", "prompted"]
+"""How a model is asked for structured output (see ``relayrace.output``)."""
+
+
+@dataclass(slots=True, kw_only=True, frozen=True)
+class OutputSchema:
+    """The structured final answer a request asks for, in a provider-neutral form.
+
+    ``"native"``: the adapter constrains the answer's text to ``schema`` its provider's way.
+    ``"tool"``: ``tools`` include ``tool_name`` with ``schema`` as its parameters, and the
+    adapter makes the model call a tool (this one, or another it needs first).
+    ``"prompted"``: the instructions carry the schema; nothing more is sent.
+    """
+
+    name: str
+    """The schema's name (letters, digits, ``_`` and ``-``)."""
+    schema: dict[str, Any]
+    """A JSON Schema object for the answer."""
+    mode: OutputMode
+    """How the answer is asked for."""
+    tool_name: str
+    """The final-output tool's name (``"tool"`` mode)."""
+    wrapper: str | None = None
+    """The one property the value travels in, when it is not itself an object (providers
+    want an object at the top): ``{"response": [1, 2]}`` for a ``list[int]``."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -90,6 +119,8 @@ class ModelRequest:
     """Per-agent settings, if any."""
     agent: str = ""
     """The name of the agent asking; for traces and test doubles, never sent to a provider."""
+    output: OutputSchema | None = None
+    """The structured final answer asked for, if any."""
 
 
 @dataclass(slots=True)
@@ -113,6 +144,9 @@ class Model(ABC):
 
     name: str = "model"
     """The model's name, shown in traces and usage."""
+    output_mode: OutputMode = "tool"
+    """How this model is asked for structured output when the agent does not say (set it on
+    an instance to change it for that model)."""
 
     @abstractmethod
     async def request(self, request: ModelRequest) -> ModelResponse:

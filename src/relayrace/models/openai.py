@@ -33,7 +33,15 @@ from ._common import (
     tries_text,
 )
 from ._strict import drop_added_nulls, strict_schema
-from .interface import Model, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
+from .interface import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OutputMode,
+    OutputSchema,
+    ToolDefinition,
+)
 
 try:
     import openai
@@ -46,6 +54,7 @@ try:
         completion_create_params,
     )
     from openai.types.completion_usage import CompletionUsage
+    from openai.types.shared_params import ResponseFormatJSONSchema
 except ImportError as _e:  # pragma: no cover - depends on the installed extras
     raise UserError(
         "The OpenAI adapter needs the 'openai' package: pip install 'relayrace[openai]'"
@@ -86,6 +95,8 @@ class OpenAIChatModel(Model):
     as the message's text; when streaming it is not passed on as text deltas but comes whole
     with the response, so a ``FallbackModel`` can still move on from it.
     """
+
+    output_mode: OutputMode = "native"
 
     def __init__(
         self,
@@ -153,7 +164,7 @@ class OpenAIChatModel(Model):
                     timeout=_or_not_given(settings.timeout),
                     extra_body=settings.extra or None,
                 )
-            return self._parse(completion, settings, request.tools)
+            return self._parse(completion, settings, request.tools, request.output)
 
         with self._mapped_errors(client, settings):
             return await retrying(attempt, client.max_retries)
@@ -171,7 +182,7 @@ class OpenAIChatModel(Model):
         when = deadline_at(settings)
         with self._mapped_errors(client, settings):
             for retry in range(client.max_retries + 1):
-                state = _StreamState(self.model, settings, request.tools)
+                state = _StreamState(self.model, settings, request.tools, request.output)
                 try:
                     async with asyncio.timeout_at(when):
                         chunks = await client.chat.completions.create(
@@ -208,6 +219,12 @@ class OpenAIChatModel(Model):
             params["tools"] = tools
             if settings.parallel_tool_calls is not None:
                 params["parallel_tool_calls"] = settings.parallel_tool_calls
+        output = request.output
+        if output is not None:
+            if output.mode == "native":
+                params["response_format"] = _response_format(output)
+            elif output.mode == "tool":  # the final-output tool is in ``tools``
+                params["tool_choice"] = "required"
         if settings.temperature is not None:
             params["temperature"] = settings.temperature
         if settings.top_p is not None:
@@ -217,19 +234,21 @@ class OpenAIChatModel(Model):
         return params, settings
 
     def _parse(
-        self, completion: ChatCompletion, settings: ModelSettings, tools: Sequence[ToolDefinition]
+        self, completion: ChatCompletion, settings: ModelSettings,
+        tools: Sequence[ToolDefinition], output: OutputSchema | None = None,
     ) -> ModelResponse:
         # A body that is not a completion (an HTML page, a proxy's JSON) comes back as is, or
         # as a completion without choices: the SDK does not validate what it reads.
         if not isinstance(completion, ChatCompletion) or not isinstance(completion.choices, list):
             raise BadResponse(f"not a chat completion: {str(completion)[:200]!r}")
         try:
-            return self._parse_completion(completion, settings, tools)
+            return self._parse_completion(completion, settings, tools, output)
         except (AttributeError, TypeError) as e:  # JSON of another shape, read unvalidated
             raise BadResponse(f"not a chat completion ({e})") from e
 
     def _parse_completion(
-        self, completion: ChatCompletion, settings: ModelSettings, tools: Sequence[ToolDefinition]
+        self, completion: ChatCompletion, settings: ModelSettings,
+        tools: Sequence[ToolDefinition], output: OutputSchema | None,
     ) -> ModelResponse:
         usage = _usage(completion.usage) if completion.usage is not None else Usage(requests=1)
         model_name = completion.model or self.model
@@ -259,7 +278,7 @@ class OpenAIChatModel(Model):
                 )
             )
         refusal = msg.refusal or None
-        content = msg.content or refusal or ""
+        content = _own_content(msg.content, output) or refusal or ""
         message = Message.assistant(content, tuple(tool_calls))
         return ModelResponse(message=message, usage=usage, model=model_name, refusal=refusal)
 
@@ -331,11 +350,13 @@ class _StreamState:
     """Assembles a streamed reply: text, tool calls by ``index``, and usage."""
 
     def __init__(
-        self, model: str, settings: ModelSettings, tools: Sequence[ToolDefinition]
+        self, model: str, settings: ModelSettings, tools: Sequence[ToolDefinition],
+        output: OutputSchema | None,
     ) -> None:
         self.model = model
         self.settings = settings
         self.tools = tools
+        self.output = output
         self.usage = Usage(requests=1)
         self.text: list[str] = []
         self.refusal: list[str] = []
@@ -383,7 +404,8 @@ class _StreamState:
             for _, c in sorted(self.calls.items())
         )
         refusal = "".join(self.refusal) or None
-        message = Message.assistant("".join(self.text) or refusal or "", calls)
+        text = _own_content("".join(self.text), self.output)
+        message = Message.assistant(text or refusal or "", calls)
         return ModelResponse(message=message, usage=self.usage, model=self.model,
                              refusal=refusal)
 
@@ -444,6 +466,20 @@ def _tool_param(tool: ToolDefinition, *, strict: bool) -> ChatCompletionToolPara
         param["function"]["parameters"] = schema
         param["function"]["strict"] = True
     return param
+
+
+def _response_format(output: OutputSchema) -> ResponseFormatJSONSchema:
+    """``response_format`` for a native structured output: strict when the schema allows."""
+    schema = strict_schema(output.schema)
+    return {"type": "json_schema", "json_schema": {
+        "name": output.name, "schema": schema or output.schema, "strict": schema is not None}}
+
+
+def _own_content(content: str | None, output: OutputSchema | None) -> str | None:
+    """A native structured answer without the nulls strict mode added for optional fields."""
+    if not content or output is None or output.mode != "native":
+        return content
+    return drop_added_nulls(content, output.schema)
 
 
 def _own_arguments(
