@@ -15,6 +15,7 @@ from .events import (
     GuardrailTriggeredEvent,
     HandoffEvent,
     MessageEvent,
+    QuestionAskedEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextDeltaEvent,
@@ -23,6 +24,7 @@ from .events import (
 )
 from .exceptions import (
     AllModelsFailed,
+    AnswerError,
     CircularReferenceError,
     ConfigError,
     GuardrailTripwireTriggered,
@@ -53,14 +55,16 @@ from .models import (
     ModelSettings,
     infer_model,
 )
+from .permissions import Permissions
 from .runner import Runner, RunResult, RunStream
-from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
+from .tools import FunctionTool, RateLimit, Tool, ToolRetry, ask_user, tool
 from .usage import RunUsage, Usage, UsageLimits
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "AllModelsFailed",
+    "AnswerError",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
     "ConfigError",
@@ -85,6 +89,8 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelTimeout",
+    "Permissions",
+    "QuestionAskedEvent",
     "RateLimit",
     "RelayraceError",
     "RunContext",
@@ -110,6 +116,7 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "UserError",
+    "ask_user",
     "handoff",
     "infer_model",
     "keep_last",

@@ -19,6 +19,7 @@ from .handoffs import (
 )
 from .models import infer_model
 from .models.interface import Model, ModelSettings
+from .permissions import Permissions
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Agent(Generic[TContext]):
     ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
     ``max_turns`` is the run's turn limit when the run starts with this agent (unless the run
     sets one), and the most model turns this agent may take in a run when a handoff brings
-    it in.
+    it in. ``permissions`` limits which of its tools it may call.
     """
 
     is_composite: ClassVar[bool] = False
@@ -78,6 +79,7 @@ class Agent(Generic[TContext]):
         pattern: Pattern = "react",
         max_handoffs: int | None = None,
         timeout: float | None = None,
+        permissions: Permissions | None = None,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -119,6 +121,9 @@ class Agent(Generic[TContext]):
             raise UserError(f"Agent {name!r}: timeout must be positive, got {timeout}.")
         if max_handoffs is not None and max_handoffs < 0:
             raise UserError(f"Agent {name!r}: max_handoffs must be >= 0, got {max_handoffs}.")
+        if permissions is not None and not isinstance(permissions, Permissions):
+            raise UserError(f"Agent {name!r}: permissions takes Permissions(allow=[...], "
+                            f"deny=[...]), not {type(permissions).__name__}.")
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -139,6 +144,8 @@ class Agent(Generic[TContext]):
         self.pattern: Pattern = pattern
         self.max_handoffs = max_handoffs
         self.timeout = timeout
+        self.permissions = permissions
+        """Which of its tools it may call (see ``relayrace.Permissions``); ``None``: all."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
@@ -237,6 +244,7 @@ class Agent(Generic[TContext]):
             "pattern": self.pattern,
             "max_handoffs": self.max_handoffs,
             "timeout": self.timeout,
+            "permissions": self.permissions,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [

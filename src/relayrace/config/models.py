@@ -32,6 +32,7 @@ __all__ = [
     "ModelParameters",
     "ModelSpec",
     "OrchestrationSpec",
+    "PermissionsSpec",
     "PrimaryModelSpec",
     "PromptsSpec",
     "PythonToolSpec",
@@ -215,8 +216,10 @@ class AgentToolSpec(_Strict):
         "Pass a bounded part of the caller's conversation to the child."))
     requires_approval: bool = Field(default=False,
                                     description="Pause for a human decision before each call.")
+    confirm: bool = Field(default=False, description=(
+        "Astromesh's confirmation gate: the same as requires_approval. Only a person's "
+        "decision (Runner.resume, relayrace resume) confirms; no model, parent or child can."))
     max_result_tokens: Any = astromesh_only("Astromesh result truncation.")
-    confirm: Any = astromesh_only("Astromesh confirmation gate; use requires_approval.")
 
 
 class PythonToolSpec(_Strict):
@@ -233,6 +236,9 @@ class PythonToolSpec(_Strict):
         "Never run concurrently with other calls of the same turn."))
     requires_approval: bool | None = Field(default=None, description=(
         "Pause for a human decision before each call."))
+    confirm: bool | None = Field(default=None, description=(
+        "Astromesh's confirmation gate: the same as requires_approval. Only a person's "
+        "decision confirms; no model, parent or child can."))
     rate_limit: RateLimitSpec | None = Field(default=None,
                                              description="Calls allowed per time window.")
 
@@ -268,6 +274,19 @@ class TransferPolicySpec(_Strict):
     to_peers: bool = Field(default=False, description="Allow transfers to sibling agents.")
 
 
+_Pattern = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+class PermissionsSpec(_Strict):
+    """Which of its tools an agent may call (relayrace.Permissions): fnmatch patterns of tool
+    names, such as 'read_*'. A denied tool is not offered, and a call to it is refused."""
+
+    allowed_actions: list[_Pattern] | None = Field(default=None, description=(
+        "If given, only tools matching one of these patterns."))
+    denied_actions: list[_Pattern] = Field(default_factory=list, description=(
+        "Never tools matching one of these patterns (they win over allowed_actions)."))
+
+
 class AgentSpec(_Strict):
     """An agent."""
 
@@ -293,7 +312,8 @@ class AgentSpec(_Strict):
     meta_tools: list[Literal["delegate", "parallel", "pipeline", "debate"]] | None = Field(
         default=None, description="Meta-tools offered (default: all, when specialists are set).")
     memory: Any = astromesh_only("Astromesh memory backends.")
-    permissions: Any = astromesh_only("Astromesh action permissions.")
+    permissions: PermissionsSpec | None = Field(default=None, description=(
+        "Which of its tools the agent may call."))
     chain: Any = astromesh_only("Astromesh agent chaining.")
     output_schema: Any = astromesh_only("Astromesh structured output.")
     program: Any = astromesh_only("Astromesh glyph program.")
