@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from relayrace import __version__
+from relayrace import __version__, cli
 from relayrace.cli import EXIT_APPROVAL, app
 from relayrace.cli._render import EventPrinter
 from relayrace.cli._target import resolve_target
@@ -214,6 +214,41 @@ def test_a_run_waiting_for_approval_exits_3_as_help_says(db: Path) -> None:
     for command in ("run", "resume"):
         assert "3 the run stopped for approval" in " ".join(
             invoke(command, "--help").stdout.split())
+
+
+def test_a_question_stops_the_run_and_resume_answers_it(db: Path) -> None:
+    target = f"{TEAM}:planner"
+    stopped = invoke("run", target, "plan", "--db", db, "--session", "q1")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert "waiting for an answer" in stopped.stdout
+    [line] = [ln for ln in stopped.stdout.splitlines() if "[question q_" in ln and "asks" in ln]
+    assert "planner asks: Which invoice? (one of: INV-7, INV-8)" in line
+    qid = line.rsplit("[question ", 1)[1].rstrip("]")
+    assert f"--answer {qid}=TEXT" in stopped.stdout
+
+    missing = invoke("resume", target, "--session", "q1", "--db", db)
+    assert missing.exit_code == 1 and qid in missing.stderr  # never answered: named
+    wrong = invoke("resume", target, "--session", "q1", "--answer", f"{qid}=INV-9", "--db", db)
+    assert wrong.exit_code == 1 and "'INV-7', 'INV-8'" in wrong.stderr
+    unknown = invoke("resume", target, "--session", "q1", "--answer", "q_nope=x", "--db", db)
+    assert unknown.exit_code == 1 and "q_nope" in unknown.stderr
+    malformed = invoke("resume", target, "--session", "q1", "--answer", "no-equals", "--db", db)
+    assert malformed.exit_code == 2 and "ID=TEXT" in malformed.output
+
+    done = invoke("resume", target, "--session", "q1", "--answer", f"{qid}=INV-8", "--db", db)
+    assert done.exit_code == 0, done.output
+    assert "You picked INV-8." in done.stdout
+
+
+def test_on_a_terminal_run_asks_the_question_and_goes_on(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    result = runner.invoke(app, ["run", f"{TEAM}:planner", "plan", "--db", str(db)],
+                           input="INV-9\nINV-7\n")  # a choice not offered is asked again
+    assert result.exit_code == 0, result.output
+    assert "planner asks: Which invoice?" in result.stdout
+    assert "You picked INV-7." in result.stdout
+    assert "answered by" in result.stdout
 
 
 def test_an_approval_given_in_one_process_is_not_replayed_on_the_next_call(db: Path) -> None:

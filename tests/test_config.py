@@ -14,6 +14,7 @@ from relayrace import (
     CircularReferenceError,
     ConfigError,
     FunctionTool,
+    Permissions,
     RateLimit,
     Runner,
     UserError,
@@ -523,7 +524,7 @@ def test_astromesh_keys_are_warnings() -> None:
         "metadata.namespace", "spec.model.fallback", "spec.model.routing",
         "spec.prompts.templates", "spec.orchestration.pattern", "spec.tools[0]",
         "spec.tools[1]", "spec.memory.conversational.backend", "spec.guardrails.output[0]",
-        "spec.guardrails.output[1]", "spec.permissions", "spec.chain",
+        "spec.guardrails.output[1]", "spec.chain",
     }
     file = str(FIXTURES / "astromesh" / "sales.agent.yaml")
     assert all(w.file == file and "ignored" in w.message for w in loaded.warnings)
@@ -537,6 +538,7 @@ def test_astromesh_keys_are_warnings() -> None:
     assert agent.pattern == "react" and agent.tools == ()
     assert [type(g) for g in agent.input_guardrails] == [PIIGuardrail]
     assert agent.output_guardrails == ()
+    assert agent.permissions == Permissions(allow=["lookup_company"])
     assert isinstance(agent.model, OpenAIChatModel)  # openai_compat with an endpoint
 
 
@@ -647,7 +649,7 @@ def test_cli_validate(tmp_path: Path) -> None:
     assert "12 documents" in report and "Entry points:" in report and "No warnings." in report
     assert "swarm of desk, writer, critic" in report
     ok, report = config_cli.validate(FIXTURES / "astromesh")
-    assert ok and "12 warnings:" in report and "spec.memory" in report
+    assert ok and "11 warnings:" in report and "spec.memory" in report
     write(tmp_path, {"a.yaml": agent_doc("a", "  toolz: []\n")})
     ok, report = config_cli.validate(tmp_path)
     assert not ok and "unknown key 'spec.toolz'; did you mean 'tools'?" in report

@@ -160,6 +160,45 @@ async def test_an_approved_call_cut_short_is_put_to_the_person_again(tmp_path: P
     assert results(await session.get_events())["charge"].startswith("Rejected")
 
 
+async def test_an_answered_question_cut_short_is_not_answered_again(tmp_path: Path,
+                                                                   ledger: Path) -> None:
+    db = tmp_path / "s.db"
+    crash(db, "question", crash_in="pay")  # asked, answered "visa", paid, then the process died
+    session = SQLiteSession("s", db)
+    team = crash_team.team("question")
+    stale = await PendingRun.from_session(session, entry=team)
+    assert stale is not None  # the question of the first stop, answered before the crash
+    [q] = stale.questions
+    done = await Runner.resume(stale, answers={q.id: "visa"}, wait_for_session=WAIT)
+    assert names(ledger) == ["pay"]  # that answer was used: the call does not run again
+    assert done.final_output == "all done"
+    assert results(await session.get_events())["pay"].startswith("Outcome unknown")
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_a_question_on_disk_is_answered_from_another_process(tmp_path: Path,
+                                                                   ledger: Path) -> None:
+    db = tmp_path / "s.db"
+    first = await Runner.run(crash_team.team("question"), "go", session=SQLiteSession("s", db))
+    assert first.pending is not None and not ledger.exists()  # nothing paid yet
+    # The asking process is gone: a new one finds the question on disk and answers it.
+    done = subprocess.run([sys.executable, "-c", (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[2]); import crash_team\n"
+        "from relayrace import Runner\nfrom relayrace.approvals import PendingRun\n"
+        "from relayrace.sessions import SQLiteSession\n"
+        "async def go():\n"
+        "    p = await PendingRun.from_session(SQLiteSession('s', sys.argv[1]),\n"
+        "                                      entry=crash_team.team('question'))\n"
+        "    r = await Runner.resume(p, answers={p.questions[0].id: 'amex'})\n"
+        "    print(r.final_output)\n"
+        "asyncio.run(go())\n"), str(db), str(FIXTURES)],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "all done"
+    assert names(ledger) == ["pay"]
+    assert results(await SQLiteSession("s", db).get_events())["pay"] == "paid with amex"
+
+
 async def test_a_transfer_and_its_result_are_written_in_one_batch(tmp_path: Path) -> None:
     batches: list[list[str]] = []
 

@@ -19,6 +19,7 @@ from .events import (
     MemoryEvent,
     MessageEvent,
     OutputEvent,
+    QuestionAskedEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextDeltaEvent,
@@ -27,6 +28,7 @@ from .events import (
 )
 from .exceptions import (
     AllModelsFailed,
+    AnswerError,
     CircularReferenceError,
     ConfigError,
     GuardrailTripwireTriggered,
@@ -61,14 +63,16 @@ from .models import (
     infer_model,
 )
 from .output import json_schema_type
+from .permissions import Permissions
 from .runner import Runner, RunResult, RunStream
-from .tools import FunctionTool, RateLimit, Tool, ToolRetry, tool
+from .tools import FunctionTool, RateLimit, Tool, ToolRetry, ask_user, tool
 from .usage import RunUsage, Usage, UsageLimits
 
 __all__ = [
     "Agent",
     "AgentEvent",
     "AllModelsFailed",
+    "AnswerError",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
     "Compression",
@@ -100,6 +104,8 @@ __all__ = [
     "OutputEvent",
     "OutputMode",
     "OutputValidationError",
+    "Permissions",
+    "QuestionAskedEvent",
     "RateLimit",
     "RelayraceError",
     "RunContext",
@@ -125,6 +131,7 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "UserError",
+    "ask_user",
     "handoff",
     "infer_model",
     "json_schema_type",

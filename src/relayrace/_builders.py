@@ -136,6 +136,8 @@ def new_context(
     ctx.depth = depth
     ctx.span = span
     ctx.children = children
+    ctx.answers = ()
+    ctx._asked = 0
     return ctx
 
 

@@ -47,8 +47,10 @@ async def run_child(
     key = f"{loop.calls.batch_at}:{key}"
     child_input: list[Message] | None = [*options.history, Message.user(task)]
     session: Session | None = None
-    if state.approvals is not None or ctx.tool_call_id in loop.calls.resumed:
-        # The call ran before this process: continue its child, or reuse what it returned.
+    if state.approvals is not None or loop.control.resuming or \
+            ctx.tool_call_id in loop.calls.resumed:
+        # The call ran before (this run resumes): continue its child, or reuse what it
+        # returned. A child waiting for a person goes on from its log, and asks again.
         session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key, agent)
         if finished is not None:
             return finished

@@ -57,7 +57,6 @@ from .agent import Agent
 from .approvals import Interrupted
 from .context import RunContext
 from .events import (
-    ApprovalRequestedEvent,
     HandoffEvent,
     RunFinishedEvent,
     ToolResultEvent,
@@ -189,7 +188,11 @@ class AgentLoop:
             ev = held.pop(call.id, None)
             if ev is None:
                 started = self.calls.unknown.get(call.id)
-                if started is not None:
+                if started is not None and call.id in self.calls.asked:  # new input came
+                    text = ("Not finished: this call was waiting for a person's answer or "
+                            "decision, and the conversation went on without it. What it did "
+                            "before it stopped may have taken effect.")
+                elif started is not None:
                     text = outcome_unknown(started, why)
                 elif call.id in self.calls.running:
                     text = (f"Outcome unknown: {why} while this call was running; check its "
@@ -306,14 +309,11 @@ class AgentLoop:
                 final, agent, reason = await self.drive(agent, span, pending)
         except Interrupted as stop:
             if self.place.parent_span is None:  # the outer run lists its children's requests too
-                for p in stop.approvals:
+                for p in stop.pending:
                     if p.session_id != self.log.session.session_id:
-                        self.log.add(ApprovalRequestedEvent(
-                            agent=p.agent, path=p.path, tool_call_id=p.call_id,
-                            tool_name=p.tool_name, arguments=p.arguments,
-                            session_id=p.session_id, note=p.note, time=p.requested_at))
+                        self.log.add(p.event(here=False))
             self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent),
-                                      status="interrupted", reason="awaiting approval"))
+                                      status="interrupted", reason=stop.reason))
             await self.flush()
             state.trace.end(span)
             raise

@@ -8,9 +8,9 @@ from weakref import WeakKeyDictionary
 
 from ._budget import Budget
 from .agent import Agent
-from .approvals import PendingApproval, PendingRun
+from .approvals import PendingRun
 from .events import AgentEvent, MessageEvent, ToolResultEvent
-from .exceptions import UserError
+from .exceptions import AnswerError, UserError
 from .handoffs import HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
@@ -23,30 +23,40 @@ Emit = Callable[[AgentEvent], None]
 
 
 class Decisions:
-    """A resumed run's approval decisions, each bound to the request it answers.
+    """A resumed run's approval decisions and answers, each bound to the request it answers.
 
-    A decision holds for the call that was pending in that session with that id, tool and
-    arguments, once: any other call, a later one with the same id included, asks again.
+    A decision or answer holds for the call that was pending in that session with that id,
+    tool and arguments, once: any other call, a later one with the same id included, asks
+    again.
     """
 
-    __slots__ = ("_open",)
+    __slots__ = ("_answers", "_open")
 
-    def __init__(self, decided: dict[tuple[str, str, str, str], bool]) -> None:
+    def __init__(self, decided: dict[tuple[str, str, str, str], bool],
+                 answers: dict[tuple[str, str, str, str], list[str]] | None = None) -> None:
         self._open = decided
+        self._answers = answers or {}
 
     @classmethod
     async def bind(cls, session: Session, entry: Agent[Any], approvals: Mapping[str, bool],
-                   given_for: Sequence[PendingApproval] | None) -> Decisions:
-        """``approvals`` (call id to decision) bound to the requests ``session`` waits for.
+                   given_for: PendingRun | None,
+                   answers: Mapping[str, str] | None = None) -> Decisions:
+        """``approvals`` (call id to decision) and ``answers`` (question id to text) bound to
+        the requests ``session`` waits for.
 
-        ``given_for`` are the requests the decisions were made on (a ``PendingRun``'s): each
-        decided one must still be what the session waits for, not an earlier request.
+        ``given_for`` is the pending run they were made on: each decided or answered request
+        must still be what the session waits for, not an earlier request. Every question
+        waiting needs its answer (``AnswerError`` otherwise, before anything is written).
         """
+        answers = answers or {}
         waiting = await PendingRun.from_session(session, entry=entry)
         requests = waiting.approvals if waiting is not None else []
+        questions = waiting.questions if waiting is not None else []
         if given_for is not None:
-            stale = sorted({a.call_id for a in given_for
-                            if a.call_id in approvals and a not in requests})
+            stale = sorted({a.call_id for a in given_for.approvals
+                            if a.call_id in approvals and a not in requests} |
+                           {q.id for q in given_for.questions
+                            if q.id in answers and q not in questions})
             if stale:
                 raise UserError(
                     f"Session {session.session_id!r} no longer waits for the request(s) "
@@ -57,12 +67,35 @@ class Decisions:
         if unknown:
             raise UserError(f"No pending call has the id(s) {unknown}; pending: "
                             f"{sorted(ids)}.")
+        asked = {q.id: q for q in questions}
+        unknown = sorted(set(answers) - set(asked))
+        if unknown:
+            raise AnswerError(f"No pending question has the id(s) {unknown}; pending: "
+                              f"{sorted(asked) or 'none'}.")
+        missing = [q.id for q in questions if q.id not in answers]
+        if missing:
+            raise AnswerError(
+                f"The run waits for answers to the question(s) {missing} (" + "; ".join(
+                    f"{q.id}: {q.question!r}" for q in questions if q.id in missing) +
+                "); give each in answers={id: text}. Nothing was written: the session still "
+                "waits for them.", missing=missing)
         return cls({(a.session_id, a.call_id, a.tool_name, a.arguments): approvals[a.call_id]
-                    for a in requests if a.call_id in approvals})
+                    for a in requests if a.call_id in approvals},
+                   {(q.session_id, q.call_id, q.tool_name, q.arguments):
+                    [*q.answered, q.check(answers[q.id])] for q in questions})
 
     def take(self, session_id: str, call: ToolCall) -> bool | None:
         """The decision on ``call`` in ``session_id``, used up; ``None``: ask for one."""
         return self._open.pop((session_id, call.id, call.name, call.arguments), None)
+
+    def answered(self, session_id: str, call: ToolCall) -> bool:
+        """Whether a person answered the question ``call`` in ``session_id`` waits on."""
+        return bool(self._answers) and \
+            (session_id, call.id, call.name, call.arguments) in self._answers
+
+    def take_answers(self, session_id: str, call: ToolCall) -> list[str]:
+        """The answers to ``call``'s questions, used up (none if it waits on no question)."""
+        return self._answers.pop((session_id, call.id, call.name, call.arguments), [])
 
 
 class RunState:
@@ -110,11 +143,14 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is (see
     ``toolset_of``)."""
 
-    __slots__ = ("definitions", "handoffs", "refused", "source", "tools")
+    __slots__ = ("definitions", "handoffs", "permissions", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any]) -> None:
         supervisor = agent.pattern == "supervisor"
         offered = [t for t in agent.tools if t.delegates or not supervisor]
+        self.permissions = rules = agent.permissions  # what it was built from, too
+        if rules is not None:  # a denied tool is not offered; a call to it is refused by rule
+            offered = [t for t in offered if rules.refusal(t.name) is None]
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
         self.refused = {t.name for t in agent.tools} - set(self.tools)
         self.source = agent.handoff_set()  # what it was built from: stale once that changes
@@ -128,8 +164,9 @@ _toolsets: WeakKeyDictionary[Agent[Any], Toolset] = WeakKeyDictionary()
 
 def toolset_of(agent: Agent[Any]) -> Toolset:
     """The tools ``agent`` is offered, built once and again only when its transfers change
-    (an agent placed under a parent gains its parent and peers)."""
+    (an agent placed under a parent gains its parent and peers) or its permissions do."""
     ts = _toolsets.get(agent)
-    if ts is None or ts.source is not agent.handoff_set():
+    if ts is None or ts.source is not agent.handoff_set() or \
+            ts.permissions is not agent.permissions:
         ts = _toolsets[agent] = Toolset(agent)
     return ts

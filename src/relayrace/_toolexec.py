@@ -2,12 +2,14 @@
 
 Every tool call of a model turn gets exactly one result, in emission order: ordinary tools run
 concurrently (``sequential`` ones alone, in order); handoffs and typed ``TransferTo``/``Finish``
-returns compete, and the first emitted wins; calls awaiting approval stop the run.
+returns compete, and the first emitted wins; calls awaiting approval, and tools that ask the
+user a question (``RunContext.ask_user``), stop the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import time
@@ -18,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._context import cut_long
 from ._guarding import guard_text, input_block
-from .approvals import Interrupted, PendingApproval
-from .events import ApprovalRequestedEvent, ToolResultEvent, ToolStartedEvent
+from .approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
+from .events import ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
 from .messages import Message, ToolCall
@@ -63,7 +65,7 @@ class Route:
 class _Outcome:
     event: ToolResultEvent | None
     signal: TransferTo | Finish | None = None
-    pending: list[PendingApproval] | None = None
+    pending: list[Pending] | None = None
 
 
 async def run_tools(
@@ -77,7 +79,7 @@ async def run_tools(
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
         return await _run_tools(loop, agent, calls, parent, results)
-    except Interrupted:  # the calls awaiting approval stay open
+    except Interrupted:  # the calls awaiting a person stay open
         push_results(loop, results)
         raise
     except BaseException:  # the run ends: its end logs these in their calls' places
@@ -93,7 +95,7 @@ async def _run_tools(
     decisions = loop.state.approvals
     unknown, asked = loop.calls.begin_batch(loop.views.transcript)
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
-    child_waiting: list[PendingApproval] = []
+    child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
     for i, call in enumerate(calls):
@@ -102,14 +104,19 @@ async def _run_tools(
         if tool is not None:
             needs_approval = tool.requires_approval
             started = unknown.get(call.id) if unknown else None
-            if started is not None and not tool.idempotent:
+            # A call that stopped for a person after it last started (``asked``) did not end.
+            if started is not None and not tool.idempotent and call.id not in asked:
                 if not needs_approval:
                     results[i] = loop.tool_result(agent, call, outcome_unknown(
                         started, "the run stopped"), is_error=True)
                     continue
-                if call.id not in asked:  # a person decides whether to run it again
-                    waiting[i] = outcome_unknown(started, "the run stopped")
-                    continue
+                waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
+                continue
+            if decisions is not None and decisions.answered(loop.log.session.session_id, call):
+                # It runs again with the answers: it was approved (if it had to be) before it
+                # asked. Cut short after an answer, it is unknown above: an answer runs once.
+                ordinary.append((i, tool, call))
+                continue
         elif call.name == FINISH_TASK and loop.control.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
@@ -154,11 +161,8 @@ async def _run_tools(
         push_results(loop, results)
         pending = [_pending(loop, agent, calls[i], waiting[i]) for i in sorted(waiting)]
         for p in pending:
-            loop.log.add(ApprovalRequestedEvent(agent=agent.name, path=p.path,
-                                            tool_call_id=p.call_id, tool_name=p.tool_name,
-                                            arguments=p.arguments, note=p.note,
-                                            time=p.requested_at))
-        raise Interrupted(pending + child_waiting)
+            loop.log.add(p.event(here=True))
+        raise Interrupted([*pending, *child_waiting])
     if not routes:
         push_results(loop, results)
         return None
@@ -296,8 +300,24 @@ def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> P
                            note=note)
 
 
+def _question(loop: AgentLoop, agent: Agent[Any], call: ToolCall, call_key: str,
+              asked: UserQuestion) -> PendingQuestion:
+    # An id short enough to type (``--answer ID=TEXT``), the same whenever this call asks
+    # this question, in any process, and different for every other call in the run tree.
+    digest = hashlib.sha256(f"{call_key}#{asked.number}".encode()).hexdigest()
+    return PendingQuestion(
+        id=f"q_{digest[:10]}", question=asked.question, choices=asked.choices,
+        call_id=call.id, tool_name=call.name, arguments=call.arguments, agent=agent.name,
+        path=loop.path(agent), session_id=loop.log.session.session_id, asked_at=time.time(),
+        answered=asked.answered)
+
+
 async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     offered = sorted(d.name for d in ts.definitions)
+    rule = ts.permissions.refusal(name) if ts.permissions is not None else None
+    if rule is not None:  # offered or not, known or not: the rule answers
+        return (f"Not performed: {agent.name} is not permitted to call {name!r}: {rule} "
+                f"(its permissions). Tools you can call: {', '.join(offered) or 'none'}.")
     if name in ts.refused:
         return (f"Tool {name!r} is not available to {agent.name}: as a supervisor it may "
                 f"only call its workers: {', '.join(offered) or 'none'}.")
@@ -408,7 +428,7 @@ async def _on_handoff(
 
 async def _execute(
     loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
-    parent: Span, results: list[ToolResultEvent | None], child_waiting: list[PendingApproval],
+    parent: Span, results: list[ToolResultEvent | None], child_waiting: list[Pending],
 ) -> list[tuple[int, TransferTo | Finish]]:
     """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
 
@@ -491,14 +511,22 @@ async def _call_tool(
 ) -> _Outcome:
     state = loop.state
     span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
+    ctx = loop.context_for(agent, call.id, span)
+    if state.approvals is not None:
+        ctx.answers = state.approvals.take_answers(loop.log.session.session_id, call)
     try:
-        value = await tool.invoke(loop.context_for(agent, call.id, span), call.arguments)
+        value = await tool.invoke(ctx, call.arguments)
     except ToolRetry as exc:
         state.trace.end(span, f"ToolRetry: {exc}")
         return _Outcome(loop.tool_result(agent, call, str(exc), is_error=True))
-    except Interrupted as exc:  # a delegated child stopped for approval
+    except UserQuestion as asked:  # the call waits for the user's answer
         state.trace.end(span)
-        return _Outcome(None, pending=exc.approvals)
+        question = _question(loop, agent, call, ctx.call_key, asked)
+        loop.log.add(question.event(here=True))
+        return _Outcome(None, pending=[question])
+    except Interrupted as exc:  # a delegated child stopped for a person
+        state.trace.end(span)
+        return _Outcome(None, pending=exc.pending)
     except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
         state.trace.end(span, exc)
         raise

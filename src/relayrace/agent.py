@@ -24,6 +24,7 @@ from .memory import Memory
 from .models import infer_model
 from .models.interface import Model, ModelSettings, OutputMode
 from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
+from .permissions import Permissions
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Agent(Generic[TContext, TOutput]):
     it in. ``max_result_tokens`` (default 8,000, ``None`` for no limit) cuts longer tool results
     in what the model sees; ``compression`` keeps long conversations within a request budget;
     ``memory`` remembers the agent's conversations with a user across sessions (see
-    ``docs/context.md``).
+    ``docs/context.md``). ``permissions`` limits which of its tools it may call.
 
     ``output_type`` (anything pydantic's ``TypeAdapter`` takes) makes the final answer a
     validated value of that type, asked for in ``output_mode`` (by default, as the model
@@ -111,6 +112,7 @@ class Agent(Generic[TContext, TOutput]):
         max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
         compression: Compression | None = None,
         memory: Memory | None = None,
+        permissions: Permissions | None = None,
         output_type: None = None,
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -142,6 +144,7 @@ class Agent(Generic[TContext, TOutput]):
         max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
         compression: Compression | None = None,
         memory: Memory | None = None,
+        permissions: Permissions | None = None,
         output_type: type[TOutput],
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -175,6 +178,7 @@ class Agent(Generic[TContext, TOutput]):
         output_type: Any = None,
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        permissions: Permissions | None = None,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -222,6 +226,9 @@ class Agent(Generic[TContext, TOutput]):
             raise UserError(f"Agent {name!r}: max_result_tokens must be an integer of at least "
                             f"1 (or None for no limit), got {max_result_tokens!r}.")
         _check_context(name, compression, memory)
+        if permissions is not None and not isinstance(permissions, Permissions):
+            raise UserError(f"Agent {name!r}: permissions takes Permissions(allow=[...], "
+                            f"deny=[...]), not {type(permissions).__name__}.")
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -263,6 +270,8 @@ class Agent(Generic[TContext, TOutput]):
         """How requests stay within a token budget on long conversations, if at all."""
         self.memory = memory
         """How the agent remembers its conversations with a user across sessions, if at all."""
+        self.permissions = permissions
+        """Which of its tools it may call (see ``relayrace.Permissions``); ``None``: all."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
@@ -369,6 +378,7 @@ class Agent(Generic[TContext, TOutput]):
             "output_type": self.output_type,
             "output_mode": self.output_mode,
             "output_retries": self.output_retries,
+            "permissions": self.permissions,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol
 
 from typing_extensions import TypeVar
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from .approvals import UserQuestion
+from .exceptions import UserError
 
+if TYPE_CHECKING:
     from .agent import Agent
     from .delegation import ChildOptions, ChildResult
     from .messages import Message
@@ -63,3 +65,32 @@ class RunContext(Generic[TContext]):
     """The trace span of the tool call being served; delegated children nest under it."""
     children: ChildRunner
     """Starts delegated child runs of the agent served (see ``relayrace.delegation``)."""
+    answers: Sequence[str] = ()
+    """What a person answered to this call's questions so far, in order (see ``ask_user``)."""
+    _asked: int = field(default=0, init=False, repr=False)
+
+    def ask_user(self, question: str, *, choices: Sequence[str] | None = None) -> str:
+        """Ask the person behind the run ``question`` and return the answer.
+
+        The first time, the run stops: ``RunResult.pending.questions`` lists the question (on
+        the outer run, with its path, when asked inside a delegated child), and
+        ``Runner.resume(pending, answers={id: text})`` runs this tool call again from its
+        start, where this call returns the answer. So the tool's code before ``ask_user`` runs
+        again: make what it changes elsewhere happen after the answer. ``choices``, if given,
+        are the only answers accepted. Works in sync and async tools; let the exception it
+        raises to stop the run propagate.
+        """
+        if not self.tool_call_id:
+            raise UserError("ask_user works inside a tool call only: a tool asks, the run "
+                            "stops, and the answer comes back to that call.")
+        if not isinstance(question, str) or not question.strip():
+            raise UserError(f"ask_user needs a question, got {question!r}.")
+        options = None if choices is None else list(choices)
+        if options is not None and (isinstance(choices, str) or not options or
+                                    not all(isinstance(c, str) for c in options)):
+            raise UserError(f"ask_user's choices are a non-empty list of strings, got "
+                            f"{choices!r}.")
+        number, self._asked = self._asked, self._asked + 1
+        if number < len(self.answers):
+            return self.answers[number]
+        raise UserQuestion(question, options, number, list(self.answers))

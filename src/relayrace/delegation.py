@@ -17,7 +17,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._templates import ContextTransform, ContextTransformError
-from .approvals import Interrupted, PendingApproval
+from .approvals import Interrupted, Pending
 from .events import MessageEvent, ToolResultEvent
 from .exceptions import UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
@@ -205,18 +205,18 @@ async def run_child(
 async def run_children(children: Sequence[Awaitable[T]], limit: int | None = None) -> list[T]:
     """Run children concurrently in a task group, results in the order given.
 
-    A child that stops for approval does not cancel its siblings: they finish, and every
-    request then surfaces together on the outer run.
+    A child that stops for a person (approval, a question) does not cancel its siblings: they
+    finish, and every request then surfaces together on the outer run.
     """
     gate = asyncio.Semaphore(limit or max(1, len(children)))
-    stopped: list[PendingApproval] = []
+    stopped: list[Pending] = []
 
     async def one(child: Awaitable[T]) -> T | None:
         async with gate:
             try:
                 return await child
             except Interrupted as stop:
-                stopped.extend(stop.approvals)
+                stopped.extend(stop.pending)
                 return None
 
     async with asyncio.TaskGroup() as group:

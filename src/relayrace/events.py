@@ -28,6 +28,7 @@ __all__ = [
     "MemoryEvent",
     "MessageEvent",
     "OutputEvent",
+    "QuestionAskedEvent",
     "RunFinishedEvent",
     "RunStartedEvent",
     "TextDeltaEvent",
@@ -179,8 +180,33 @@ class ApprovalRequestedEvent(AgentEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class QuestionAskedEvent(AgentEvent):
+    """A tool call asked a person a question (``RunContext.ask_user``) and awaits the answer."""
+
+    kind: Literal["question_asked"] = "question_asked"
+    question_id: str
+    """The question's id: the key of ``answers`` in ``Runner.resume``."""
+    question: str
+    """What was asked."""
+    choices: list[str] | None = None
+    """The answers allowed, if the question offers a choice."""
+    answered: list[str] = field(default_factory=list)
+    """The answers to the call's earlier questions, in order, given to it again when it runs
+    again."""
+    tool_call_id: str
+    """The call that asked."""
+    tool_name: str
+    """The tool called."""
+    arguments: str = ""
+    """The call's raw arguments."""
+    session_id: str = ""
+    """The session holding the call, when it is a delegated child's ("" for this one)."""
+
+
+@dataclass(slots=True, kw_only=True)
 class RunFinishedEvent(AgentEvent):
-    """A run ended: with a final answer, an error or pending approvals."""
+    """A run ended: with a final answer, an error, or waiting for a person (approvals,
+    questions)."""
 
     kind: Literal["run_finished"] = "run_finished"
     status: Literal["completed", "failed", "interrupted"] = "completed"
@@ -255,6 +281,7 @@ Event = Annotated[
     | DelegationEvent
     | GuardrailTriggeredEvent
     | ApprovalRequestedEvent
+    | QuestionAskedEvent
     | RunFinishedEvent
     | ContextCompactedEvent
     | MemoryEvent

@@ -4,8 +4,9 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
 
     RelayraceError
     ├── UserError                     the program using relayrace is wrong (config, API misuse)
-    │   └── ConfigError               a team definition (YAML, agent tree) is invalid
-    │       └── CircularReferenceError    agents reference each other in a cycle
+    │   ├── ConfigError               a team definition (YAML, agent tree) is invalid
+    │   │   └── CircularReferenceError    agents reference each other in a cycle
+    │   └── AnswerError               a resume's answers do not fit the questions it waits for
     ├── ModelBehaviorError            the model produced something the run cannot continue from
     │   ├── ModelRefused              the model declined to answer (a FallbackModel's failure)
     │   └── OutputValidationError     no valid structured output after ``output_retries`` tries
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 __all__ = [
     "AllModelsFailed",
+    "AnswerError",
     "CircularReferenceError",
     "ConfigError",
     "GuardrailTripwireTriggered",
@@ -62,6 +64,16 @@ class RelayraceError(Exception):
 
 class UserError(RelayraceError):
     """The calling program used relayrace wrongly: the message says what to change."""
+
+
+class AnswerError(UserError):
+    """``Runner.resume`` got answers that do not fit the questions the run waits for: one
+    missing (``missing`` lists the ids), an unknown id, or an answer outside a question's
+    choices. Nothing was written: resume again with the right answers."""
+
+    def __init__(self, message: str, *, missing: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing or []
 
 
 class ConfigError(UserError):

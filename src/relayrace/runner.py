@@ -13,7 +13,7 @@ from typing_extensions import TypeVar
 from ._engine import AgentLoop
 from ._state import Decisions, RunState
 from .agent import Agent, TOutput
-from .approvals import Interrupted, PendingApproval, PendingRun
+from .approvals import Interrupted, PendingRun
 from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .exceptions import OutputValidationError, UserError
 from .messages import Message
@@ -50,7 +50,8 @@ class RunResult(Generic[T]):
     session: Session
     """The session the run used (a new ``MemorySession`` unless one was given)."""
     pending: PendingRun | None = None
-    """Set when the run stopped for approvals: resume it with ``Runner.resume``."""
+    """Set when the run stopped for a person (approvals, questions): resume it with
+    ``Runner.resume``."""
     reason: str = ""
     """Why the run ended, when a rule, tool or guardrail ended it."""
 
@@ -151,9 +152,10 @@ class Runner:
         usage_limits: UsageLimits | None,
         emit: Any,
         approvals: dict[str, bool] | None = None,
-        given_for: Sequence[PendingApproval] | None = None,
+        given_for: PendingRun | None = None,
         wait_for_session: float | None = None,
         user_id: str | None = None,
+        answers: dict[str, str] | None = None,
     ) -> RunResult[Any]:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -175,8 +177,8 @@ class Runner:
         else:
             check_wait(wait_for_session)
             lease, session = None, MemorySession()
-        decisions = None if approvals is None else await Decisions.bind(
-            session, agent, approvals, given_for)
+        decisions = None if approvals is None and answers is None else await Decisions.bind(
+            session, agent, approvals or {}, given_for, answers)
         state = RunState(context, Trace(), usage_limits, emit,
                          infer_model(model) if model is not None else None, decisions)
         state.memory_owner = user_id or session.session_id
@@ -193,15 +195,15 @@ class Runner:
                 async with lease:
                     final, last, reason = await loop.run(input, start_agent=start)
         except Interrupted as stop:
-            pending = PendingRun(session_id=session.session_id, agent=agent.name,
-                                 approvals=stop.approvals, entry=agent, session=session,
-                                 options={"context": context, "max_turns": max_turns,
-                                          "max_handoffs": max_handoffs, "model": model,
-                                          "usage_limits": usage_limits, "user_id": user_id})
+            pending = PendingRun.of(stop.pending, session_id=session.session_id,
+                                    agent=agent.name, entry=agent, session=session,
+                                    options={"context": context, "max_turns": max_turns,
+                                             "max_handoffs": max_handoffs, "model": model,
+                                             "usage_limits": usage_limits, "user_id": user_id})
             return RunResult(final_output="" if agent.output is None else None,
                              last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
-                             session=session, pending=pending, reason="awaiting approval")
+                             session=session, pending=pending, reason=stop.reason)
         return RunResult(final_output=_final_output(last, final, reason), last_agent=last,
                          new_events=loop.log.new_events,
                          usage=state.budget.usage, trace_id=state.trace.trace_id, session=session,
@@ -212,7 +214,8 @@ class Runner:
         cls,
         pending: PendingRun,
         *,
-        approvals: dict[str, bool],
+        approvals: dict[str, bool] | None = None,
+        answers: dict[str, str] | None = None,
         context: Any = None,
         max_turns: int | None = None,
         max_handoffs: int | None = None,
@@ -220,14 +223,18 @@ class Runner:
         usage_limits: UsageLimits | None = None,
         wait_for_session: float | None = None,
     ) -> RunResult[Any]:
-        """Continue a run that stopped for approvals.
+        """Continue a run that stopped for a person, at the calls it stopped on.
 
         ``approvals`` maps call ids to True (run the call) or False (tell the model it was
-        rejected). Calls left out stay pending, and the run stops for them again. A decision
-        holds once, for the request ``pending`` lists (its session, call id, tool and
-        arguments): a later call, even with the same id, asks again, and a request the
-        session was resumed past since cannot be decided on any more. ``wait_for_session`` is
-        as for ``Runner.run``.
+        rejected). Calls left out stay pending, and the run stops for them again. ``answers``
+        maps each pending question's id to its answer (one of its ``choices``, if it has
+        them): the call that asked runs again and its ``ask_user`` returns the answer (the
+        ``ask_user`` tool's result is the answer). Every pending question needs its answer:
+        one missing, an unknown id or an answer outside the choices raises ``AnswerError``
+        before anything is written. A decision or answer holds once, for the request
+        ``pending`` lists (its session, call id, tool and arguments): a later call, even with
+        the same id, asks again, and a request the session was resumed past since cannot be
+        decided on any more. ``wait_for_session`` is as for ``Runner.run``.
         """
         if pending.entry is None or pending.session is None:
             raise UserError("This pending run is not bound to an agent and a session; load it "
@@ -241,8 +248,8 @@ class Runner:
             max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
-            approvals=approvals, given_for=pending.approvals, wait_for_session=wait_for_session,
-            user_id=was.get("user_id"),
+            approvals=approvals or {}, given_for=pending, wait_for_session=wait_for_session,
+            answers=answers or {}, user_id=was.get("user_id"),
         )
 
     @classmethod
@@ -273,7 +280,7 @@ class Runner:
 
 
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
-                   "usage_limits", "approvals", "wait_for_session", "user_id")
+                   "usage_limits", "approvals", "wait_for_session", "user_id", "answers")
 
 
 class RunStream(Generic[T]):

@@ -25,6 +25,7 @@ __all__ = [
     "RateLimit",
     "Tool",
     "ToolRetry",
+    "ask_user",
     "parse_arguments",
     "render_tool_output",
     "tool",
@@ -370,3 +371,25 @@ def render_tool_output(value: Any) -> str:
         return value.model_dump_json()
     return to_json(value, fallback=str).decode()
 
+
+
+def _ask_user(ctx: RunContext[Any], question: str, choices: list[str] | None = None) -> str:
+    """Ask the user a question and wait for the answer, when you cannot go on without it.
+
+    Args:
+        question: The question, complete and on its own: the user sees only this.
+        choices: The only answers allowed, if the user must pick one.
+    """
+    if not question.strip():
+        raise ToolRetry("ask_user needs a question: say what you need to know.")
+    if choices is not None and (not choices or not all(c.strip() for c in choices)):
+        raise ToolRetry("ask_user's choices, if given, are a non-empty list of non-empty "
+                        "answers; leave them out for a free-text answer.")
+    return ctx.ask_user(question, choices=choices)
+
+
+ask_user: FunctionTool = FunctionTool(_ask_user, name="ask_user", idempotent=True)
+"""A built-in tool that lets a model ask the person behind the run a question:
+``Agent(..., tools=[ask_user])``. The run stops with the question pending (see
+``RunContext.ask_user``) and the answer becomes the call's result when it resumes. Asking
+again changes nothing, so a call a crash cut short simply asks again."""

@@ -3,7 +3,9 @@
 ``relayrace run team.py:triage "hello"`` streams the run (messages, tool calls, handoffs,
 delegations), then prints the trace tree and the usage per agent. Sessions live in SQLite
 (``.relayrace/sessions.db`` by default), so a conversation continues with ``--session ID``.
-A run that stops for approval exits with ``EXIT_APPROVAL`` (3); ``relayrace resume`` decides.
+A run that stops for a person (an approval, a question) exits with ``EXIT_APPROVAL`` (3);
+``relayrace resume`` decides or answers. On a terminal, ``run`` and ``resume`` ask the
+questions there and go on.
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ from ._target import check_credentials, describe_models, resolve_model, resolve_
 __all__ = ["EXIT_APPROVAL", "app", "check_credentials", "describe_models", "main", "print_run"]
 
 EXIT_APPROVAL = 3
-"""The exit code of ``run`` and ``resume`` when the run stopped for approval."""
+"""The exit code of ``run`` and ``resume`` when the run stopped for a person: approval, or an
+answer it could not ask for (no terminal)."""
 
 _EXIT_CODES = ("Exit codes: 0 done; 1 error; 2 bad command line; 3 the run stopped for "
-               "approval (decide with `relayrace resume`); 130 interrupted.")
+               "approval or an answer (decide or answer with `relayrace resume`); "
+               "130 interrupted.")
 
 app = typer.Typer(
     name="relayrace",
@@ -145,6 +149,36 @@ def _parse_context(items: list[str] | None) -> dict[str, str] | None:
     return context
 
 
+def _parse_answers(items: list[str] | None) -> dict[str, str]:
+    answers: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected ID=TEXT, got {item!r}.", param_hint="--answer")
+        answers[key.strip()] = value
+    return answers
+
+
+def _interactive() -> bool:
+    """Whether a person is at the terminal to answer questions."""
+    return sys.stdin.isatty()
+
+
+def _ask(console: Console, pending: PendingRun, given: dict[str, str]) -> dict[str, str]:
+    """Ask the person at the terminal each pending question not answered in ``given``."""
+    answers = dict(given)
+    for q in pending.questions:
+        if q.id in answers:
+            continue
+        console.print(Text(f"? {q.path} asks: {q.question}", style="bold cyan"), soft_wrap=True)
+        label = f"Your answer ({' / '.join(q.choices)})" if q.choices else "Your answer"
+        reply: str = typer.prompt(label)
+        while q.choices and reply not in q.choices:
+            reply = typer.prompt(f"Choose one of: {', '.join(q.choices)}")
+        answers[q.id] = reply
+    return answers
+
+
 def _handoff_tools(agent: Agent[Any]) -> set[str]:
     """The tool names that are transfers anywhere in ``agent``'s team."""
     names: set[str] = set()
@@ -198,14 +232,23 @@ async def print_run(agent: Agent[Any], input: str | None, *, console: Console | 
 
 
 def _print_pending(console: Console, pending: PendingRun, session_id: str) -> None:
-    console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
+    if pending.approvals:
+        console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
     for item in pending.approvals:
         line = (f"  {item.path} {item.tool_name}({truncate(item.arguments)}) "
                 f"[call {item.call_id}]")
         console.print(Text(line, style="yellow"), soft_wrap=True)
-    ids = " ".join(f"--approve {a.call_id}" for a in pending.approvals)
-    console.print(Text(f"Decide with: relayrace resume TARGET --session {session_id} {ids} "
-                       "(or --reject ID).", style="dim"), soft_wrap=True)
+    if pending.questions:
+        console.print(Text("⏸ The run is waiting for an answer:", style="bold yellow"))
+    for q in pending.questions:
+        choices = f" (one of: {', '.join(q.choices)})" if q.choices else ""
+        console.print(Text(f"  {q.path} asks: {q.question}{choices} [question {q.id}]",
+                           style="yellow"), soft_wrap=True)
+    ids = " ".join([*(f"--approve {a.call_id}" for a in pending.approvals),
+                    *(f"--answer {q.id}=TEXT" for q in pending.questions)])
+    console.print(Text(f"Go on with: relayrace resume TARGET --session {session_id} {ids}" +
+                       (" (or --reject ID)." if pending.approvals else "."), style="dim"),
+                  soft_wrap=True)
 
 
 @app.command(epilog=_EXIT_CODES)
@@ -229,7 +272,8 @@ def run(
     if prompt == "-":
         prompt = sys.stdin.read()
     _run_team(target, prompt, session=session, db=db, model=model, json_output=json_output,
-              max_turns=max_turns, context=context, approvals=None, agent_name=agent_name)
+              max_turns=max_turns, context=context, approvals=None, agent_name=agent_name,
+              answers=None)
 
 
 @app.command(epilog=_EXIT_CODES)
@@ -242,37 +286,47 @@ def resume(
     reject: Annotated[
         list[str] | None, typer.Option("--reject", help="A call id to reject (repeatable).")
     ] = None,
+    answer: Annotated[
+        list[str] | None, typer.Option(
+            "--answer", help="ID=TEXT: the answer to a pending question (repeatable); on a "
+            "terminal, the questions not answered here are asked.")
+    ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     model: ModelOption = None,
     json_output: JsonOption = False,
     context: ContextOption = None,
     agent_name: AgentOption = None,
 ) -> None:
-    """Continue a run that stopped for approval, approving or rejecting the pending calls."""
+    """Continue a run that stopped for a person: approve or reject its calls, answer its
+    questions."""
     if not db.exists() or not SQLiteSession.exists(session, db):
         raise _unknown_session(session, db)
     both = sorted(set(approve or []) & set(reject or []))
     if both:
         raise _fail(f"Call id(s) {both} are both approved and rejected; choose one.")
     decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
+    answers = _parse_answers(answer)
     with _errors():
         agent = resolve_target(target, agent_name)
         pending = asyncio.run(PendingRun.from_session(SQLiteSession(session, db), entry=agent))
         if pending is None:
-            raise UserError(f"Session {session!r} is not waiting for approval.")
+            raise UserError(f"Session {session!r} is not waiting for approval or an answer.")
         waiting = {a.call_id for a in pending.approvals}
         unknown = sorted(set(decisions) - waiting)
-        if unknown or not decisions:
+        if unknown or not (decisions or answers or pending.questions):
             raise UserError(f"Give --approve or --reject for the pending call ids "
                             f"{sorted(waiting)}" + (f"; unknown: {unknown}." if unknown else "."))
+        if pending.questions and not json_output and _interactive():
+            answers = _ask(_stdout(), pending, answers)
     _run_team(target, None, session=session, db=db, model=model, json_output=json_output,
-              max_turns=None, context=context, approvals=decisions, agent_name=agent_name)
+              max_turns=None, context=context, approvals=decisions, agent_name=agent_name,
+              answers=answers)
 
 
 def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
               model: str | None, json_output: bool, max_turns: int | None,
               context: list[str] | None, approvals: dict[str, bool] | None,
-              agent_name: str | None) -> None:
+              agent_name: str | None, answers: dict[str, str] | None) -> None:
     out, err = _stdout(), _stderr()
     info = err if json_output else out
     variables = _parse_context(context)
@@ -302,8 +356,9 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
                 printer.print(event)
 
         options: dict[str, Any] = {"session": store, "max_turns": max_turns}
-        if approvals is not None:
-            options["approvals"] = approvals
+        if approvals is not None or answers is not None:
+            options["approvals"] = approvals or {}
+            options["answers"] = answers or {}
         if override is not None:
             options["model"] = override
         if variables is not None:
@@ -339,11 +394,18 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
         out.print()
         out.print(usage_table(result.usage))
-        if pending:
+        if pending and pending.questions and _interactive():  # ask here, and go on
+            answers = _ask(out, pending, {})
+        elif pending:
             raise typer.Exit(EXIT_APPROVAL)
-        out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
-                                (result.last_agent.name, "bold"),
-                                (f" · session {session_id}", "dim")))
+        if not pending:
+            out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
+                                    (result.last_agent.name, "bold"),
+                                    (f" · session {session_id}", "dim")))
+            return
+    _run_team(target, None, session=session_id, db=db, model=model, json_output=False,
+              max_turns=max_turns, context=context, approvals=None, agent_name=agent_name,
+              answers=answers)
 
 
 @app.command()

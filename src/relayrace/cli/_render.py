@@ -18,6 +18,7 @@ from ..events import (
     GuardrailTriggeredEvent,
     HandoffEvent,
     MessageEvent,
+    QuestionAskedEvent,
     RunFinishedEvent,
     RunStartedEvent,
     TextDeltaEvent,
@@ -145,6 +146,11 @@ class EventPrinter:
             self._line(event, ("⏸ approval requested: ", "bold yellow"),
                        (f"{event.tool_name}({truncate(event.arguments)})", "yellow"),
                        (f" [call {event.tool_call_id}]", "dim"))
+        elif isinstance(event, QuestionAskedEvent):
+            choices = f" ({' / '.join(event.choices)})" if event.choices else ""
+            self._line(event, ("⏸ question: ", "bold yellow"),
+                       (f"{event.question}{choices}", "yellow"),
+                       (f" [question {event.question_id}]", "dim"))
         elif isinstance(event, RunStartedEvent):
             if self._indent(event):
                 self._line(event, (f"▸ {event.path or event.agent} started", "dim"))

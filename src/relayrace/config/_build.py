@@ -22,6 +22,7 @@ from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..output import json_schema_type
 from ..patterns import swarm
+from ..permissions import Permissions
 from ..routing import TerminateTarget
 from ..team import Team
 from ..tools import RateLimit, Tool, tool
@@ -123,6 +124,8 @@ def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
                     "max_result_tokens", "protected", "compactable"):
             if getattr(spec, key) is not None:
                 setattr(found, key, getattr(spec, key))
+        if spec.confirm:  # a gate the YAML adds; it never removes the tool's own
+            found.requires_approval = True
         if spec.rate_limit is not None:
             found.rate_limit = _rate(spec.rate_limit)
             found._window = None
@@ -132,7 +135,8 @@ def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
         raise ConfigError(f"{spec.function!r} is a {type(value).__name__}, not a relayrace "
                           "Tool or a function")
     return tool(name=spec.name, description=spec.description,
-                sequential=bool(spec.sequential), requires_approval=bool(spec.requires_approval),
+                sequential=bool(spec.sequential),
+                requires_approval=bool(spec.requires_approval or spec.confirm),
                 rate_limit=_rate(spec.rate_limit), max_result_tokens=spec.max_result_tokens,
                 protected=bool(spec.protected), compactable=bool(spec.compactable))(value)
 
@@ -245,7 +249,7 @@ class Builder:
             parameters=spec.parameters, context_transform=spec.context_transform,
             rate_limit=_rate(spec.rate_limit), max_turns=spec.max_turns, report=spec.report,
             include_history=spec.include_history, timeout=spec.timeout_seconds)
-        if spec.requires_approval:
+        if spec.requires_approval or spec.confirm:
             made.requires_approval = True
         made.max_result_tokens = spec.max_result_tokens
         made.protected, made.compactable = spec.protected, spec.compactable
@@ -264,7 +268,7 @@ class Builder:
                         swarm_members.append(handoff(
                             self.build(item.agent), tool_name=item.name,
                             description=item.description,
-                            requires_approval=item.requires_approval))
+                            requires_approval=item.requires_approval or item.confirm))
                     else:
                         tools.append(self._agent_tool(item))
                 elif isinstance(item, PythonToolSpec):
@@ -297,6 +301,9 @@ class Builder:
                 **self._context(doc, spec),
                 output_type=self._output_type(doc, spec.output_schema),
                 output_mode=spec.output_mode, output_retries=spec.output_retries,
+                permissions=None if spec.permissions is None else Permissions(
+                    allow=spec.permissions.allowed_actions,
+                    deny=spec.permissions.denied_actions),
             )
         if not is_swarm:
             return agent

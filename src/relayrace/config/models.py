@@ -35,6 +35,7 @@ __all__ = [
     "ModelParameters",
     "ModelSpec",
     "OrchestrationSpec",
+    "PermissionsSpec",
     "PrimaryModelSpec",
     "PromptsSpec",
     "PythonToolSpec",
@@ -224,7 +225,9 @@ class AgentToolSpec(_Strict):
     protected: bool = Field(default=False, description="Compression never clears its results.")
     compactable: bool = Field(default=False,
                               description="Compression clears its old results first.")
-    confirm: Any = astromesh_only("Astromesh confirmation gate; use requires_approval.")
+    confirm: bool = Field(default=False, description=(
+        "Astromesh's confirmation gate: the same as requires_approval. Only a person's "
+        "decision (Runner.resume, relayrace resume) confirms; no model, parent or child can."))
 
 
 class PythonToolSpec(_Strict):
@@ -241,6 +244,9 @@ class PythonToolSpec(_Strict):
         "Never run concurrently with other calls of the same turn."))
     requires_approval: bool | None = Field(default=None, description=(
         "Pause for a human decision before each call."))
+    confirm: bool | None = Field(default=None, description=(
+        "Astromesh's confirmation gate: the same as requires_approval. Only a person's "
+        "decision confirms; no model, parent or child can."))
     rate_limit: RateLimitSpec | None = Field(default=None,
                                              description="Calls allowed per time window.")
     max_result_tokens: int | None = Field(default=None, ge=1, description=(
@@ -325,6 +331,19 @@ class TransferPolicySpec(_Strict):
     to_peers: bool = Field(default=False, description="Allow transfers to sibling agents.")
 
 
+_Pattern = Annotated[str, Field(min_length=1, pattern=r"\S")]
+
+
+class PermissionsSpec(_Strict):
+    """Which of its tools an agent may call (relayrace.Permissions): fnmatch patterns of tool
+    names, such as 'read_*'. A denied tool is not offered, and a call to it is refused."""
+
+    allowed_actions: list[_Pattern] | None = Field(default=None, description=(
+        "If given, only tools matching one of these patterns."))
+    denied_actions: list[_Pattern] = Field(default_factory=list, description=(
+        "Never tools matching one of these patterns (they win over allowed_actions)."))
+
+
 class AgentSpec(_Strict):
     """An agent."""
 
@@ -358,7 +377,8 @@ class AgentSpec(_Strict):
         "Keep requests within a token budget on long conversations."))
     read_result: bool = Field(default=False, description=(
         "Offer the read_result tool, which reads cut, cleared and archived context back."))
-    permissions: Any = astromesh_only("Astromesh action permissions.")
+    permissions: PermissionsSpec | None = Field(default=None, description=(
+        "Which of its tools the agent may call."))
     chain: Any = astromesh_only("Astromesh agent chaining.")
     output_schema: dict[str, Any] | str | None = Field(default=None, description=(
         "The final answer's structure: a JSON Schema (the answer is checked against it and "

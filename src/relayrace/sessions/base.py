@@ -18,6 +18,7 @@ from ..events import (
     ContextCompactedEvent,
     HandoffEvent,
     MessageEvent,
+    QuestionAskedEvent,
     RunStartedEvent,
     ToolResultEvent,
     ToolStartedEvent,
@@ -89,7 +90,8 @@ class LogView:
         self.started: dict[str, ToolStartedEvent] = {}
         """Calls of the last turn that started and have no result yet, by call id."""
         self.asked: set[str] = set()
-        """Of ``started``, the calls a person was asked to approve again after they started."""
+        """Of ``started``, the calls that stopped for a person after they started: asked to be
+        approved again, or asking a question (not of unknown outcome, then)."""
         self.compactions: dict[str, ContextCompactedEvent] = {}
         """Per agent: its latest compression summary (what it sees in place of the oldest
         messages)."""
@@ -119,7 +121,7 @@ class LogView:
             elif kind is ToolStartedEvent:
                 self.started[e.tool_call_id] = e  # type: ignore[attr-defined,assignment]
                 self.asked.discard(e.tool_call_id)  # type: ignore[attr-defined]
-            elif kind is ApprovalRequestedEvent:
+            elif kind is ApprovalRequestedEvent or kind is QuestionAskedEvent:
                 if not e.session_id and e.tool_call_id in self.started:  # type: ignore[attr-defined]
                     self.asked.add(e.tool_call_id)  # type: ignore[attr-defined]
             elif kind is HandoffEvent:
