@@ -36,6 +36,7 @@ from .exceptions import (
     HandoffLoopError,
     MaxHandoffsExceeded,
     MaxTurnsExceeded,
+    MCPServerError,
     ModelBehaviorError,
     ModelProviderError,
     ModelRefused,
@@ -51,6 +52,7 @@ from .exceptions import (
     UserError,
 )
 from .handoffs import Handoff, TransferPolicy, handoff, keep_last, remove_tool_traffic
+from .mcp import MCPServer
 from .memory import Memory
 from .messages import Message, ToolCall
 from .models import (
@@ -65,7 +67,7 @@ from .models import (
 from .output import json_schema_type
 from .permissions import Permissions
 from .runner import Runner, RunResult, RunStream
-from .tools import FunctionTool, RateLimit, Tool, ToolRetry, ask_user, tool
+from .tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, ask_user, tool
 from .usage import RunUsage, Usage, UsageLimits
 
 __all__ = [
@@ -87,6 +89,8 @@ __all__ = [
     "HandoffError",
     "HandoffEvent",
     "HandoffLoopError",
+    "MCPServer",
+    "MCPServerError",
     "MaxHandoffsExceeded",
     "MaxTurnsExceeded",
     "Memory",
@@ -126,6 +130,7 @@ __all__ = [
     "ToolResultEvent",
     "ToolRetry",
     "ToolStartedEvent",
+    "Toolset",
     "TransferPolicy",
     "Usage",
     "UsageLimitExceeded",

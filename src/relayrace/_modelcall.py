@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ._builders import new_message_event, new_request
 from ._context import request_messages
 from ._guarding import GuardedStream, guard_finish, guard_text
-from ._state import Toolset
+from ._state import Toolset, listed_toolset_of
 from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition
 from .events import TextDeltaEvent
@@ -65,6 +65,8 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     state = loop.state
     path = loop.path(agent)
     model = model_of(loop, agent)
+    if agent.toolsets:  # listed now: a server may have changed its tools since last turn
+        loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
     ts = loop.toolset(agent)
     if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
         # The common case, decided early.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -11,11 +12,13 @@ from .agent import Agent
 from .approvals import PendingRun
 from .events import AgentEvent, MessageEvent, ToolResultEvent
 from .exceptions import AnswerError, UserError
-from .handoffs import HandoffSet
+from .handoffs import FINISH_TASK, HandoffSet
 from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
+from .output import OUTPUT_TOOL
 from .sessions.base import Session
 from .tools import Tool
+from .tools import Toolset as ListedTools
 from .tracing import Trace
 from .usage import UsageLimits
 
@@ -140,23 +143,48 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 
 class Toolset:
-    """The tools one agent is offered, by name; static while the agent's tree is (see
-    ``toolset_of``)."""
+    """The tools one agent is offered, by name; static while the agent's tree is and its
+    toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("definitions", "handoffs", "permissions", "refused", "source", "tools")
+    __slots__ = ("definitions", "handoffs", "listed", "permissions", "refused", "source",
+                 "tools")
 
-    def __init__(self, agent: Agent[Any]) -> None:
+    def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = ()) -> None:
         supervisor = agent.pattern == "supervisor"
-        offered = [t for t in agent.tools if t.delegates or not supervisor]
+        own = [*agent.tools, *(t for group in listed for t in group)]
+        offered = [t for t in own if t.delegates or not supervisor]
         self.permissions = rules = agent.permissions  # what it was built from, too
         if rules is not None:  # a denied tool is not offered; a call to it is refused by rule
             offered = [t for t in offered if rules.refusal(t.name) is None]
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
-        self.refused = {t.name for t in agent.tools} - set(self.tools)
+        self.refused = {t.name for t in own} - set(self.tools)
         self.source = agent.handoff_set()  # what it was built from: stale once that changes
+        self.listed = listed  # what the agent's toolsets listed: stale once one lists anew
         self.handoffs = HandoffSet() if supervisor else self.source
+        if listed:
+            _check_listed(agent, listed, self.handoffs)
         self.definitions: list[ToolDefinition] = [t.definition for t in offered]
         self.definitions.extend(self.handoffs.definitions)
+
+
+def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
+                  handoffs: HandoffSet) -> None:
+    """Reject a listed tool named like another tool the agent is offered, naming both."""
+    owners: dict[str, str] = {t.name: f"its tool {t.name!r}" for t in agent.tools}
+    owners.update((n, f"its transfer tool {n!r}") for n in handoffs.by_tool)
+    if agent.mode == "task":
+        owners[FINISH_TASK] = f"the tool {FINISH_TASK!r} of task mode"
+    if agent.output is not None:
+        owners[OUTPUT_TOOL] = f"the tool {OUTPUT_TOOL!r} that gives its output"
+    for toolset, group in zip(agent.toolsets, listed, strict=True):
+        for t in group:
+            here = f"tool {t.name!r} of {toolset.label}"
+            other = owners.get(t.name)
+            if other is not None:
+                raise UserError(
+                    f"Agent {agent.name!r}: the {here} clashes with {other}; give the server "
+                    "a prefix= or leave one tool out with exclude=.")
+            owners[t.name] = f"the {here}"
 
 
 _toolsets: WeakKeyDictionary[Agent[Any], Toolset] = WeakKeyDictionary()
@@ -164,9 +192,22 @@ _toolsets: WeakKeyDictionary[Agent[Any], Toolset] = WeakKeyDictionary()
 
 def toolset_of(agent: Agent[Any]) -> Toolset:
     """The tools ``agent`` is offered, built once and again only when its transfers change
-    (an agent placed under a parent gains its parent and peers) or its permissions do."""
+    (an agent placed under a parent gains its parent and peers) or its permissions do, or,
+    with toolsets, when one lists anew (see ``listed_toolset_of``)."""
     ts = _toolsets.get(agent)
     if ts is None or ts.source is not agent.handoff_set() or \
             ts.permissions is not agent.permissions:
-        ts = _toolsets[agent] = Toolset(agent)
+        ts = _toolsets[agent] = Toolset(agent, ts.listed if ts is not None else ())
+    return ts
+
+
+async def listed_toolset_of(agent: Agent[Any]) -> Toolset:
+    """``toolset_of`` for an agent with toolsets: what they list now (cached by each), the
+    offer rebuilt (and checked for clashing names) only when a list changed."""
+    lists: tuple[ListedTools, ...] = agent.toolsets
+    listed = tuple(await asyncio.gather(*(s.list_tools() for s in lists)))
+    ts = toolset_of(agent)
+    if len(ts.listed) != len(listed) or any(a is not b for a, b in zip(ts.listed, listed,
+                                                                        strict=False)):
+        ts = _toolsets[agent] = Toolset(agent, listed)
     return ts

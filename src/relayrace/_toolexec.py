@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ._context import cut_long
 from ._guarding import guard_text, input_block
+from ._state import listed_toolset_of
 from .approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
 from .events import ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
@@ -76,6 +77,9 @@ async def run_tools(
     Results are kept as each call completes, and logged however the turn ends: a timeout,
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
+    if agent.toolsets and agent.name not in loop.place.toolsets:
+        # A resumed run answers open calls before any turn has listed the agent's toolsets.
+        loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
         return await _run_tools(loop, agent, calls, parent, results)

@@ -25,7 +25,7 @@ from .models import infer_model
 from .models.interface import Model, ModelSettings, OutputMode
 from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
 from .permissions import Permissions
-from .tools import Tool
+from .tools import Tool, Toolset
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -94,7 +94,7 @@ class Agent(Generic[TContext, TOutput]):
         instructions: Instructions,
         description: str = "",
         model: Model | str | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | Toolset] = (),
         sub_agents: Sequence[Agent[Any] | Handoff] = (),
         transfer_policy: TransferPolicy = _DEFAULT_POLICY,
         handoff_tools: HandoffToolsMode = "per_agent",
@@ -126,7 +126,7 @@ class Agent(Generic[TContext, TOutput]):
         instructions: Instructions,
         description: str = "",
         model: Model | str | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | Toolset] = (),
         sub_agents: Sequence[Agent[Any] | Handoff] = (),
         transfer_policy: TransferPolicy = _DEFAULT_POLICY,
         handoff_tools: HandoffToolsMode = "per_agent",
@@ -157,7 +157,7 @@ class Agent(Generic[TContext, TOutput]):
         instructions: Instructions,
         description: str = "",
         model: Model | str | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool | Toolset] = (),
         sub_agents: Sequence[Agent[Any] | Handoff] = (),
         transfer_policy: TransferPolicy = _DEFAULT_POLICY,
         handoff_tools: HandoffToolsMode = "per_agent",
@@ -204,14 +204,21 @@ class Agent(Generic[TContext, TOutput]):
                 self.meta_tools = META_TOOLS
             tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
                                                delegation or DelegationConfig())]
+        self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
+        """Groups of tools listed when a run needs them (MCP servers), offered beside ``tools``."""
+        plain: list[Tool] = []
         for t in tools:
+            if isinstance(t, Toolset):
+                continue
             if isinstance(t, Agent):
                 raise UserError(f"Agent {name!r}: {t.name!r} is an agent, not a tool; offer it "
                                 f"with {t.name}.as_tool(), or put it in sub_agents for handoffs.")
             if not isinstance(t, Tool):
                 raise UserError(
-                    f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool."
+                    f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool "
+                    "(or pass a Toolset, such as an MCPServer)."
                 )
+            plain.append(t)
         for s in sub_agents:
             if not isinstance(s, Agent | Handoff):
                 raise UserError(f"Agent {name!r}: sub_agents takes agents (or handoff(agent)), "
@@ -229,7 +236,7 @@ class Agent(Generic[TContext, TOutput]):
         if permissions is not None and not isinstance(permissions, Permissions):
             raise UserError(f"Agent {name!r}: permissions takes Permissions(allow=[...], "
                             f"deny=[...]), not {type(permissions).__name__}.")
-        names = [t.name for t in tools]
+        names = [t.name for t in plain]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UserError(f"Agent {name!r} has several tools named {sorted(dup)}.")
@@ -254,7 +261,7 @@ class Agent(Generic[TContext, TOutput]):
         self.instructions = instructions
         self.description = description
         self.model = model
-        self.tools: tuple[Tool, ...] = tuple(tools)
+        self.tools: tuple[Tool, ...] = tuple(plain)
         self.transfer_policy = transfer_policy
         self.handoff_tools: HandoffToolsMode = handoff_tools
         self.max_turns = max_turns

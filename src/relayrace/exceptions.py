@@ -20,6 +20,7 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
     │   └── HandoffLoopError          agents pass control back and forth without doing work
     ├── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
+    ├── MCPServerError            an MCP server could not be started or reached, or broke a call
     └── SessionError              a session's store refused a run or a write (``retryable``)
         ├── SessionInUseError     another run holds the session's lease
         ├── SessionConflictError  another writer appended since this one last read the log
@@ -40,6 +41,7 @@ __all__ = [
     "GuardrailTripwireTriggered",
     "HandoffError",
     "HandoffLoopError",
+    "MCPServerError",
     "MaxHandoffsExceeded",
     "MaxTurnsExceeded",
     "ModelBehaviorError",
@@ -267,3 +269,9 @@ class SessionStoreBusy(SessionError):
             f"Session {session_id!r}: {store} stayed locked by another writer for the "
             f"{timeout:g} s busy timeout. Nothing of this write was stored; run again on the "
             "session later, or raise the store's busy_timeout."))
+
+
+class MCPServerError(RelayraceError):
+    """An MCP server could not be started or reached, or a call to it broke off (the server
+    died, the connection dropped, no answer within the timeout). A failing call reaches the
+    model as its tool's error; a server whose tools cannot be listed fails the run."""

@@ -9,7 +9,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_origin, get_type_hints, overload
 
@@ -25,6 +25,7 @@ __all__ = [
     "RateLimit",
     "Tool",
     "ToolRetry",
+    "Toolset",
     "ask_user",
     "parse_arguments",
     "render_tool_output",
@@ -136,6 +137,24 @@ class Tool(ABC):
 
         Raise :class:`ToolRetry` for a mistake the model should fix; any other exception is
         reported to the model as a failure, with the traceback kept in the event log.
+        """
+
+
+class Toolset(ABC):
+    """Tools known only once a run needs them, such as an MCP server's: an agent takes a
+    toolset in ``tools=[...]`` beside its tools, and each of its turns offers what the toolset
+    lists then."""
+
+    label: str
+    """What the toolset is, for error messages (e.g. ``MCP server 'time'``)."""
+
+    @abstractmethod
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools offered now.
+
+        Called before each turn of an agent that has the toolset, so it must be cheap once
+        listed: return the same sequence object while the list is unchanged (the engine
+        rebuilds the agent's offer, and checks it for clashing names, only on a new one).
         """
 
 

@@ -519,6 +519,11 @@ def show_session(
         out.print(Text("No child sessions.", style="dim"))
 
 
+from ._mcp import mcp_app  # noqa: E402 - it uses _errors above
+
+app.add_typer(mcp_app, name="mcp")
+
+
 def main() -> None:
     """The ``relayrace`` console script."""
     app()

@@ -18,6 +18,7 @@ from ..compression import Compression, read_result
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
+from ..mcp import MCPServer
 from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..output import json_schema_type
@@ -25,7 +26,7 @@ from ..patterns import swarm
 from ..permissions import Permissions
 from ..routing import TerminateTarget
 from ..team import Team
-from ..tools import RateLimit, Tool, tool
+from ..tools import RateLimit, Tool, Toolset, tool
 from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
@@ -34,6 +35,7 @@ from .models import (
     AgentDocument,
     AgentSpec,
     AgentToolSpec,
+    MCPToolSpec,
     PrimaryModelSpec,
     PythonToolSpec,
     RateLimitSpec,
@@ -157,6 +159,7 @@ class Builder:
         self.built: dict[str, Agent[Any]] = {}
         self.placed: set[str] = set()
         self._models: dict[str, Model | str | None] = {}
+        self._servers: dict[str, MCPServer] = {}  # one server per distinct spec, shared
 
     def build(self, name: str) -> Agent[Any]:
         """The primary object of ``name`` (its dependencies must be built already)."""
@@ -259,7 +262,7 @@ class Builder:
         spec = model.spec
         pattern = spec.orchestration.pattern
         is_swarm = pattern == "swarm"
-        tools: list[Tool] = []
+        tools: list[Tool | Toolset] = []
         swarm_members: list[Handoff] = []
         for i, item in enumerate(spec.tools):
             with located(doc, ("spec", "tools", i)):
@@ -273,6 +276,8 @@ class Builder:
                         tools.append(self._agent_tool(item))
                 elif isinstance(item, PythonToolSpec):
                     tools.append(self._python_tool_at(doc, i, item))
+                elif isinstance(item, MCPToolSpec) and item.runnable:
+                    tools.append(self._mcp_server(doc, item))
         if spec.read_result:
             tools.append(read_result)
         with located(doc, ("spec", "guardrails")):
@@ -314,6 +319,27 @@ class Builder:
                          transcript_turns=transcript.turns if transcript else None,
                          transcript_chars=transcript.chars if transcript else None,
                          description=spec.identity.description)
+
+    def _mcp_server(self, doc: ParsedDocument, spec: MCPToolSpec) -> MCPServer:
+        """The server ``spec`` describes; agents whose specs are the same share one."""
+        cwd = None
+        if spec.cwd is not None:
+            cwd = str(Path(doc.source.file).parent / spec.cwd)
+        key = f"{cwd}|{spec.model_dump_json()}"
+        server = self._servers.get(key)
+        if server is None:
+            common: dict[str, Any] = {
+                "name": spec.name, "include": spec.include, "exclude": spec.exclude,
+                "prefix": spec.prefix, "timeout": spec.timeout_seconds,
+                "requires_approval": spec.requires_approval}
+            if spec.command is not None:
+                server = MCPServer.stdio(spec.command, spec.args, env=spec.env or None, cwd=cwd,
+                                         **common)
+            else:
+                assert spec.url is not None
+                server = MCPServer.http(spec.url, headers=spec.headers, **common)
+            self._servers[key] = server
+        return server
 
     def _context(self, doc: ParsedDocument, spec: AgentSpec) -> dict[str, Any]:
         """The agent's compression and memory."""

@@ -28,6 +28,7 @@ from .models import (
     AgentToolSpec,
     ExternalToolSpec,
     GuardrailsSpec,
+    MCPToolSpec,
     ModelParameters,
     TeamDocument,
     WorkflowDocument,
@@ -210,6 +211,11 @@ def _ignored(model: BaseModel, path: tuple[str | int, ...]) -> Iterator[tuple[Lo
         name = f" {model.name!r}" if model.name else ""
         yield path, (f"tool{name} of type {model.type!r} is not supported by relayrace; "
                      "ignored (use type: python or type: agent)")
+        return
+    if isinstance(model, MCPToolSpec) and not model.runnable:
+        name = f" {model.name!r}" if model.name else ""
+        yield path, (f"tool{name} of type 'mcp' names no command or url; ignored (relayrace "
+                     "runs an MCP server from command/args or reaches it at url)")
         return
     for name, info in type(model).model_fields.items():
         key = info.alias or name

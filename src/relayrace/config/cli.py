@@ -29,6 +29,8 @@ def _summary(agent: Agent[Any]) -> str:
     parts = [agent.pattern, _model_name(agent.model)]
     if agent.tools:
         parts.append("tools: " + ", ".join(t.name for t in agent.tools))
+    if agent.toolsets:
+        parts.append("toolsets: " + ", ".join(t.label for t in agent.toolsets))
     if agent.sub_agents:
         parts.append("sub-agents: " + ", ".join(a.name for a in agent.sub_agents))
     return "; ".join(parts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "API_VERSIONS",
@@ -30,6 +30,7 @@ __all__ = [
     "ExternalToolSpec",
     "GuardrailsSpec",
     "IdentitySpec",
+    "MCPToolSpec",
     "MemorySpec",
     "Metadata",
     "ModelParameters",
@@ -56,8 +57,9 @@ SUPPORTED_PATTERNS = ("react", "supervisor", "swarm")
 """Orchestration patterns relayrace implements."""
 UNSUPPORTED_PATTERNS = ("plan_and_execute", "parallel_fan_out", "pipeline", "glyph")
 """Astromesh patterns relayrace reads but replaces with ``react`` (with a warning)."""
-UNSUPPORTED_TOOL_TYPES = ("mcp", "a2a", "builtin", "client")
-"""Astromesh tool types relayrace reads but skips (with a warning)."""
+UNSUPPORTED_TOOL_TYPES = ("a2a", "builtin", "client")
+"""Astromesh tool types relayrace reads but skips (with a warning); so is an ``mcp`` tool that
+names no command or url (an Astromesh server reference)."""
 MODEL_PROVIDERS = ("openai", "anthropic", "ollama", "vllm", "lmstudio",
                    "openai_compat", "openai-compatible")
 """Valid ``spec.model.primary.provider`` values (the last two mean ``openai``)."""
@@ -258,17 +260,63 @@ class PythonToolSpec(_Strict):
                                      description="Compression clears its old results first.")
 
 
+class MCPToolSpec(_Strict):
+    """The tools of an MCP server: run as a command (stdio) or reached at a URL (HTTP)."""
+
+    type: Literal["mcp"] = Field(description="mcp")
+    name: str | None = Field(default=None, description=(
+        "The server's name in traces and errors (default: the command's file name or the URL's "
+        "host)."))
+    command: str | None = Field(default=None, min_length=1, description=(
+        "The command that runs the server over stdio, e.g. mcp-server-time."))
+    args: list[str] = Field(default_factory=list, description="The command's arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "Environment variables for the command, added to a safe default environment."))
+    cwd: str | None = Field(default=None, description=(
+        "The command's working directory, relative to the YAML file."))
+    url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "The streamable HTTP endpoint, e.g. http://127.0.0.1:8000/mcp."))
+    headers: dict[str, str] = Field(default_factory=dict, description=(
+        "HTTP headers sent with every request (url only)."))
+    include: list[str] | None = Field(default=None, description=(
+        "Offer only these tools (the server's names)."))
+    exclude: list[str] | None = Field(default=None, description=(
+        "Leave out these tools (the server's names)."))
+    prefix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$", description=(
+        "Offer each tool as <prefix>_<name>, to avoid clashing names."))
+    timeout_seconds: float = Field(default=60.0, gt=0,
+                                   description="Seconds a call may take before it fails.")
+    requires_approval: bool = Field(default=False, description=(
+        "Pause for a human decision before each call of the server's tools."))
+    server: Any = astromesh_only("Astromesh MCP server reference; give command or url.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPToolSpec:
+        if self.command is not None and self.url is not None:
+            raise ValueError("give command (stdio) or url (streamable HTTP), not both")
+        if self.headers and self.url is None:
+            raise ValueError("headers go with url; a stdio server takes env")
+        if self.command is None and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd go with command")
+        return self
+
+    @property
+    def runnable(self) -> bool:
+        """Whether it names a server relayrace can run (else an Astromesh reference)."""
+        return self.command is not None or self.url is not None
+
+
 class ExternalToolSpec(BaseModel):
-    """An Astromesh tool kind relayrace does not run (builtin, mcp, a2a, client): skipped."""
+    """An Astromesh tool kind relayrace does not run (builtin, a2a, client): skipped."""
 
     model_config = ConfigDict(extra="allow")  # each Astromesh tool kind has its own keys
 
-    type: Literal["mcp", "a2a", "builtin", "client"] = Field(description=(
-        f"mcp, a2a, builtin or client. {_IGNORED_NOTE}"), json_schema_extra={IGNORED_MARK: True})
+    type: Literal["a2a", "builtin", "client"] = Field(description=(
+        f"a2a, builtin or client. {_IGNORED_NOTE}"), json_schema_extra={IGNORED_MARK: True})
     name: str | None = Field(default=None, description="The tool's name.")
 
 
-ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | ExternalToolSpec,
+ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | ExternalToolSpec,
                      Field(discriminator="type")]
 
 

@@ -1,0 +1,5 @@
+"""``python -m relayrace.cli``: the ``relayrace`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,133 @@
+"""A relayrace team as an MCP server: each entry agent is a tool, each call a run.
+
+``relayrace mcp serve TARGET`` uses this over stdio (or streamable HTTP on 127.0.0.1 with
+``--port``), so any MCP client (an IDE, another framework) can use a team. The server is the
+``mcp`` SDK's own (``FastMCP`` on 1.x, ``MCPServer`` on 2.x); needs ``relayrace[mcp]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from .agent import Agent
+from .exceptions import UserError
+from .mcp import _sdk
+from .models.interface import Model
+from .reports import parse_report
+from .runner import Runner
+from .sessions import MemorySession, Session, SQLiteSession, new_session_id
+
+__all__ = ["mcp_server", "serve_http", "serve_stdio"]
+
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _server_class() -> Any:
+    """The SDK's high-level server class: ``MCPServer`` on 2.x, ``FastMCP`` on 1.x."""
+    _sdk()
+    try:
+        return importlib.import_module("mcp.server.mcpserver").MCPServer
+    except ImportError:
+        return importlib.import_module("mcp.server.fastmcp").FastMCP
+
+
+def mcp_server(agents: Sequence[Agent[Any]], *, name: str = "relayrace",
+               db: Path | None = None, model: Model | str | None = None,
+               max_turns: int | None = None) -> Any:
+    """An MCP server (the SDK's) offering each of ``agents`` as a tool named after it.
+
+    A call ``{"task": "..."}`` runs the agent's team on the task in a new session (kept in the
+    SQLite file ``db`` if given, where ``relayrace sessions`` shows it; else in memory). The
+    result's text is the final answer; its structured content holds the answer, the agent
+    that gave it, the session id, and the delegation report when the answer ends with one. A
+    run that fails, or stops for approval, is an ``isError`` result saying why.
+    """
+    if not agents:
+        raise UserError("An MCP server needs at least one agent to offer.")
+    names = [_INVALID.sub("_", a.name)[:64] for a in agents]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise UserError(f"Several agents would be offered as the MCP tool(s) {dup}; pick agents "
+                        "whose names differ.")
+    server = _server_class()(name)
+    for agent, tool_name in zip(agents, names, strict=True):
+        server.add_tool(_runner_of(agent, db, model, max_turns), name=tool_name,
+                        description=agent.description or f"Ask the relayrace agent "
+                        f"{agent.name!r} (and its team) to do a task; returns its answer.")
+    return server
+
+
+def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
+               max_turns: int | None) -> Any:
+    types = _sdk().types
+
+    def result(text: str, structured: dict[str, Any] | None = None,
+               is_error: bool = False) -> Any:
+        data: dict[str, Any] = {"content": [{"type": "text", "text": text}],
+                                "isError": is_error}
+        if structured is not None:
+            data["structuredContent"] = structured
+        return types.CallToolResult.model_validate(data)
+
+    async def run(task: str) -> Any:
+        session_id = new_session_id()
+        session: Session = SQLiteSession(session_id, db) if db is not None else MemorySession()
+        try:
+            outcome = await Runner.run(agent, task, session=session, model=model,
+                                       max_turns=max_turns)
+        except Exception as exc:  # the client is told; this server goes on serving
+            return result(f"The run failed: {type(exc).__name__}: {exc}", is_error=True)
+        if outcome.pending is not None:
+            calls = ", ".join(f"{a.tool_name} ({a.call_id})" for a in outcome.pending.approvals)
+            return result(f"The run stopped for a human decision on {calls}; decide with "
+                          f"`relayrace resume --session {session_id}` on the server's "
+                          "database.", is_error=True)
+        report = parse_report(outcome.final_output)
+        structured = (report.key_findings or report.sources or report.gaps
+                      or report.confidence != "unknown")
+        return result(outcome.final_output, {
+            "answer": outcome.final_output, "agent": outcome.last_agent.name,
+            "session_id": session_id, "report": report.to_dict() if structured else None})
+
+    # Set here, not written as annotations: the SDK reads them, and its types are imported
+    # only when a server is made (relayrace imports without the mcp package).
+    run.__annotations__ = {
+        "task": Annotated[str, Field(description="What the agent should do, in plain words.")],
+        "return": types.CallToolResult,
+    }
+    run.__name__ = f"run_{_INVALID.sub('_', agent.name)}"
+    return run
+
+
+async def serve_stdio(server: Any) -> None:
+    """Serve ``server`` (from :func:`mcp_server`) over this process's stdin and stdout."""
+    await server.run_stdio_async()
+
+
+async def serve_http(server: Any, *, port: int, host: str = "127.0.0.1",
+                     sock: socket.socket | None = None) -> None:
+    """Serve ``server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled, then
+    shut down (open streams get a second to end).
+
+    ``sock`` is an already bound socket to serve on instead (e.g. one bound to port 0).
+    """
+    import uvicorn
+
+    config = uvicorn.Config(server.streamable_http_app(), host=host, port=port,
+                            log_level="warning", timeout_graceful_shutdown=1)
+    web = uvicorn.Server(config)
+    serving = asyncio.ensure_future(web.serve(sockets=[sock] if sock is not None else None))
+    try:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
+        web.should_exit = True
+        await serving
+        raise

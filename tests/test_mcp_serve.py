@@ -1,0 +1,132 @@
+"""``relayrace mcp serve``: a team's agents as MCP tools, driven by the mcp SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relayrace import Agent, UserError
+from relayrace.mcp_serve import mcp_server, serve_http
+from relayrace.testing import FunctionModel, text
+
+mcp = pytest.importorskip("mcp")
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "connected"
+
+TEAM = '''
+from relayrace import Agent
+from relayrace.testing import FunctionModel, text
+
+
+def answer(request):
+    task = request.messages[-1].content
+    if "crash" in task:
+        raise RuntimeError("the model fell over")
+    if "report" in task:
+        return text("Done.\\n<handoff>\\nSUMMARY: counted the notes\\nKEY FINDINGS:\\n- 3 notes\\n"
+                    "CONFIDENCE: high\\n</handoff>")
+    return text(f"You asked: {task}")
+
+
+helper = Agent("helper", instructions="Help.", description="Answers questions about notes.",
+               model=FunctionModel(answer))
+'''
+
+
+async def call(session: Any, name: str, task: str) -> dict[str, Any]:
+    result = await asyncio.wait_for(session.call_tool(name, {"task": task}), 60)
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
+async def check(session: Any) -> None:
+    await asyncio.wait_for(session.initialize(), 60)
+    listed = (await session.list_tools()).tools
+    (helper,) = [t.model_dump(by_alias=True) for t in listed]
+    assert helper["name"] == "helper"
+    assert helper["description"] == "Answers questions about notes."
+    assert list(helper["inputSchema"]["properties"]) == ["task"]
+
+    plain = await call(session, "helper", "how many notes?")
+    assert plain["content"] == [{"type": "text", "text": "You asked: how many notes?"}]
+    assert not plain.get("isError")
+    assert plain["structuredContent"]["agent"] == "helper"
+    assert plain["structuredContent"]["report"] is None
+
+    reported = await call(session, "helper", "report please")
+    report = reported["structuredContent"]["report"]
+    assert report["summary"] == "counted the notes" and report["key_findings"] == ["3 notes"]
+    assert report["confidence"] == "high"
+
+    failed = await call(session, "helper", "crash now")
+    assert failed["isError"] is True
+    assert failed["content"][0]["text"] == ("The run failed: RuntimeError: the model fell over")
+
+
+async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
+    from mcp.client.stdio import stdio_client
+
+    (tmp_path / "team.py").write_text(textwrap.dedent(TEAM))
+    params = mcp.StdioServerParameters(
+        command=sys.executable, args=["-m", "relayrace.cli", "mcp", "serve",
+                                      f"{tmp_path / 'team.py'}:helper", "--db",
+                                      str(tmp_path / "s.db")])
+    async with AsyncExitStack() as stack:
+        streams = await stack.enter_async_context(stdio_client(params))
+        session = await stack.enter_async_context(mcp.ClientSession(streams[0], streams[1]))
+        await check(session)
+    assert (tmp_path / "s.db").exists()  # each call's session was kept
+
+
+async def test_mcp_serve_over_http(tmp_path: Path) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(TEAM), namespace)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()  # connections wait in the backlog until the server accepts them
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    serving = asyncio.create_task(serve_http(mcp_server([namespace["helper"]]), port=0,
+                                             sock=sock))
+    try:
+        async with AsyncExitStack() as stack:
+            streams = await stack.enter_async_context(streamable_http_client(url))
+            session = await stack.enter_async_context(mcp.ClientSession(streams[0],
+                                                                        streams[1]))
+            await check(session)
+    finally:
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+        sock.close()
+
+
+def test_agents_offered_under_one_name_are_refused() -> None:
+    one = Agent("a b", instructions="x", model=FunctionModel(lambda r: text("x")))
+    two = Agent("a_b", instructions="x", model=FunctionModel(lambda r: text("x")))
+    with pytest.raises(UserError, match=r"Several agents would be offered as the MCP tool\(s\) "
+                       r"\['a_b'\]"):
+        mcp_server([one, two])
+
+
+def test_connected_example(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "RELAYRACE_MODEL", "FORCE_COLOR")}
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONIOENCODING="utf-8")
+    done = subprocess.run([sys.executable, str(EXAMPLE / "main.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    # The stdio server's answer, then the HTTP-served relayrace team's (with its report).
+    assert '→ notes_search: {"result":["handoff: A handoff passes the live conversation' in out
+    assert '→ librarian: {"answer":"Checked the catalogue for: books about agent handoffs' in out
+    assert "assistant: A handoff passes the live conversation to another agent." in out
