@@ -23,8 +23,15 @@ mcp = pytest.importorskip("mcp")
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "connected"
 
 TEAM = '''
+from pydantic import BaseModel
+
 from relayrace import Agent
-from relayrace.testing import FunctionModel, text
+from relayrace.testing import FunctionModel, final_output, text
+
+
+class Count(BaseModel):
+    notes: int
+    topics: list[str]
 
 
 def answer(request):
@@ -39,6 +46,8 @@ def answer(request):
 
 helper = Agent("helper", instructions="Help.", description="Answers questions about notes.",
                model=FunctionModel(answer))
+counter = Agent("counter", instructions="Count.", output_type=Count,
+                model=FunctionModel(lambda r: final_output(Count(notes=3, topics=["mcp"]))))
 '''
 
 
@@ -50,8 +59,8 @@ async def call(session: Any, name: str, task: str) -> dict[str, Any]:
 async def check(session: Any) -> None:
     await asyncio.wait_for(session.initialize(), 60)
     listed = (await session.list_tools()).tools
-    (helper,) = [t.model_dump(by_alias=True) for t in listed]
-    assert helper["name"] == "helper"
+    helper, counter = [t.model_dump(by_alias=True) for t in listed]
+    assert (helper["name"], counter["name"]) == ("helper", "counter")
     assert helper["description"] == "Answers questions about notes."
     assert list(helper["inputSchema"]["properties"]) == ["task"]
 
@@ -60,6 +69,11 @@ async def check(session: Any) -> None:
     assert not plain.get("isError")
     assert plain["structuredContent"]["agent"] == "helper"
     assert plain["structuredContent"]["report"] is None
+    assert plain["structuredContent"]["output"] is None
+
+    counted = await call(session, "counter", "count the notes")
+    assert counted["structuredContent"]["output"] == {"notes": 3, "topics": ["mcp"]}
+    assert counted["content"][0]["text"] == '{"notes": 3, "topics": ["mcp"]}'
 
     reported = await call(session, "helper", "report please")
     report = reported["structuredContent"]["report"]
@@ -77,8 +91,8 @@ async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
     (tmp_path / "team.py").write_text(textwrap.dedent(TEAM))
     params = mcp.StdioServerParameters(
         command=sys.executable, args=["-m", "relayrace.cli", "mcp", "serve",
-                                      f"{tmp_path / 'team.py'}:helper", "--db",
-                                      str(tmp_path / "s.db")])
+                                      str(tmp_path / "team.py"), "--agent", "helper",
+                                      "--agent", "counter", "--db", str(tmp_path / "s.db")])
     async with AsyncExitStack() as stack:
         streams = await stack.enter_async_context(stdio_client(params))
         session = await stack.enter_async_context(mcp.ClientSession(streams[0], streams[1]))
@@ -95,8 +109,8 @@ async def test_mcp_serve_over_http(tmp_path: Path) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen()  # connections wait in the backlog until the server accepts them
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    serving = asyncio.create_task(serve_http(mcp_server([namespace["helper"]]), port=0,
-                                             sock=sock))
+    agents = [namespace["helper"], namespace["counter"]]
+    serving = asyncio.create_task(serve_http(mcp_server(agents), port=0, sock=sock))
     try:
         async with AsyncExitStack() as stack:
             streams = await stack.enter_async_context(streamable_http_client(url))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import re
 import socket
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
+from pydantic_core import to_jsonable_python
 
 from .agent import Agent
 from .exceptions import UserError
@@ -46,8 +48,9 @@ def mcp_server(agents: Sequence[Agent[Any]], *, name: str = "relayrace",
 
     A call ``{"task": "..."}`` runs the agent's team on the task in a new session (kept in the
     SQLite file ``db`` if given, where ``relayrace sessions`` shows it; else in memory). The
-    result's text is the final answer; its structured content holds the answer, the agent
-    that gave it, the session id, and the delegation report when the answer ends with one. A
+    result's text is the final answer (an ``output_type``'s data as JSON); its structured
+    content holds the answer, the output data (``None`` for a text answer), the agent that
+    gave it, the session id, and the delegation report when the answer ends with one. A
     run that fails, or stops for approval, is an ``isError`` result saying why.
     """
     if not agents:
@@ -90,12 +93,18 @@ def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
             return result(f"The run stopped for a human decision on {calls}; decide with "
                           f"`relayrace resume --session {session_id}` on the server's "
                           "database.", is_error=True)
-        report = parse_report(outcome.final_output)
-        structured = (report.key_findings or report.sources or report.gaps
-                      or report.confidence != "unknown")
-        return result(outcome.final_output, {
-            "answer": outcome.final_output, "agent": outcome.last_agent.name,
-            "session_id": session_id, "report": report.to_dict() if structured else None})
+        output = outcome.final_output
+        if isinstance(output, str):
+            answer, data = output, None
+        else:  # the agent's output_type: its data, as JSON
+            data = to_jsonable_python(output)
+            answer = json.dumps(data, ensure_ascii=False)
+        report = parse_report(answer)
+        reported = (report.key_findings or report.sources or report.gaps
+                    or report.confidence != "unknown")
+        return result(answer, {
+            "answer": answer, "output": data, "agent": outcome.last_agent.name,
+            "session_id": session_id, "report": report.to_dict() if reported else None})
 
     # Set here, not written as annotations: the SDK reads them, and its types are imported
     # only when a server is made (relayrace imports without the mcp package).
