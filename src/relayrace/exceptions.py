@@ -20,7 +20,7 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   ├── MaxHandoffsExceeded       more handoffs than ``max_handoffs``
     │   └── HandoffLoopError          agents pass control back and forth without doing work
     ├── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
-    ├── MCPServerError            an MCP server could not be started or reached, or broke a call
+    ├── MCPServerError                an MCP server could not be started or reached, or broke a call
     └── SessionError              a session's store refused a run or a write (``retryable``)
         ├── SessionInUseError     another run holds the session's lease
         ├── SessionConflictError  another writer appended since this one last read the log
