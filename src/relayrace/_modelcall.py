@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._builders import new_message_event, new_request
 from ._context import request_messages
-from ._guarding import GuardedStream, guard_finish, guard_text
+from ._guarding import GuardedStream, cost_block, guard_finish, guard_text
 from ._state import Toolset
 from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition
@@ -65,6 +65,14 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     state = loop.state
     path = loop.path(agent)
     model = model_of(loop, agent)
+    if agent.input_guardrails or agent.output_guardrails or loop.scope.team_output \
+            or loop.scope.team_input:
+        stop = cost_block(loop, agent)
+        if stop is not None:  # the agent answers with the block, no request is made
+            message = Message.assistant(stop, name=agent.name)
+            loop.push(message)
+            loop.log.add(new_message_event(agent.name, path, message))
+            return message
     ts = loop.toolset(agent)
     if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
         # The common case, decided early.
