@@ -129,3 +129,16 @@ def test_yaml_guardrail_errors_name_the_rule(tmp_path: Path, rule: str, error: s
     with pytest.raises(ConfigError, match="a.yaml:8: spec.guardrails.output\\[0\\]") as info:
         load_team(tmp_path)
     assert error in str(info.value)
+
+
+async def test_a_streamed_run_shows_the_cost_block_answer() -> None:
+    from relayrace import TextDeltaEvent
+
+    model = ScriptedModel([tool_call("research", {"query": "q"}), text(_long(50)), text("no")])
+    researcher = Agent("research", instructions="Research.", model=model)
+    lead = Agent("lead", instructions="Lead.", model=model,
+                 tools=[researcher.as_tool(report=False)], output_guardrails=[CostLimit(40)])
+    stream = Runner.stream(lead, "Go")
+    shown = "".join([e.delta async for e in stream if isinstance(e, TextDeltaEvent)
+                     and e.agent == "lead"])
+    assert shown.startswith("I have to stop here")

@@ -72,6 +72,8 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
             message = Message.assistant(stop, name=agent.name)
             loop.push(message)
             loop.log.add(new_message_event(agent.name, path, message))
+            if state.emit is not None:
+                _emit_text(loop, agent, path, stop)
             return message
     ts = loop.toolset(agent)
     if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
