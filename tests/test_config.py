@@ -24,12 +24,19 @@ from relayrace.config import cli as config_cli
 from relayrace.config.schema import json_schema, render
 from relayrace.config.schema import main as schema_main
 from relayrace.delegation import AgentTool
-from relayrace.guardrails import MaxLengthGuardrail, PIIGuardrail, TopicDenyListGuardrail
+from relayrace.guardrails import (
+    ContentFilterGuardrail,
+    CostLimit,
+    MaxLengthGuardrail,
+    PIIGuardrail,
+    TopicDenyListGuardrail,
+)
 from relayrace.models.openai import OpenAIChatModel
+from relayrace.patterns import PlanAndExecute
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, Stay, TerminateTarget, ToolCalled
 from relayrace.team import Team
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
+from relayrace.workflows import Chain, LoopAgent, ParallelAgent, SequentialAgent
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "teams"
@@ -522,24 +529,27 @@ def test_astromesh_keys_are_warnings() -> None:
     found = {w.key: w for w in loaded.warnings}
     assert set(found) == {
         "metadata.namespace", "spec.model.fallback", "spec.model.routing",
-        "spec.prompts.templates", "spec.orchestration.pattern", "spec.tools[0]",
-        "spec.tools[1]", "spec.memory.conversational.backend", "spec.guardrails.output[0]",
-        "spec.guardrails.output[1]", "spec.chain",
+        "spec.prompts.templates", "spec.tools[0]",
+        "spec.tools[1]", "spec.memory.conversational.backend",
     }
     file = str(FIXTURES / "astromesh" / "sales.agent.yaml")
     assert all(w.file == file and "ignored" in w.message for w in loaded.warnings)
     assert str(found["spec.memory.conversational.backend"]) == (
         f"{file}:43: spec.memory.conversational.backend: not supported by relayrace; ignored "
         "(Astromesh memory backend; relayrace keeps memory in the session store).")
-    assert "'plan_and_execute'" in found["spec.orchestration.pattern"].message
     assert "'builtin'" in found["spec.tools[0]"].message
-    assert "'cost_limit'" in found["spec.guardrails.output[0]"].message
-    agent = loaded["sales-qualifier"]
+    chain = loaded["sales-qualifier"]
+    assert isinstance(chain, Chain) and [link.agent.name for link in chain.links] == [
+        "email-composer"]
+    pattern = chain.agent
+    assert isinstance(pattern, PlanAndExecute) and pattern.max_steps == 6
+    agent = pattern.worker
     assert agent.pattern == "react" and agent.tools == ()
     assert [type(g) for g in agent.input_guardrails] == [PIIGuardrail]
-    assert agent.output_guardrails == ()
+    assert [type(g) for g in agent.output_guardrails] == [CostLimit, ContentFilterGuardrail]
     assert agent.permissions == Permissions(allow=["lookup_company"])
     assert isinstance(agent.model, OpenAIChatModel)  # openai_compat with an endpoint
+    assert "sales_qualifier ==>|\"delegates: chain\"| email_composer" in to_mermaid(loaded.graph)
 
 
 def test_swarm_keys_on_other_patterns_warn(tmp_path: Path) -> None:
@@ -649,7 +659,8 @@ def test_cli_validate(tmp_path: Path) -> None:
     assert "12 documents" in report and "Entry points:" in report and "No warnings." in report
     assert "swarm of desk, writer, critic" in report
     ok, report = config_cli.validate(FIXTURES / "astromesh")
-    assert ok and "11 warnings:" in report and "spec.memory" in report
+    assert ok and "7 warnings:" in report and "spec.memory" in report
+    assert "plan_and_execute: react" in report and "then sequential: email-composer" in report
     write(tmp_path, {"a.yaml": agent_doc("a", "  toolz: []\n")})
     ok, report = config_cli.validate(tmp_path)
     assert not ok and "unknown key 'spec.toolz'; did you mean 'tools'?" in report

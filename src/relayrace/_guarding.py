@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .events import GuardrailTriggeredEvent
 from .exceptions import GuardrailTripwireTriggered, UserError
-from .guardrails import Guardrail, apply_guardrails, block_message
+from .guardrails import CostLimit, Guardrail, apply_guardrails, block_message
 from .handoffs import FINISH_TASK
 from .messages import Message, ToolCall
 from .tools import ToolRetry, parse_arguments
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._engine import AgentLoop
     from .agent import Agent
 
-__all__ = ["GuardedStream", "guard_finish", "guard_text", "input_block"]
+__all__ = ["GuardedStream", "cost_block", "guard_finish", "guard_text", "input_block"]
 
 
 def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
@@ -57,6 +57,28 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
             calls = tuple(ToolCall(c.id, c.name, a)
                           for c, a in zip(current.tool_calls, checked[1:], strict=True))
             redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
+    return None
+
+
+def cost_block(loop: AgentLoop, agent: Agent[Any]) -> str | None:
+    """The answer ``agent`` gives instead of a model request when a ``CostLimit`` of its own
+    (or of the team it speaks in) is used up: the tokens of this run, its children's included.
+    """
+    scope = loop.scope
+    for rail in (*agent.input_guardrails, *agent.output_guardrails, *scope.team_input,
+                 *scope.team_output):
+        if not isinstance(rail, CostLimit):
+            continue
+        used = loop.place.local or loop.state.budget.usage.total
+        result = rail.over(used.output_tokens, used.total_tokens)
+        if result is None:
+            continue
+        loop.log.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+                                             guardrail=result.guardrail, stage="output",
+                                             action="block", message=result.message))
+        answer = rail.answer(result)
+        loop.control.block(answer)
+        return answer
     return None
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._builders import new_message_event, new_request
 from ._context import request_messages
-from ._guarding import GuardedStream, guard_finish, guard_text
+from ._guarding import GuardedStream, cost_block, guard_finish, guard_text
 from ._state import Toolset, listed_toolset_of
 from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition
@@ -67,6 +67,16 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     model = model_of(loop, agent)
     if agent.toolsets:  # listed now: a server may have changed its tools since last turn
         loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
+    if agent.input_guardrails or agent.output_guardrails or loop.scope.team_output \
+            or loop.scope.team_input:
+        stop = cost_block(loop, agent)
+        if stop is not None:  # the agent answers with the block, no request is made
+            message = Message.assistant(stop, name=agent.name)
+            loop.push(message)
+            loop.log.add(new_message_event(agent.name, path, message))
+            if state.emit is not None:
+                _emit_text(loop, agent, path, stop)
+            return message
     ts = loop.toolset(agent)
     if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
         # The common case, decided early.

@@ -47,7 +47,8 @@ from markupsafe import Markup
 
 from .exceptions import ConfigError, UserError
 
-__all__ = ["ContextTransform", "ContextTransformError", "is_template", "render_instructions"]
+__all__ = ["Condition", "ContextTransform", "ContextTransformError", "is_template",
+           "render_instructions"]
 
 _TOP_LEVEL_NAME = re.compile(r"'(\w+)' is undefined$")
 _ESCAPED_CHAR = re.compile(r"\\.", re.DOTALL)
@@ -611,3 +612,40 @@ class ContextTransform:
             ) from exc
         except Exception as exc:
             raise ContextTransformError(f"{label} failed{_where(exc, source)}: {exc!r}") from exc
+
+
+class Condition:
+    """A ``when`` condition: a Jinja expression, bare (``output.data.score > 7``) or in
+    ``{{ }}`` as Astromesh writes it, evaluated in the sandbox over the given variables.
+
+    Compiled once: a syntax error raises ``ConfigError``. ``holds`` raises ``UserError`` when
+    the expression reads a value that is missing (no silent ``False``)."""
+
+    __slots__ = ("_compiled", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        text = source.strip()
+        if text.startswith("{{") and text.endswith("}}"):
+            text = text[2:-2].strip()
+        if not text:
+            raise ConfigError("A condition is empty; write an expression such as "
+                              "'output.data.score > 7'.")
+        try:
+            self._compiled = _expression(text)
+        except TemplateSyntaxError as exc:
+            raise ConfigError(f"Condition {source!r} has a syntax error: {exc.message}") from exc
+        except Exception as exc:  # e.g. RecursionError on absurdly nested text
+            raise ConfigError(f"Condition {source!r} cannot compile: {exc!r}") from exc
+
+    def holds(self, variables: Mapping[str, Any]) -> bool:
+        """Whether the condition is true for ``variables``."""
+        try:
+            with _bounded():
+                return bool(_plain(self._compiled(**{k: _wrap(v, k) for k, v in
+                                                    variables.items()})))
+        except UndefinedError as exc:
+            raise UserError(f"Condition {self.source!r} reads a missing value: "
+                            f"{exc.message}") from exc
+        except Exception as exc:
+            raise UserError(f"Condition {self.source!r} failed: {exc!r}") from exc

@@ -21,6 +21,8 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   └── HandoffLoopError          agents pass control back and forth without doing work
     ├── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
     ├── MCPServerError                an MCP server could not be started or reached, or broke a call
+    ├── PatternStepFailed             a fan-out subtask (``on_error="cancel"``), pipeline stage or
+    │                                 chain link (``on_error="fail"``) failed
     └── SessionError              a session's store refused a run or a write (``retryable``)
         ├── SessionInUseError     another run holds the session's lease
         ├── SessionConflictError  another writer appended since this one last read the log
@@ -49,6 +51,7 @@ __all__ = [
     "ModelRefused",
     "ModelTimeout",
     "OutputValidationError",
+    "PatternStepFailed",
     "RelayraceError",
     "RunTimeout",
     "SessionConflictError",
@@ -214,6 +217,22 @@ class GuardrailTripwireTriggered(RelayraceError):
     def __init__(self, guardrail: str, message: str) -> None:
         self.guardrail = guardrail
         super().__init__(f"Guardrail {guardrail!r} tripped: {message}")
+
+
+class PatternStepFailed(RelayraceError):
+    """A step of a coordination pattern failed and the pattern cannot go on: a
+    ``parallel_fan_out`` subtask with ``on_error="cancel"`` (the other subtasks were
+    cancelled), a ``pipeline`` stage (the next stage has no input), or a chain link with
+    ``on_error="fail"`` (after its retries)."""
+
+    def __init__(self, pattern: str, step: str, error: str) -> None:
+        super().__init__(f"{pattern}: {step} failed: {error}")
+        self.pattern = pattern
+        """The pattern agent's name."""
+        self.step = step
+        """Which step failed, e.g. ``subtask 2 of 3`` or ``stage 'review'``."""
+        self.error = error
+        """Why it failed, as its child run reported."""
 
 
 class SessionError(RelayraceError):

@@ -3,8 +3,10 @@
 A guardrail answers *allow*, *redact* (with a cleaned text) or *block* about one text; whether
 it guards input or output is the agent's configuration. ``apply_guardrails`` runs a list in
 order, composing redactions and stopping at the first block; ``block_message`` words a block for
-the user. Built in: PII, maximum length and topic deny-list; custom ones are ``@guardrail``
-functions; ``guardrail_from_config`` builds the built-ins from plain (YAML) data.
+the user. Built in: PII, maximum length, topic deny-list, content filter and a token budget
+per turn (``CostLimit``, checked before each model request rather than on a text); custom
+ones are ``@guardrail`` functions; ``guardrail_from_config`` builds the built-ins from plain
+(YAML) data.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from .exceptions import ConfigError, UserError
 
 __all__ = [
     "PII_KINDS",
+    "ContentFilterGuardrail",
+    "CostLimit",
     "FunctionGuardrail",
     "Guardrail",
     "GuardrailFunction",
@@ -443,6 +447,113 @@ class TopicDenyListGuardrail(Guardrail):
         return GuardrailResult(action="block", text=text, message=message, guardrail=self.name)
 
 
+class ContentFilterGuardrail(Guardrail):
+    """Redacts or blocks text matching regular expressions or keywords (Astromesh's
+    ``content_filter``), case-insensitively.
+
+    ``patterns`` are regular expressions; ``keywords`` are literal words or phrases matched as
+    whole words. ``redact`` replaces each match with ``replacement``; ``block`` withholds the
+    text. The result's message counts the matches, never repeating them.
+    """
+
+    def __init__(
+        self,
+        *,
+        patterns: Sequence[str] = (),
+        keywords: Sequence[str] = (),
+        action: Literal["redact", "block"] = "redact",
+        replacement: str = "[FILTERED]",
+        name: str = "content_filter",
+    ) -> None:
+        if action not in ("redact", "block"):
+            raise UserError(f"ContentFilterGuardrail action must be 'redact' or 'block', not "
+                            f"{action!r}.{_suggestion(action, ('redact', 'block'))}")
+        for label, items in (("patterns", patterns), ("keywords", keywords)):
+            if isinstance(items, str) or not all(isinstance(i, str) and i.strip()
+                                                 for i in items):
+                raise UserError(f"ContentFilterGuardrail {label} must be a list of non-empty "
+                                f"strings, not {items!r}.")
+        if not patterns and not keywords:
+            raise UserError("ContentFilterGuardrail needs at least one pattern or keyword.")
+        compiled = []
+        for p in patterns:
+            try:
+                compiled.append(re.compile(p, re.IGNORECASE))
+            except re.error as exc:
+                raise UserError(f"ContentFilterGuardrail pattern {p!r} is not a valid regular "
+                                f"expression: {exc}.") from None
+        compiled += [re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, k.split())) + r"(?!\w)",
+                                re.IGNORECASE) for k in keywords]
+        self._patterns = tuple(compiled)
+        self.patterns, self.keywords = tuple(patterns), tuple(keywords)
+        self.action: Literal["redact", "block"] = action
+        self.replacement = replacement
+        self.name = _check_name(name)
+        # A keyword never spans a sentence end; a regular expression might.
+        self.streams = action == "redact" and not patterns
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Redact or block the matches in ``text``."""
+        kept, found = text, 0
+        for pattern in self._patterns:
+            kept, n = pattern.subn(self.replacement, kept)
+            found += n
+        if not found:
+            return GuardrailResult(action="allow", text=text, guardrail=self.name)
+        message = f"{found} filtered match{'' if found == 1 else 'es'}"
+        return GuardrailResult(action=self.action, text=kept if self.action == "redact" else text,
+                               message=message, guardrail=self.name)
+
+
+class CostLimit(Guardrail):
+    """A token budget per turn (Astromesh's ``cost_limit``): before each model request of the
+    agent, the tokens its run has used so far (its delegated children included) are counted,
+    ``output`` tokens or the ``total``; at ``max_tokens_per_turn`` or more, the agent answers
+    with ``message`` (default: one saying the budget is used up) instead of calling the model.
+
+    A block is an answer, not an error, as in Astromesh; the request that crosses the limit
+    completes. Give it in ``input_guardrails`` or ``output_guardrails``: it checks no text.
+    For a hard cap across a whole run, use ``UsageLimits``.
+    """
+
+    streams = True  # it never looks at text
+
+    def __init__(self, max_tokens_per_turn: int, *,
+                 count: Literal["output", "total"] = "output", message: str | None = None,
+                 name: str = "cost_limit") -> None:
+        if isinstance(max_tokens_per_turn, bool) or not isinstance(max_tokens_per_turn, int) \
+                or max_tokens_per_turn < 1:
+            raise UserError(f"CostLimit max_tokens_per_turn must be a positive integer, not "
+                            f"{max_tokens_per_turn!r}.")
+        if count not in ("output", "total"):
+            raise UserError(f"CostLimit count must be 'output' or 'total', not {count!r}."
+                            f"{_suggestion(count, ('output', 'total'))}")
+        if message is not None and (not isinstance(message, str) or not message.strip()):
+            raise UserError(f"CostLimit message must be a non-empty string, not {message!r}.")
+        self.max_tokens_per_turn = max_tokens_per_turn
+        self.count: Literal["output", "total"] = count
+        self.message = message
+        self.name = _check_name(name)
+
+    def check(self, text: str, context: Any) -> GuardrailResult:
+        """Allow: a cost limit is checked on usage, before each model request."""
+        return GuardrailResult(action="allow", text=text, guardrail=self.name)
+
+    def over(self, output_tokens: int, total_tokens: int) -> GuardrailResult | None:
+        """The block once the counted tokens reach the limit, else ``None``."""
+        used = output_tokens if self.count == "output" else total_tokens
+        if used < self.max_tokens_per_turn:
+            return None
+        kind = "output tokens" if self.count == "output" else "tokens"
+        found = f"{used:,} {kind} used this turn, limit {self.max_tokens_per_turn:,}"
+        return GuardrailResult(action="block", text="", message=found, guardrail=self.name)
+
+    def answer(self, result: GuardrailResult) -> str:
+        """What the user is told when ``result`` (from ``over``) stops the turn."""
+        return self.message or (f"I have to stop here: this turn's token budget is used up "
+                                f"({result.message}).")
+
+
 GuardrailFunction = Callable[[str, Any], "GuardrailResult | bool | str | None"]
 """A custom check: ``fn(text, context)`` returning a result, a bool, a replacement or None."""
 
@@ -514,15 +625,30 @@ _CONFIG_KEYS: dict[str, tuple[str, ...]] = {
     "pii_detection": ("type", "action", "kinds", "name"),
     "max_length": ("type", "max_chars", "action", "name"),
     "topic_filter": ("type", "blocked_topics", "name"),
+    "content_filter": ("type", "action", "blocked_patterns", "forbidden_keywords",
+                       "replacement", "name"),
+    "cost_limit": ("type", "max_tokens_per_turn", "count", "message", "name"),
 }
-_REQUIRED_KEYS = {"max_length": "max_chars", "topic_filter": "blocked_topics"}
+_REQUIRED_KEYS = {"max_length": "max_chars", "topic_filter": "blocked_topics",
+                  "cost_limit": "max_tokens_per_turn"}
+
+
+def _strings(value: Any) -> list[str]:
+    """A YAML string or list of strings as a list (Astromesh accepts either)."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        raise UserError(f"expected a list of strings, not {value!r}.")
+    return value
 
 
 def guardrail_from_config(spec: Mapping[str, Any]) -> Guardrail:
     """Build a built-in guardrail from a rule dict, e.g. ``{"type": "pii_detection"}``.
 
     Types: ``pii_detection`` (action redact|block, kinds), ``max_length`` (max_chars, action
-    truncate|block), ``topic_filter`` (blocked_topics); each also takes ``name``.
+    truncate|block), ``topic_filter`` (blocked_topics), ``content_filter`` (blocked_patterns,
+    forbidden_keywords, action redact|block, replacement), ``cost_limit``
+    (max_tokens_per_turn, count output|total, message); each also takes ``name``.
     Raises ``ConfigError`` naming an unknown type, key or bad value.
     """
     types = ", ".join(_CONFIG_KEYS)
@@ -552,6 +678,12 @@ def guardrail_from_config(spec: Mapping[str, Any]) -> Guardrail:
             return PIIGuardrail(**options)
         if kind == "max_length":
             return MaxLengthGuardrail(spec["max_chars"], **options)
+        if kind == "content_filter":
+            return ContentFilterGuardrail(patterns=_strings(options.pop("blocked_patterns", [])),
+                                          keywords=_strings(options.pop("forbidden_keywords", [])),
+                                          **options)
+        if kind == "cost_limit":
+            return CostLimit(spec["max_tokens_per_turn"], **options)
         return TopicDenyListGuardrail(spec["blocked_topics"], **options)
     except UserError as exc:
         raise ConfigError(f"Invalid {kind} guardrail: {exc}") from exc

@@ -1,4 +1,5 @@
-"""The four coordination meta-tools: delegate, war room, pipeline and debate.
+"""The four coordination meta-tools (delegate, war room, pipeline and debate) and
+``spawn_agent``, which lets a model create a one-off child agent.
 
 Each is one tool call with one result for the model; behind it, specialists run as delegated
 children (see :mod:`relayrace.delegation`) and their reports are folded into that result.
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .context import RunContext
 
-__all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "build_meta_tools"]
+__all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "SpawnAgentTool", "build_meta_tools",
+           "spawn_agent"]
 
 MetaToolName = Literal["delegate", "parallel", "pipeline", "debate"]
 META_TOOLS: tuple[MetaToolName, ...] = ("delegate", "parallel", "pipeline", "debate")
@@ -354,3 +356,90 @@ def build_meta_tools(owner: str, specialists: Sequence[Agent[Any]],
                             f"{', '.join(_TOOL_NAMES)}).")
         tools.append(builder(owner, specialists, config))
     return tools
+
+
+class SpawnAgentTool(Tool):
+    """``spawn_agent(instructions, task, model?, tools?)``: a one-off child agent the model
+    writes itself, run as a delegated child (see :func:`spawn_agent`)."""
+
+    delegates = True
+    idempotent = True  # a call run again continues its child's session (stable keys)
+
+    def __init__(self, *, models: Mapping[str, Model | str], tools: Sequence[Tool] = (),
+                 name: str = "spawn_agent", max_turns: int | None = None,
+                 timeout: float | None = None,  # noqa: ASYNC109 - the child's deadline
+                 report_template: str = DEFAULT_REPORT_SUFFIX) -> None:
+        if not models or not all(isinstance(k, str) and k for k in models):
+            raise UserError("spawn_agent needs a menu of models: {name: model}, at least one.")
+        names = [t.name for t in tools]
+        if any(not isinstance(t, Tool) for t in tools) or len(set(names)) != len(names):
+            raise UserError(f"spawn_agent tools must be distinct Tools, got {list(tools)!r}.")
+        if max_turns is not None and max_turns < 1:
+            raise UserError(f"spawn_agent max_turns must be at least 1, got {max_turns}.")
+        self.models = dict(models)
+        self.allowed = {t.name: t for t in tools}
+        self.name = name
+        self.max_turns, self.timeout, self.report_template = max_turns, timeout, report_template
+        default = next(iter(self.models))
+        self.description = (
+            "Create a one-off helper agent with instructions you write, and run it on a task "
+            "of its own; it works alone and returns a structured report. Models: "
+            + ", ".join(self.models) + f" (default {default}). Tools it may be given: "
+            + (", ".join(self.allowed) or "none") + ".")
+        properties: dict[str, Any] = {
+            "instructions": {"type": "string", "description": "The helper's system prompt."},
+            "task": {"type": "string", "description": "The task, with everything needed."},
+            "model": {"type": "string", "enum": list(self.models)},
+        }
+        if self.allowed:
+            properties["tools"] = {"type": "array", "items": {
+                "type": "string", "enum": list(self.allowed)}, "uniqueItems": True,
+                "description": "The tools the helper may use (default: none)."}
+        self.parameters = {"type": "object", "required": ["instructions", "task"],
+                           "properties": properties}
+
+    async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
+        from .agent import Agent
+
+        data = parse_arguments(arguments, self.name, json.dumps(self.parameters))
+        instructions, task = data.get("instructions"), data.get("task")
+        if not isinstance(instructions, str) or not instructions.strip() or \
+                not isinstance(task, str) or not task.strip():
+            raise ToolRetry(f"{self.name} needs 'instructions' and 'task' as non-empty strings.")
+        model = data.get("model", next(iter(self.models)))
+        if model not in self.models:
+            raise ToolRetry(f"Model {model!r} is not on the menu; choose one of: "
+                            + ", ".join(self.models) + ".")
+        wanted = data.get("tools", [])
+        if not isinstance(wanted, list) or not all(isinstance(t, str) for t in wanted):
+            raise ToolRetry(f"{self.name}: 'tools' must be a list of tool names.")
+        refused = [t for t in wanted if t not in self.allowed]
+        if refused:
+            raise ToolRetry(f"Tool(s) {', '.join(map(repr, refused))} may not be given to a "
+                            "spawned agent; allowed: " + (", ".join(self.allowed) or "none")
+                            + ".")
+        # A function, not a string: the model's text is never rendered as a template.
+        child = Agent("spawned_agent", instructions=lambda _ctx, text=instructions: text,
+                      description="a one-off agent", model=self.models[model],
+                      tools=[self.allowed[t] for t in dict.fromkeys(wanted)],
+                      max_turns=self.max_turns)
+        result = await run_child(ctx, child, task, report_template=self.report_template,
+                                 max_turns=self.max_turns, timeout=self.timeout)
+        if not result.ok:
+            raise ToolRetry(result.render())
+        return result.render()
+
+
+def spawn_agent(*, models: Mapping[str, Model | str], tools: Sequence[Tool] = (),
+                name: str = "spawn_agent", max_turns: int | None = None,
+                timeout: float | None = None,  # noqa: ASYNC109 - the child's deadline
+                report_template: str = DEFAULT_REPORT_SUFFIX) -> SpawnAgentTool:
+    """A ``spawn_agent`` tool (the Go SDK's ``NewDynamic``): the model writes a child agent's
+    instructions, picks its model from ``models`` (by name; the first is the default) and its
+    tools from ``tools``, and runs it on a task as a normal delegated child: its own session,
+    report, trace span and usage under the run's budget and ``max_depth``. A model off the
+    menu or a tool not allowed is a tool error the model can correct. ``max_turns`` and
+    ``timeout`` bound each child.
+    """
+    return SpawnAgentTool(models=models, tools=tools, name=name, max_turns=max_turns,
+                          timeout=timeout, report_template=report_template)

@@ -8,15 +8,18 @@ request, and their answers come back as one message.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ._templates import Condition, render_instructions
 from .agent import Agent
-from .delegation import bounded_history, run_child, run_children
-from .exceptions import UserError
+from .delegation import ChildResult, bounded_history, run_child, run_children
+from .exceptions import PatternStepFailed, UserError
 from .messages import NOTE, Message, ToolCall
 from .routing import Finish, TransferTo
 
@@ -25,7 +28,8 @@ if TYPE_CHECKING:
     from .guardrails import Guardrail
     from .tracing import Span
 
-__all__ = ["Composite", "Driver", "LoopAgent", "ParallelAgent", "SequentialAgent", "SpeakerTurn"]
+__all__ = ["Chain", "ChainLink", "Composite", "Driver", "LoopAgent", "ParallelAgent",
+           "SequentialAgent", "SpeakerTurn"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -243,3 +247,143 @@ class LoopAgent(Composite):
             if self.until is not None and self.until(final):
                 return final, last, "until"
         return final, last, "max_iterations"
+
+
+# -- chains (Astromesh's spec.chain) ----------------------------------------------------------
+
+DEFAULT_LINK_INPUT = "{{ output.answer }}"
+
+
+@dataclass(slots=True, kw_only=True, frozen=True)
+class ChainLink:
+    """One agent a ``Chain`` triggers once its agent has answered.
+
+    ``when`` is a condition over ``output`` (``output.answer``, the answer's text;
+    ``output.data``, its structured output when the agent has an ``output_type``), e.g.
+    ``"output.data.score > 7"`` (``{{ }}`` around it optional); a ``default`` link runs when
+    no link with a ``when`` ran. ``input`` is the Jinja template of the link's task. The link
+    runs as a delegated child, tried ``attempts`` times (waiting ``retry_delay`` seconds,
+    doubled each time with ``backoff="exponential"``), each try bounded by ``timeout``. When
+    every try fails, ``on_error="fail"`` ends the run with ``PatternStepFailed``;
+    ``"continue"`` notes the failure and goes on. A link's agent may be a ``Chain`` itself.
+    """
+
+    agent: Agent[Any]
+    when: str | None = None
+    input: str = DEFAULT_LINK_INPUT
+    default: bool = False
+    attempts: int = 1
+    retry_delay: float = 1.0
+    backoff: Literal["fixed", "exponential"] = "fixed"
+    timeout: float | None = None
+    on_error: Literal["fail", "continue"] = "fail"
+
+
+class Chain(Composite):
+    """Astromesh's ``spec.chain``: ``agent`` answers in the run's session, then the ``links``
+    whose conditions hold run as delegated children on inputs made from its output, one after
+    another (``mode="sequential"``) or at once (``"parallel"``). Each link's answer is added
+    to the conversation as a note; the run's answer stays the agent's.
+
+    Nested chains are bounded by ``max_depth`` (the chains on any path, this one included)
+    and may not loop; both are checked here, when the chain is built.
+    """
+
+    def __init__(self, name: str | None = None, *, agent: Agent[Any],
+                 links: Sequence[ChainLink], mode: Literal["sequential", "parallel"] = "sequential",
+                 max_depth: int = 5, description: str = "") -> None:
+        label = f"Chain {name or getattr(agent, 'name', '')!r}"
+        if not isinstance(agent, Agent):
+            raise UserError(f"{label}: agent must be an Agent, not {agent!r}.")
+        if mode not in ("sequential", "parallel"):
+            raise UserError(f"{label}: mode must be 'sequential' or 'parallel', not {mode!r}.")
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+            raise UserError(f"{label}: max_depth must be an integer of at least 1.")
+        if not links:
+            raise UserError(f"{label} needs at least one link.")
+        if sum(link.default for link in links) > 1:
+            raise UserError(f"{label} has more than one default link.")
+        self._conditions: dict[int, Condition] = {}
+        for i, link in enumerate(links):
+            where = f"{label}, link {i} ({getattr(link.agent, 'name', link.agent)!r})"
+            if not isinstance(link, ChainLink) or not isinstance(link.agent, Agent):
+                raise UserError(f"{label}: links must be ChainLink(agent=...), not {link!r}.")
+            if link.default and link.when is not None:
+                raise UserError(f"{where}: a default link runs when no 'when' held; it cannot "
+                                "have a 'when' of its own.")
+            if link.attempts < 1 or link.retry_delay < 0:
+                raise UserError(f"{where}: attempts must be at least 1 and retry_delay >= 0.")
+            if link.on_error not in ("fail", "continue") or link.backoff not in (
+                    "fixed", "exponential"):
+                raise UserError(f"{where}: on_error is 'fail' or 'continue'; backoff is "
+                                "'fixed' or 'exponential'.")
+            if link.when is not None:
+                self._conditions[i] = Condition(link.when)
+        # Agent.__init__, not Composite's: the agent and the links are no sub-agents.
+        Agent.__init__(self, name or agent.name, instructions="",
+                       description=description or agent.description)
+        self.agent = agent
+        self.links = tuple(links)
+        self.link_mode: Literal["sequential", "parallel"] = mode
+        """How the links run: one after another, or at once."""
+        self.max_depth = max_depth
+        _check_nesting(self, [self.name], max_depth)
+
+    async def run_composite(self, driver: Driver, span: Span,
+                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
+        final, last, reason = await driver.drive(self.agent, span, pending)
+        if driver.stopped:
+            return final, last, reason
+        data = json.loads(final) if last.output is not None else None
+        variables = {"output": {"answer": final, "data": data}}
+        matched = [i for i, link in enumerate(self.links) if not link.default
+                   and (link.when is None or self._conditions[i].holds(variables))]
+        default = next((i for i, link in enumerate(self.links) if link.default), None)
+        if default is not None and not any(self.links[i].when is not None for i in matched):
+            matched.append(default)
+        ctx = driver.context_for(self, span=span)
+        runs = [self._run_link(ctx, i, variables) for i in matched]
+        results = await run_children(runs) if self.link_mode == "parallel" else [
+            await run for run in runs]
+        for i, result in zip(matched, results, strict=True):
+            link = self.links[i]
+            if result.ok:
+                driver.note(self, f"[chain {self.name}: {link.agent.name} answered]\n"
+                                  f"{result.output}")
+            elif link.on_error == "continue":
+                driver.note(self, f"[chain {self.name}: {link.agent.name} failed and the chain "
+                                  f"went on: {result.error}]")
+            else:
+                raise PatternStepFailed(self.name, f"link {link.agent.name!r}",
+                                        result.error or "no answer")
+        return final, last, reason
+
+    async def _run_link(self, ctx: RunContext[Any], i: int,
+                        variables: dict[str, Any]) -> ChildResult:
+        link = self.links[i]
+        task = render_instructions(link.input, variables)
+        delay = link.retry_delay
+        for attempt in range(1, link.attempts + 1):
+            result = await run_child(ctx, link.agent, task, report=False, timeout=link.timeout,
+                                     key=f"link{i}.try{attempt}")
+            if result.ok or attempt == link.attempts:
+                return result
+            await asyncio.sleep(delay)
+            if link.backoff == "exponential":
+                delay *= 2
+        raise AssertionError("unreachable: the last attempt returns")
+
+
+def _check_nesting(chain: Chain, path: list[str], max_depth: int) -> None:
+    """Refuse a chain whose nested chains loop or go deeper than ``max_depth``."""
+    if len(path) > max_depth:
+        raise UserError(f"Chain {path[0]!r}: deeper than max_depth={max_depth} on the path "
+                        f"{' -> '.join(path)}.")
+    for link in chain.links:
+        nested = link.agent
+        if not isinstance(nested, Chain):
+            continue
+        if nested.name in path:
+            raise UserError(f"Chain {path[0]!r}: a cycle on the path "
+                            f"{' -> '.join([*path, nested.name])}.")
+        _check_nesting(nested, [*path, nested.name], max_depth)

@@ -22,12 +22,12 @@ from ..mcp import MCPServer
 from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..output import json_schema_type
-from ..patterns import swarm
+from ..patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndExecute, swarm
 from ..permissions import Permissions
 from ..routing import TerminateTarget
 from ..team import Team
 from ..tools import RateLimit, Tool, Toolset, tool
-from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
+from ..workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
 from .models import (
@@ -182,7 +182,7 @@ class Builder:
         model = doc.model
         with located(doc, ("metadata", "name")):
             if isinstance(model, AgentDocument):
-                return self._agent(doc, model)
+                return self._chained(doc, model, self._agent(doc, model))
             if isinstance(model, TeamDocument):
                 return self._team(doc, model)
             assert isinstance(model, WorkflowDocument)
@@ -310,6 +310,14 @@ class Builder:
                     allow=spec.permissions.allowed_actions,
                     deny=spec.permissions.denied_actions),
             )
+        with located(doc, ("spec", "orchestration")):
+            if pattern == "plan_and_execute":
+                return PlanAndExecute(agent=agent, max_steps=orchestration.max_steps)
+            if pattern == "parallel_fan_out":
+                return ParallelFanOut(agent=agent, max_subtasks=orchestration.max_subtasks,
+                                      on_error=orchestration.on_error)
+            if pattern == "pipeline":
+                return Pipeline(agent=agent, stages=orchestration.stages or DEFAULT_STAGES)
         if not is_swarm:
             return agent
         transcript = orchestration.transcript
@@ -340,6 +348,24 @@ class Builder:
                 server = MCPServer.http(spec.url, headers=spec.headers, **common)
             self._servers[key] = server
         return server
+    def _chained(self, doc: ParsedDocument, model: AgentDocument,
+                 agent: Agent[Any]) -> Agent[Any]:
+        """``agent`` followed by its ``spec.chain``, if it has one."""
+        chain = model.spec.chain
+        if chain is None:
+            return agent
+        links = []
+        for link in chain.on_complete:
+            retry = link.retry
+            links.append(ChainLink(
+                agent=self.build(link.agent), when=link.when, input=link.input,
+                default=link.default, attempts=retry.max_attempts if retry else 1,
+                retry_delay=retry.initial_delay_seconds if retry else 1.0,
+                backoff=retry.backoff if retry else "fixed", timeout=link.timeout_seconds,
+                on_error=link.on_error))
+        with located(doc, ("spec", "chain")):
+            return Chain(agent.name, agent=agent, links=links, mode=chain.mode,
+                         max_depth=chain.max_depth)
 
     def _context(self, doc: ParsedDocument, spec: AgentSpec) -> dict[str, Any]:
         """The agent's compression and memory."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from .._templates import is_template
+from .._templates import Condition, is_template
 from ..exceptions import ConfigError
 from ..guardrails import guardrail_from_config
 from ..routing import Rule, Target
@@ -35,9 +35,6 @@ from .models import (
 )
 
 __all__ = ["ConfigWarning", "ParsedDocument", "parse_document", "suggest"]
-
-ASTROMESH_GUARDRAILS = ("cost_limit", "content_filter")
-"""Astromesh guardrail types relayrace reads and ignores with a warning."""
 
 _MAX_ERRORS = 10
 _jinja = ImmutableSandboxedEnvironment()
@@ -69,7 +66,7 @@ class ParsedDocument:
     model: AgentDocument | TeamDocument | WorkflowDocument
     """Its validated content."""
     guardrails: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """``input``/``output`` rules to build (unsupported Astromesh rules removed)."""
+    """``input``/``output`` rules to build."""
     rules: list[Rule] = field(default_factory=list)
     """A team's routing rules, parsed."""
     default_target: Target | None = None
@@ -239,24 +236,16 @@ def _warn(out: list[ConfigWarning], source: SourceDocument, loc: Loc, message: s
                              message + "."))
 
 
-def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec,
-                      warnings: list[ConfigWarning], errors: list[str]) -> None:
+def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec, errors: list[str]) -> None:
     for side in ("input", "output"):
-        kept: list[dict[str, Any]] = []
-        for i, rule in enumerate(getattr(spec, side)):
+        rules: list[dict[str, Any]] = getattr(spec, side)
+        for i, rule in enumerate(rules):
             loc = ("spec", "guardrails", side, i)
             try:
                 guardrail_from_config(rule)
             except ConfigError as exc:
-                if rule.get("type") in ASTROMESH_GUARDRAILS:
-                    _warn(warnings, parsed.source, loc,
-                          f"guardrail type {rule['type']!r} is not supported by relayrace; "
-                          "ignored")
-                else:
-                    errors.append(f"{parsed.where(loc)}: {format_path(loc)}: {exc}")
-                continue
-            kept.append(rule)
-        parsed.guardrails[side] = kept
+                errors.append(f"{parsed.where(loc)}: {format_path(loc)}: {exc}")
+        parsed.guardrails[side] = rules
 
 
 _NOT_FOR_TRANSFERS = {
@@ -298,11 +287,12 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
         _warn(warnings, source, ("spec", "orchestration", "pattern"),
               f"pattern {orch.pattern!r} is not supported by relayrace; ignored (the agent "
               "runs as 'react')")
-    if orch.pattern != "swarm":
-        for key in ("max_handoffs", "transcript"):
-            if key in orch.model_fields_set:
-                _warn(warnings, source, ("spec", "orchestration", key),
-                      "applies only to pattern 'swarm'; ignored")
+    for key, pattern in (("max_handoffs", "swarm"), ("transcript", "swarm"),
+                         ("max_steps", "plan_and_execute"), ("max_subtasks", "parallel_fan_out"),
+                         ("on_error", "parallel_fan_out"), ("stages", "pipeline")):
+        if orch.pattern != pattern and key in orch.model_fields_set:
+            _warn(warnings, source, ("spec", "orchestration", key),
+                  f"applies only to pattern {pattern!r}; ignored")
     if orch.pattern == "swarm":
         _check_swarm_members(parsed, doc, errors)
     workers = any(t.type == "agent" for t in spec.tools)
@@ -325,7 +315,10 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
             errors.append(f"{parsed.where(provider_loc)}: {format_path(provider_loc)}: unknown "
                           f"provider {provider!r}{suggest(provider, MODEL_PROVIDERS)}; valid: "
                           f"{', '.join(MODEL_PROVIDERS)}")
-    if spec.model is not None:
+    if spec.model is not None and spec.model.primary is None and spec.model.default is None:
+        errors.append(f"{parsed.where(('spec', 'model'))}: missing required key "
+                      "'spec.model.primary'")
+    if spec.model is not None and spec.model.primary is not None:
         params = spec.model.primary.parameters
         for key in params.model_extra or {}:
             hint = suggest(key, list(ModelParameters.model_fields), cutoff=0.8)
@@ -346,7 +339,39 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
         except RecursionError:  # Jinja's parser recurses per nested expression
             errors.append(f"{source.where(('spec', 'prompts', 'system'))}: spec.prompts.system: "
                           "the template nests its expressions too deeply to read; flatten it")
-    _check_guardrails(parsed, spec.guardrails, warnings, errors)
+    _check_guardrails(parsed, spec.guardrails, errors)
+    if spec.chain is not None:
+        _check_chain(parsed, doc, errors)
+
+
+def _check_chain(parsed: ParsedDocument, doc: AgentDocument, errors: list[str]) -> None:
+    """A chain's links: at most one default, never with a 'when'; conditions and inputs that
+    compile."""
+    assert doc.spec.chain is not None
+    defaults = []
+    for i, link in enumerate(doc.spec.chain.on_complete):
+        loc: Loc = ("spec", "chain", "on_complete", i)
+        where = f"{parsed.where(loc)}: {format_path(loc)}"
+        if link.default:
+            defaults.append(link.agent)
+            if link.when is not None:
+                errors.append(f"{where}: a default link runs when no 'when' held; it cannot "
+                              "have a 'when' of its own")
+        if link.when is not None:
+            try:
+                Condition(link.when)
+            except ConfigError as exc:
+                errors.append(f"{where}.when: {exc}")
+        try:
+            _jinja.parse(link.input)
+        except TemplateSyntaxError as exc:
+            errors.append(f"{where}.input: template syntax error: {exc.message}")
+        except RecursionError:
+            errors.append(f"{where}.input: the template nests too deeply to read")
+    if len(defaults) > 1:
+        loc = ("spec", "chain", "on_complete")
+        errors.append(f"{parsed.where(loc)}: {format_path(loc)}: more than one default link "
+                      f"({', '.join(defaults)}); keep one")
 
 
 def _check_workflow(parsed: ParsedDocument, doc: WorkflowDocument, errors: list[str]) -> None:
@@ -387,7 +412,7 @@ def parse_document(source: SourceDocument, warnings: list[ConfigWarning]) -> Par
     if isinstance(model, AgentDocument):
         _check_agent(parsed, model, mine, errors)
     elif isinstance(model, TeamDocument):
-        _check_guardrails(parsed, model.spec.guardrails, mine, errors)
+        _check_guardrails(parsed, model.spec.guardrails, errors)
     else:
         _check_workflow(parsed, model, errors)
     if errors:

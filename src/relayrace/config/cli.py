@@ -9,6 +9,8 @@ from typing import Any
 from ..agent import Agent
 from ..exceptions import RelayraceError, UserError
 from ..models import Model
+from ..patterns import ParallelFanOut, Pipeline, PlanAndExecute
+from ..workflows import Chain
 from .graph import to_mermaid, write_svg
 from .loader import LoadedTeam, load_team
 
@@ -22,6 +24,11 @@ def _model_name(model: Model | str | None) -> str:
 
 
 def _summary(agent: Agent[Any]) -> str:
+    if isinstance(agent, Chain):
+        return (_summary(agent.agent) + f"; then {agent.link_mode}: "
+                + ", ".join(link.agent.name for link in agent.links))
+    if isinstance(agent, PlanAndExecute | ParallelFanOut | Pipeline):
+        return f"{agent.label}: " + _summary(agent.worker)
     if agent.is_composite:
         return "members: " + ", ".join(a.name for a in agent.sub_agents)
     if agent.pattern == "swarm":

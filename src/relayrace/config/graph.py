@@ -151,6 +151,10 @@ def _agent_edges(model: AgentDocument, specs: dict[str, AgentDocument]) -> Itera
             yield GraphEdge(name, _tool_node(_python_tool_name(tool)).name, "tool")
     for specialist in spec.specialists:
         yield GraphEdge(name, specialist, "specialist")
+    if spec.chain is not None:  # a link runs as a delegated child once this agent answered
+        for link in spec.chain.on_complete:
+            yield GraphEdge(name, link.agent, "delegation",
+                            "chain: default" if link.default else "chain")
 
 
 def _python_tool_name(spec: PythonToolSpec) -> str:

@@ -118,6 +118,9 @@ def _references(doc: ParsedDocument) -> list[_Ref]:
         refs += [_Ref(("spec", "sub_agents", i), n, True) for i, n in enumerate(spec.sub_agents)]
         refs += [_Ref(("spec", "specialists", i), n, True)
                  for i, n in enumerate(spec.specialists)]
+        if spec.chain is not None:
+            refs += [_Ref(("spec", "chain", "on_complete", i, "agent"), link.agent, True)
+                     for i, link in enumerate(spec.chain.on_complete)]
     elif isinstance(model, TeamDocument):
         refs += [_Ref(("spec", "agents", i), n, True) for i, n in enumerate(model.spec.agents)]
     else:

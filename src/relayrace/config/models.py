@@ -24,6 +24,8 @@ __all__ = [
     "AgentDocument",
     "AgentSpec",
     "AgentToolSpec",
+    "ChainLinkSpec",
+    "ChainSpec",
     "CompressionSpec",
     "ConversationalMemorySpec",
     "Document",
@@ -41,6 +43,7 @@ __all__ = [
     "PromptsSpec",
     "PythonToolSpec",
     "RateLimitSpec",
+    "RetrySpec",
     "TeamDocument",
     "TeamSpec",
     "ToolSpec",
@@ -53,9 +56,10 @@ __all__ = [
 
 API_VERSIONS = ("relayrace/v1", "astromesh/v1")
 """Accepted ``apiVersion`` values."""
-SUPPORTED_PATTERNS = ("react", "supervisor", "swarm")
+SUPPORTED_PATTERNS = ("react", "supervisor", "swarm", "plan_and_execute", "parallel_fan_out",
+                      "pipeline")
 """Orchestration patterns relayrace implements."""
-UNSUPPORTED_PATTERNS = ("plan_and_execute", "parallel_fan_out", "pipeline", "glyph")
+UNSUPPORTED_PATTERNS = ("glyph",)
 """Astromesh patterns relayrace reads but replaces with ``react`` (with a warning)."""
 UNSUPPORTED_TOOL_TYPES = ("a2a", "builtin", "client")
 """Astromesh tool types relayrace reads but skips (with a warning); so is an ``mcp`` tool that
@@ -148,9 +152,13 @@ class PrimaryModelSpec(_Strict):
 class ModelSpec(_Strict):
     """Model selection."""
 
-    primary: PrimaryModelSpec = Field(description="The model the agent uses.")
+    primary: PrimaryModelSpec | None = Field(default=None, description=(
+        "The model the agent uses (required unless Astromesh's default is given)."))
     fallback: Any = astromesh_only("Astromesh fallback model.")
     routing: Any = astromesh_only("Astromesh model routing strategy.")
+    default: Any = astromesh_only("Astromesh per-role model candidates; without primary, the "
+                                  "agent needs load_team(model=...).")
+    roles: Any = astromesh_only("Astromesh per-role model routing.")
 
 
 class PromptsSpec(_Strict):
@@ -175,9 +183,11 @@ class OrchestrationSpec(_Strict):
     pattern: Literal["react", "supervisor", "swarm", "plan_and_execute", "parallel_fan_out",
                      "pipeline", "glyph"] = Field(default="react", description=(
         "react: tools in a loop; supervisor: only agent tools may be called; swarm: the agent "
-        "and its agent tools become peers that hand the conversation to one another. "
-        "plan_and_execute, parallel_fan_out, pipeline and glyph are Astromesh patterns "
-        "relayrace replaces with react (with a warning)."))
+        "and its agent tools become peers that hand the conversation to one another; "
+        "plan_and_execute: a plan of at most max_steps steps, each run, then an answer; "
+        "parallel_fan_out: at most max_subtasks subtasks at once, then an answer; pipeline: "
+        "the named stages in order. glyph is an Astromesh pattern relayrace replaces with "
+        "react (with a warning)."))
     max_iterations: int | None = Field(default=None, ge=1,
                                        description="Most model turns per run (max_turns).")
     timeout_seconds: float | None = Field(default=None, gt=0,
@@ -186,6 +196,17 @@ class OrchestrationSpec(_Strict):
                                      description="swarm: most handoffs per run (default 3).")
     transcript: TranscriptSpec | None = Field(default=None, description=(
         "swarm: how much conversation a member receives on a handoff."))
+    max_steps: int = Field(default=6, ge=1, le=50, description=(
+        "plan_and_execute: the most steps a plan may have (a longer plan is sent back)."))
+    max_subtasks: int = Field(default=4, ge=1, le=50, description=(
+        "parallel_fan_out: the most subtasks run at once."))
+    on_error: Literal["cancel", "collect"] = Field(default="cancel", description=(
+        "parallel_fan_out: cancel the other subtasks at the first failure (the run fails), "
+        "or collect every result, failures included, for the answer."))
+    stages: list[Annotated[str, Field(min_length=1, max_length=40)]] | None = Field(
+        default=None, min_length=2, max_length=6, description=(
+            "pipeline: 2 to 6 stage names (default: analyze, process, synthesize)."))
+    narrate: Any = astromesh_only("Astromesh glyph narration.")
 
 
 class RateLimitSpec(_Strict):
@@ -324,10 +345,11 @@ class GuardrailsSpec(_Strict):
     """Rule dicts checked on the input and output (see relayrace.guardrails)."""
 
     input: list[dict[str, Any]] = Field(default_factory=list, description=(
-        "Rules on the user input: {type: pii_detection|max_length|topic_filter, ...}."))
+        "Rules on the user input: {type: pii_detection|max_length|topic_filter|content_filter|"
+        "cost_limit, ...}."))
     output: list[dict[str, Any]] = Field(default_factory=list, description=(
-        "Rules on the final output. Astromesh's cost_limit and content_filter are ignored "
-        "with a warning."))
+        "Rules on the final output: {type: pii_detection|content_filter|cost_limit, ...}; "
+        "cost_limit bounds the tokens of each turn, its delegations included."))
 
 
 class CompressionSpec(_Strict):
@@ -361,6 +383,7 @@ class ConversationalMemorySpec(_Strict):
     backend: Any = astromesh_only("Astromesh memory backend; relayrace keeps memory in the "
                                   "session store.")
     ttl: Any = astromesh_only("Astromesh memory expiry.")
+    connection: Any = astromesh_only("Astromesh memory backend connection.")
 
 
 class MemorySpec(_Strict):
@@ -390,6 +413,44 @@ class PermissionsSpec(_Strict):
         "If given, only tools matching one of these patterns."))
     denied_actions: list[_Pattern] = Field(default_factory=list, description=(
         "Never tools matching one of these patterns (they win over allowed_actions)."))
+
+
+class RetrySpec(_Strict):
+    """How a chain link is tried again after a failure."""
+
+    max_attempts: int = Field(default=1, ge=1, le=10, description="Tries in all.")
+    backoff: Literal["fixed", "exponential"] = Field(default="fixed", description=(
+        "fixed: the same wait before each retry; exponential: doubled each time."))
+    initial_delay_seconds: float = Field(default=1.0, ge=0, le=300, description=(
+        "Seconds before the first retry."))
+
+
+class ChainLinkSpec(_Strict):
+    """One agent a chain triggers."""
+
+    agent: str = Field(min_length=1, description="metadata.name of the agent triggered.")
+    when: str | None = Field(default=None, description=(
+        "A condition over output (output.answer, output.data), e.g. "
+        "'{{ output.data.score > 7 }}'; without it the link always runs."))
+    input: str = Field(default="{{ output.answer }}", description=(
+        "The Jinja template of the link's task, over output."))
+    default: bool = Field(default=False, description=(
+        "Run when no link with a 'when' ran (at most one default, without 'when')."))
+    retry: RetrySpec | None = Field(default=None, description="Tries after a failure.")
+    timeout_seconds: float | None = Field(default=None, gt=0,
+                                          description="Seconds each try may take.")
+    on_error: Literal["fail", "continue"] = Field(default="fail", description=(
+        "fail: the run fails when the link fails; continue: the failure is noted."))
+
+
+class ChainSpec(_Strict):
+    """Astromesh's spec.chain: agents run after this one answers, as delegated children."""
+
+    mode: Literal["sequential", "parallel"] = Field(default="sequential", description=(
+        "Run the triggered links one after another, or at once."))
+    max_depth: int = Field(default=5, ge=1, le=20, description=(
+        "The most chains on any path, nested chains of the links included."))
+    on_complete: list[ChainLinkSpec] = Field(min_length=1, description="The links, in order.")
 
 
 class AgentSpec(_Strict):
@@ -427,7 +488,9 @@ class AgentSpec(_Strict):
         "Offer the read_result tool, which reads cut, cleared and archived context back."))
     permissions: PermissionsSpec | None = Field(default=None, description=(
         "Which of its tools the agent may call."))
-    chain: Any = astromesh_only("Astromesh agent chaining.")
+    chain: ChainSpec | None = Field(default=None, description=(
+        "Agents to trigger once this agent has answered (relayrace.workflows.Chain)."))
+    knowledge: Any = astromesh_only("Astromesh knowledge bundle (Open Knowledge Format).")
     output_schema: dict[str, Any] | str | None = Field(default=None, description=(
         "The final answer's structure: a JSON Schema (the answer is checked against it and "
         "comes back as JSON data), or the import path of a type (package.module:Name, e.g. a "
