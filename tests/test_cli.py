@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +298,13 @@ def test_a_missing_api_key_fails_before_a_session_is_created(
 
 
 def test_run_interrupted_exits_130(db: Path) -> None:
-    result = run_team(db, "--session", "i1", agent="interrupted")
+    # Ctrl-C as at a terminal. A shell starts background jobs (`python3 dev test &`) with
+    # SIGINT ignored, which Python and asyncio.run respect: the signal would never arrive.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = run_team(db, "--session", "i1", agent="interrupted")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert result.exit_code == 130
     assert "Interrupted; continue with --session i1" in result.stderr
 

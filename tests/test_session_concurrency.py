@@ -395,6 +395,23 @@ async def test_a_file_locked_by_another_process_never_stalls_the_loop(tmp_path: 
     assert of_type(await first.get_events(), RunFinishedEvent)[-1].status == "completed"
 
 
+async def test_a_new_file_another_process_is_writing_is_waited_for(tmp_path: Path) -> None:
+    # Another process that just created the file holds its write lock as this one opens it.
+    # Turning a new file to WAL needs that lock, and SQLite's busy handler does not wait for
+    # it: two processes starting on a new file together used to fail one run at once.
+    db = tmp_path / "new.db"
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    commit = asyncio.get_running_loop().call_later(0.5, other.execute, "COMMIT")
+    try:
+        result = await Runner.run(writer(0), "alice", session=SQLiteSession("n", db))
+    finally:
+        commit.cancel()
+        other.close()
+    assert result.final_output == "alice done"
+    assert assert_valid_history(await SQLiteSession("n", db).get_events()) == 1
+
+
 async def test_a_stream_on_a_busy_session_is_refused_or_waits() -> None:
     session = MemorySession()
     first = asyncio.create_task(Runner.run(writer(0.2), "alice", session=session))

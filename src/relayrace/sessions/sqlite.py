@@ -38,6 +38,7 @@ DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
 T = TypeVar("T")
 
 _BUSY_TIMEOUT = 5.0
+_RETRY_INTERVAL = 0.01  # seconds between tries of a lock SQLite's busy handler cannot wait for
 _Job = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
 
 _TABLES = """
@@ -133,7 +134,7 @@ class _Database:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                self._use_wal(conn, busy_timeout)
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(_TABLES)
                 self._migrate(conn)
@@ -148,6 +149,26 @@ class _Database:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             self._timeout = busy_timeout
         return conn
+
+    @staticmethod
+    def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+        """Put the file in WAL mode, waiting up to ``busy_timeout`` for another connection.
+
+        Switching a new (or rollback-journal) file writes its header under a read lock that
+        must become a write lock. SQLite never waits for that upgrade (the other holder may
+        be waiting for this read lock to go) and answers SQLITE_BUSY at once, so two processes
+        opening a new file together would fail one of them. Here the statement starts over,
+        its read lock dropped, until the other connection is done or the timeout runs out.
+        """
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(_RETRY_INTERVAL)
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
