@@ -31,6 +31,7 @@ from relayrace.guardrails import (
     PIIGuardrail,
     TopicDenyListGuardrail,
 )
+from relayrace.models.fallback import FallbackModel
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.patterns import PlanAndExecute
 from relayrace.routing import AgentTarget, FromSpeaker, Rule, Stay, TerminateTarget, ToolCalled
@@ -528,7 +529,7 @@ def test_astromesh_keys_are_warnings() -> None:
     loaded = load_team(FIXTURES / "astromesh")
     found = {w.key: w for w in loaded.warnings}
     assert set(found) == {
-        "metadata.namespace", "spec.model.fallback", "spec.model.routing",
+        "metadata.namespace", "spec.model.routing",
         "spec.prompts.templates", "spec.tools[0]",
         "spec.tools[1]", "spec.memory.conversational.backend",
     }
@@ -548,7 +549,11 @@ def test_astromesh_keys_are_warnings() -> None:
     assert [type(g) for g in agent.input_guardrails] == [PIIGuardrail]
     assert [type(g) for g in agent.output_guardrails] == [CostLimit, ContentFilterGuardrail]
     assert agent.permissions == Permissions(allow=["lookup_company"])
-    assert isinstance(agent.model, OpenAIChatModel)  # openai_compat with an endpoint
+    # openai_compat with an endpoint, then Astromesh's fallback model
+    assert isinstance(agent.model, FallbackModel)
+    primary, fallback = agent.model.models
+    assert isinstance(primary, OpenAIChatModel) and isinstance(fallback, OpenAIChatModel)
+    assert fallback.name.endswith("llama3.1:8b")
     assert "sales_qualifier ==>|\"delegates: chain\"| email_composer" in to_mermaid(loaded.graph)
 
 
@@ -659,7 +664,7 @@ def test_cli_validate(tmp_path: Path) -> None:
     assert "12 documents" in report and "Entry points:" in report and "No warnings." in report
     assert "swarm of desk, writer, critic" in report
     ok, report = config_cli.validate(FIXTURES / "astromesh")
-    assert ok and "7 warnings:" in report and "spec.memory" in report
+    assert ok and "6 warnings:" in report and "spec.memory" in report
     assert "plan_and_execute: react" in report and "then sequential: email-composer" in report
     write(tmp_path, {"a.yaml": agent_doc("a", "  toolz: []\n")})
     ok, report = config_cli.validate(tmp_path)
@@ -705,3 +710,40 @@ def test_swarm_member_keys_a_transfer_cannot_use_are_refused(
     message = load_error(tmp_path)
     assert f"a.yaml:12: spec.tools[0].{key}: not available for a member of a swarm" in message
     assert why in message, message
+
+
+# -- model fallback and model parameters -------------------------------------------------------
+
+
+def test_model_fallback_list_and_parameters_build(tmp_path: Path) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("a", """\
+        model:
+          primary:
+            provider: openai
+            model: gpt-4o-mini
+            parameters: {strict_tools: true, deadline: 30}
+          fallback:
+            - {provider: anthropic, model: claude-sonnet-4-5}
+            - {provider: ollama, model: llama3.2}
+        """)})
+    agent = load_team(tmp_path)["a"]
+    assert isinstance(agent.model, FallbackModel)
+    names = [m.name for m in agent.model.models]
+    # Ollama is reached through its OpenAI-compatible API.
+    assert names == ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "openai:llama3.2"]
+    assert agent.model_settings is not None
+    assert agent.model_settings.strict_tools is True and agent.model_settings.deadline == 30
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("  fallback: {provider: openai, model: x}\n",
+     "a.yaml:9: spec.model.fallback needs spec.model.primary"),
+    ("  primary: {provider: openai, model: x}\n  fallback: [{provider: opneai, model: y}]\n",
+     "spec.model.fallback[0].provider: unknown provider 'opneai'; did you mean 'openai'?"),
+    ("  primary: {provider: openai, model: x, parameters: {deadline: -1}}\n",
+     "spec.model.primary.parameters.deadline"),
+    ("  primary: {provider: openai, model: x}\n  fallback: 7\n", "spec.model.fallback"),
+])
+def test_bad_model_fallback_is_a_located_error(tmp_path: Path, model: str, expected: str) -> None:
+    write(tmp_path, {"a.yaml": agent_doc("a", "model:\n" + textwrap.indent(model, "  "))})
+    assert expected in load_error(tmp_path)

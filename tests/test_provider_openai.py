@@ -731,3 +731,19 @@ async def test_usage_adds_the_cache_and_reasoning_counts_and_keeps_positional_fi
     assert (total.requests, total.input_tokens, total.output_tokens, total.tool_calls) == (
         2, 7 + 2 * 1843, 3 + 2 * 212, 2)
     assert (total.cache_read_tokens, total.reasoning_tokens) == (2 * 1536, 2 * 192)
+
+
+async def test_a_tool_marked_strict_goes_strict_without_strict_tools() -> None:
+    # @tool(strict=True) sets ToolDefinition.strict; the agent-wide setting stays off.
+    server = FakeServer(recorded("strict_tool_call.json"))
+    lenient = ToolDefinition(name="note", description="Take a note.",
+                             parameters={"type": "object", "properties": {"x": {"type": "string"}}})
+    strict = ToolDefinition(name=FLIGHTS.name, description=FLIGHTS.description,
+                            parameters=FLIGHTS.parameters, strict=True)
+    response = await make_model(server).request(ask(tools=[lenient, strict]))
+    first, second = (t["function"] for t in server.body()["tools"])
+    assert "strict" not in first
+    assert second["strict"] is True and second["parameters"]["additionalProperties"] is False
+    # The strict tool's arguments lose the nulls strict mode made the model send.
+    assert json.loads(response.message.tool_calls[0].arguments) == {
+        "origin": "CDG", "destination": "FCO", "passengers": [{"name": "Ada"}]}

@@ -52,7 +52,14 @@ from .exceptions import (
     UsageLimitExceeded,
     UserError,
 )
-from .handoffs import Handoff, TransferPolicy, handoff, keep_last, remove_tool_traffic
+from .handoffs import (
+    Handoff,
+    TransferPolicy,
+    handoff,
+    keep_last,
+    nest_history,
+    remove_tool_traffic,
+)
 from .mcp import MCPServer
 from .memory import Memory
 from .messages import Message, ToolCall
@@ -143,6 +150,7 @@ __all__ = [
     "infer_model",
     "json_schema_type",
     "keep_last",
+    "nest_history",
     "read_result",
     "remove_tool_traffic",
     "tool",

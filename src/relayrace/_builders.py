@@ -114,6 +114,7 @@ def new_handoff_event(agent: str, path: str, to_agent: str, reason: str, tool_ca
     e.tool_call_id = tool_call_id
     e.returns_to = returns_to
     e.is_return = False
+    e.input = None
     return e
 
 

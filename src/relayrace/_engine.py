@@ -574,9 +574,12 @@ class AgentLoop:
             returns_to = agent.name if target.mode in ("task", "single_turn") else None
             if returns_to:
                 self.transfers.returns.append(returns_to)
-            self.log.add(new_handoff_event(
+            event = new_handoff_event(
                 agent.name, self.path(agent), target.name,
-                route.reason or f"requested by {agent.name}", route.call.id, returns_to))
+                route.reason or f"requested by {agent.name}", route.call.id, returns_to)
+            if route.handoff is not None and route.handoff.input_type is not None:
+                event.input = route.handoff.input_data(route.input)
+            self.log.add(event)
         # The call's result and the move itself: one transaction, so a crash cannot leave the
         # old agent told "Transferred" (or "Returned") and still active.
         await self.flush()

@@ -10,7 +10,7 @@ from ._context import request_messages
 from ._guarding import GuardedStream, cost_block, guard_finish, guard_text
 from ._state import Toolset, listed_toolset_of
 from ._structured import Partials, ask, mode_of
-from ._toolexec import finish_task_definition
+from ._toolexec import finish_task_definition, tools_off
 from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
 from .handoffs import FINISH_TASK
@@ -47,9 +47,10 @@ async def _definitions(loop: AgentLoop, agent: Agent[Any], ts: Toolset
     turn_flags(loop, agent)
     no_handoffs = loop.control.refuse_handoffs or (agent.mode == "single_turn"
                                            and bool(loop.transfers.returns))
-    if not (ts.handoffs.dynamic or loop.control.finish_task or no_handoffs):
+    if not (ts.handoffs.dynamic or loop.control.finish_task or no_handoffs or ts.gated):
         return ts.definitions
-    defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool]
+    off = await tools_off(loop, agent, ts) if ts.gated else set()
+    defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool and d.name not in off]
     if not no_handoffs:
         defs.extend(await ts.handoffs.offered(loop.context_for(agent)))
     if loop.control.finish_task:
@@ -78,7 +79,8 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
                 _emit_text(loop, agent, path, stop)
             return message
     ts = loop.toolset(agent)
-    if agent.mode == "chat" and not loop.transfers.swarm_limit and not ts.handoffs.dynamic:
+    if agent.mode == "chat" and not (loop.transfers.swarm_limit or ts.handoffs.dynamic
+                                     or ts.gated):
         # The common case, decided early.
         loop.control.offer(False, False)
         definitions = ts.definitions

@@ -146,8 +146,8 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is and its
     toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("definitions", "handoffs", "listed", "permissions", "refused", "source",
-                 "tools")
+    __slots__ = ("definitions", "gated", "handoffs", "listed", "permissions", "refused",
+                 "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = ()) -> None:
         supervisor = agent.pattern == "supervisor"
@@ -156,7 +156,10 @@ class Toolset:
         self.permissions = rules = agent.permissions  # what it was built from, too
         if rules is not None:  # a denied tool is not offered; a call to it is refused by rule
             offered = [t for t in offered if rules.refusal(t.name) is None]
+        offered = [t for t in offered if t.is_enabled is not False]
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
+        self.gated = {t.name: t for t in offered if t.is_enabled is not True}
+        """Tools offered only while their ``is_enabled`` function says so, by name."""
         self.refused = {t.name for t in own} - set(self.tools)
         self.source = agent.handoff_set()  # what it was built from: stale once that changes
         self.listed = listed  # what the agent's toolsets listed: stale once one lists anew

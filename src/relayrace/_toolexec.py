@@ -60,6 +60,8 @@ class Route:
     """For a transfer through an input filter: what the target sees."""
     note: Message | None = None
     """For a transfer: its result, which the target keeps seeing beside a filter."""
+    input: Any = None
+    """For a transfer with an ``input_type``: the validated value."""
 
 
 @dataclass(slots=True)
@@ -102,9 +104,15 @@ async def _run_tools(
     child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
+    off = await tools_off(loop, agent, ts) if ts.gated else ()
     for i, call in enumerate(calls):
         tool = ts.tools.get(call.name)
         needs_approval = False
+        if tool is not None and call.name in off:
+            results[i] = loop.tool_result(
+                agent, call, f"Not performed: the tool {call.name!r} is not available right "
+                "now; continue without it.", is_error=True)
+            continue
         if tool is not None:
             needs_approval = tool.requires_approval
             started = unknown.get(call.id) if unknown else None
@@ -126,12 +134,12 @@ async def _run_tools(
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not loop.control.refuse_handoffs:
-            h, reason, error = await _parse_handoff(loop, agent, call, ts)
+            h, reason, error, value = await _parse_handoff(loop, agent, call, ts)
             if error is not None or h is None:
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
-            route = Route("transfer", call, h.agent, reason=reason, handoff=h)
+            route = Route("transfer", call, h.agent, reason=reason, handoff=h, input=value)
         else:
             results[i] = loop.tool_result(
                 agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
@@ -229,6 +237,9 @@ async def _take_route(
             text = f"Transferred from {agent.name} to {target.name}."
             if route.reason:
                 text += f" Reason: {route.reason}"
+            if route.handoff is not None and route.handoff.input_type is not None:
+                data = route.handoff.input_data(route.input)
+                text += f" Input: {json.dumps(data, ensure_ascii=False)}"
             # The target checks this turn's results, its transfer note included, in log order.
             results[index] = loop.tool_result(agent, call, text)
             blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
@@ -238,7 +249,7 @@ async def _take_route(
         if refusal is None and route.handoff is not None:
             if route.handoff.input_filter is not None:
                 await _filter_view(loop, agent, route, results, index)
-            failure = await _on_handoff(loop, agent, call, route.handoff, route.reason, parent)
+            failure = await _on_handoff(loop, agent, call, route, parent)
             if failure is not None:
                 results[index] = loop.tool_result(
                     agent, call, f"Not performed: the transfer to {target.name} failed "
@@ -316,6 +327,20 @@ def _question(loop: AgentLoop, agent: Agent[Any], call: ToolCall, call_key: str,
         answered=asked.answered)
 
 
+async def tools_off(loop: AgentLoop, agent: Agent[Any], ts: Toolset) -> set[str]:
+    """The names of ``agent``'s gated tools whose ``is_enabled`` says no this turn."""
+    ctx = loop.context_for(agent)
+    off = set()
+    for name, t in ts.gated.items():
+        assert callable(t.is_enabled)
+        flag = t.is_enabled(ctx)
+        if inspect.isawaitable(flag):
+            flag = await flag
+        if not flag:
+            off.add(name)
+    return off
+
+
 async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
     offered = sorted(d.name for d in ts.definitions)
     rule = ts.permissions.refusal(name) if ts.permissions is not None else None
@@ -361,11 +386,13 @@ async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolse
 
 async def _parse_handoff(
     loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
-) -> tuple[Handoff | None, str, str | None]:
+) -> tuple[Handoff | None, str, str | None, Any]:
+    """The handoff a transfer call asks for, its reason and input (validated when the
+    handoff has an ``input_type``); or what was wrong, for the model."""
     try:
         args = parse_arguments(call.arguments, call.name, '{"reason": "..."}')
     except ToolRetry as exc:
-        return None, "", str(exc)
+        return None, "", str(exc), None
     reason = args.get("reason")
     reason = reason.strip() if isinstance(reason, str) else ""
     handoffs = ts.handoffs
@@ -373,19 +400,22 @@ async def _parse_handoff(
         name = args.get("agent_name")
         valid = ", ".join(handoffs.by_agent)
         if not isinstance(name, str) or not name:
-            return None, "", f"{SINGLE_TOOL_NAME} needs agent_name, one of: {valid}."
+            return None, "", f"{SINGLE_TOOL_NAME} needs agent_name, one of: {valid}.", None
         h = handoffs.by_agent.get(name)
         if h is None:
             if agent.find_agent(name) is not None:
-                return None, "", await _forbidden(loop, agent, name, ts)
-            return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}."
+                return None, "", await _forbidden(loop, agent, name, ts), None
+            return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}.", None
     else:
         h = handoffs.by_tool[call.name]
     assert h is not None
     if handoffs.dynamic and not await handoffs.is_offered(h, loop.context_for(agent, call.id)):
         return None, "", (f"The transfer to {h.agent.name} is not available right now; "
-                          "continue without it.")
-    return h, reason, None
+                          "continue without it."), None
+    if h.input_type is None:
+        return h, reason, None, None
+    value, error = h.validate_input(args)
+    return (None, "", error, None) if error is not None else (h, reason, None, value)
 
 
 async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
@@ -409,15 +439,19 @@ async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
 
 
 async def _on_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, h: Handoff, reason: str,
-    parent: Span,
+    loop: AgentLoop, agent: Agent[Any], call: ToolCall, route: Route, parent: Span,
 ) -> tuple[str, str] | None:
-    """Run the handoff's hook; a hook that raises stops the transfer like a crashing tool."""
+    """Run the handoff's hook (given the validated input if the handoff has an
+    ``input_type``, else the reason); a hook that raises stops the transfer like a crashing
+    tool."""
+    h, reason = route.handoff, route.reason
+    assert h is not None
     span = loop.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
                                   from_agent=agent.name, to_agent=h.agent.name, reason=reason)
     try:
         if h.on_handoff is not None:
-            result = h.on_handoff(loop.context_for(agent, call.id), reason)
+            result = h.on_handoff(loop.context_for(agent, call.id),
+                                  reason if h.input_type is None else route.input)
             if inspect.isawaitable(result):
                 await result
     except Exception as exc:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from .compression import Compression
-    from .delegation import AgentTool
+    from .delegation import AgentTool, OutputExtractor
     from .guardrails import Guardrail
     from .handoffs import InputFilter
     from .memory import Memory
@@ -418,6 +418,8 @@ class Agent(Generic[TContext, TOutput]):
         include_history: bool | InputFilter = False,
         timeout: float | None = None,
         report_template: str | None = None,
+        output_extractor: OutputExtractor | None = None,
+        is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True,
     ) -> AgentTool:
         """This agent as a tool: each call runs it to completion in a fresh child session.
 
@@ -428,7 +430,10 @@ class Agent(Generic[TContext, TOutput]):
         the caller's model receives. ``include_history`` passes a bounded part of the caller's
         conversation (or what a filter keeps); by default the child sees only its task.
         ``report_template`` replaces the Jinja2 text that asks for the report (it receives
-        ``audience``; see ``relayrace.reports.DEFAULT_REPORT_SUFFIX``).
+        ``audience``; see ``relayrace.reports.DEFAULT_REPORT_SUFFIX``). ``output_extractor``
+        (sync or async) turns the child's ``ChildResult`` into the tool result (a typed
+        child's value is its ``value``); ``is_enabled`` (a bool, or a sync or async function of
+        the run context, asked each turn) decides whether the tool is offered.
         """
         from .delegation import AgentTool
         from .reports import DEFAULT_REPORT_SUFFIX
@@ -438,6 +443,7 @@ class Agent(Generic[TContext, TOutput]):
             context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,
             report=report, include_history=include_history, timeout=timeout,
             report_template=report_template or DEFAULT_REPORT_SUFFIX,
+            output_extractor=output_extractor, is_enabled=is_enabled,
         )
 
     def resolved_model(self) -> Model | None:

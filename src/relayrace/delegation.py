@@ -8,8 +8,9 @@ and returns one compact result: its structured :class:`DelegationReport`, never 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -226,6 +227,11 @@ async def run_children(children: Sequence[Awaitable[T]], limit: int | None = Non
     return [r.result() for r in running]  # type: ignore[misc]
 
 
+OutputExtractor = Callable[["ChildResult"], Any]
+"""Turns a delegated child's result into the tool result its caller's model sees (a sync or
+async function; see ``Agent.as_tool``)."""
+
+
 class AgentTool(Tool):
     """An agent offered as a tool (see ``Agent.as_tool``)."""
 
@@ -246,8 +252,19 @@ class AgentTool(Tool):
         include_history: bool | InputFilter = False,
         timeout: float | None = None,
         report_template: str = DEFAULT_REPORT_SUFFIX,
+        output_extractor: OutputExtractor | None = None,
+        is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True,
     ) -> None:
         self.agent = agent
+        if output_extractor is not None and not callable(output_extractor):
+            raise UserError(f"Agent tool {agent.name!r}: output_extractor must be a function "
+                            f"(sync or async) of the ChildResult, got "
+                            f"{type(output_extractor).__name__}.")
+        if not isinstance(is_enabled, bool) and not callable(is_enabled):
+            raise UserError(f"Agent tool {agent.name!r}: is_enabled must be a bool or a "
+                            f"function of the run context, got {type(is_enabled).__name__}.")
+        self.output_extractor = output_extractor
+        self.is_enabled = is_enabled
         self.name = sanitize_tool_name(name or agent.name)
         self.description = description or agent.description or f"Delegate a task to {agent.name}."
         self._model: type[BaseModel] | None = None
@@ -319,4 +336,14 @@ class AgentTool(Tool):
         )
         if not result.ok:
             raise ToolRetry(result.render())
-        return result.render()
+        if self.output_extractor is None:
+            return result.render()
+        try:
+            extracted = self.output_extractor(result)
+            if inspect.isawaitable(extracted):
+                extracted = await extracted
+        except Exception as exc:
+            raise UserError(f"The output_extractor of agent tool {self.name!r} raised "
+                            f"{type(exc).__name__}: {exc}. Fix it: it takes the ChildResult "
+                            "and returns the tool result.") from exc
+        return extracted

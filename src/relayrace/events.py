@@ -121,6 +121,8 @@ class HandoffEvent(AgentEvent):
     """For a target in ``task`` or ``single_turn`` mode: the agent control returns to."""
     is_return: bool = False
     """Whether this is such a target handing control back to the agent that called it."""
+    input: Any = None
+    """For a handoff with an ``input_type``: the validated input, as JSON data."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -13,9 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+
 from .exceptions import ConfigError, UserError
-from .messages import Message
+from .messages import NOTE, Message
 from .models.interface import ToolDefinition
+from .tools import describe_validation_error
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -30,6 +34,7 @@ __all__ = [
     "TransferPolicy",
     "handoff",
     "keep_last",
+    "nest_history",
     "remove_tool_traffic",
     "sanitize_tool_name",
 ]
@@ -40,8 +45,9 @@ AsyncInputFilter = Callable[[list[Message]], Awaitable[list[Message]]]
 """An input filter that must wait for something (a handoff awaits it)."""
 IsEnabled = Callable[["RunContext[Any]"], "bool | Awaitable[bool]"]
 """Whether a handoff is offered this turn, from the run context (awaited if async)."""
-OnHandoff = Callable[["RunContext[Any]", str], "Awaitable[None] | None"]
-"""Called with the run context and the reason as a handoff happens (awaited if async)."""
+OnHandoff = Callable[["RunContext[Any]", Any], "Awaitable[None] | None"]
+"""Called as a handoff happens (awaited if async) with the run context and the reason, or,
+for a handoff with an ``input_type``, the validated input."""
 
 FINISH_TASK = "finish_task"
 """The tool a ``task``-mode agent calls to return to the agent that handed it the task."""
@@ -80,6 +86,14 @@ class Handoff:
     happens."""
     requires_approval: bool = False
     """Pause the run for a human decision before the transfer."""
+    input_type: Any = None
+    """What the model must send with the transfer (a ``BaseModel``, dataclass or
+    ``TypedDict``): the transfer tool's parameters are its fields (beside ``reason``); the
+    arguments are validated (a mistake goes back to the model and no transfer happens), and
+    the value is given to ``on_handoff``, recorded in the ``HandoffEvent`` and shown to the
+    target in the transfer's note."""
+    _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+    _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Checked here, so a wrong option fails where it is written, not mid-run.
@@ -98,6 +112,33 @@ class Handoff:
             if value is not None and not callable(value):
                 raise UserError(f"{about}: {option} must be a function (sync or async) of "
                                 f"{takes}, got {_describe_value(value)}.")
+        if self.input_type is not None:
+            self._adapter, self._schema = _input_schema(about, self.input_type)
+
+    def parameters(self) -> dict[str, Any]:
+        """The transfer tool's JSON schema: the ``input_type``'s fields and ``reason``."""
+        if self._schema is None:
+            return {"type": "object", "properties": {"reason": REASON_SCHEMA}}
+        schema = dict(self._schema)
+        schema["properties"] = {**schema.get("properties", {}), "reason": REASON_SCHEMA}
+        return schema
+
+    def validate_input(self, arguments: dict[str, Any]) -> tuple[Any, str | None]:
+        """(the ``input_type`` value of a transfer call's ``arguments``, None), or
+        (None, what was wrong, for the model)."""
+        assert self._adapter is not None
+        data = {k: v for k, v in arguments.items() if k != "reason"}
+        try:
+            return self._adapter.validate_python(data), None
+        except ValidationError as exc:
+            return None, (f"Invalid arguments for the transfer to {self.agent.name}: "
+                          f"{describe_validation_error(exc)}. The transfer was not made; call "
+                          "it again with valid arguments.")
+
+    def input_data(self, value: Any) -> Any:
+        """``value`` (of the ``input_type``) as JSON data, as the session records it."""
+        assert self._adapter is not None
+        return self._adapter.dump_python(value, mode="json")
 
     def default_description(self) -> str:
         """The description offered to the model."""
@@ -116,10 +157,13 @@ def handoff(
     input_filter: InputFilter | AsyncInputFilter | None = None,
     on_handoff: OnHandoff | None = None,
     requires_approval: bool = False,
+    input_type: Any = None,
 ) -> Handoff:
     """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
 
     ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
+    ``input_type`` makes the model send validated data with the transfer (see
+    :attr:`Handoff.input_type`); ``on_handoff`` then receives that value, not the reason.
     """
     return Handoff(
         agent=agent,
@@ -129,7 +173,27 @@ def handoff(
         input_filter=input_filter,
         on_handoff=on_handoff,
         requires_approval=requires_approval,
+        input_type=input_type,
     )
+
+
+def _input_schema(about: str, input_type: Any) -> tuple[TypeAdapter[Any], dict[str, Any]]:
+    """A handoff's ``input_type``, ready to validate, and its (object) JSON schema."""
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(input_type)
+        schema = adapter.json_schema()
+    except (PydanticSchemaGenerationError, PydanticUserError, TypeError) as exc:
+        raise UserError(f"{about}: input_type={input_type!r} is not a type pydantic can "
+                        f"validate ({exc}); use a BaseModel, a dataclass or a TypedDict.") from None
+    if schema.get("type") != "object":
+        raise UserError(f"{about}: input_type must have fields (a BaseModel, a dataclass or a "
+                        f"TypedDict), since they become the transfer tool's parameters; "
+                        f"{input_type!r} is a {schema.get('type', 'value')}.")
+    if "reason" in schema.get("properties", {}):
+        raise UserError(f"{about}: input_type has a field named 'reason', which the transfer "
+                        "tool already has; rename the field.")
+    schema.pop("title", None)
+    return adapter, schema
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -209,6 +273,11 @@ def _definitions(
     if not handoffs:
         return [], {}
     if mode == "single":
+        typed = [h.agent.name for h in handoffs if h.input_type is not None]
+        if typed:
+            raise ConfigError(f"The transfers to {', '.join(map(repr, typed))} have an "
+                              "input_type, which needs a tool of its own per target: use "
+                              "handoff_tools='per_agent'.")
         lines = "\n".join(f"- {h.agent.name}: {h.default_description()}" for h in handoffs)
         definition = ToolDefinition(
             name=SINGLE_TOOL_NAME,
@@ -236,7 +305,7 @@ def _definitions(
             ToolDefinition(
                 name=name,
                 description=h.default_description(),
-                parameters={"type": "object", "properties": {"reason": REASON_SCHEMA}},
+                parameters=h.parameters(),
             )
         )
     return definitions, by_tool
@@ -342,6 +411,56 @@ def keep_last(n: int) -> InputFilter:
         return messages[start:]
 
     return _filter
+
+
+def nest_history(max_chars: int = 8000, *, line_chars: int = 500) -> InputFilter:
+    """An input filter that folds the conversation before the current user turn into one
+    note, so a long conversation does not reach the target turn by turn.
+
+    The current turn (from the last user message on: the request, the transfer and whatever
+    the target does with it) stays as it is, so every tool call keeps its result. The note
+    lists earlier messages one line each (who spoke, text, tool calls and their results), each
+    cut at ``line_chars``; beyond ``max_chars`` the oldest lines are left out, saying how many.
+    """
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 200:
+        raise UserError(f"nest_history(max_chars={max_chars!r}): give an int of at least 200.")
+    if isinstance(line_chars, bool) or not isinstance(line_chars, int) or line_chars < 20:
+        raise UserError(f"nest_history(line_chars={line_chars!r}): give an int of at least 20.")
+
+    def _filter(messages: list[Message]) -> list[Message]:
+        start = next((i for i in range(len(messages) - 1, -1, -1)
+                      if messages[i].role == "user" and messages[i].name != NOTE), 0)
+        if start == 0:
+            return list(messages)
+        lines = [_line(m, line_chars) for m in messages[:start] if m.role != "system"]
+        kept: list[str] = []
+        size = 0
+        for line in reversed(lines):
+            size += len(line) + 1
+            if size > max_chars:
+                break
+            kept.append(line)
+        left_out = len(lines) - len(kept)
+        head = "The conversation before this turn, nested for you by the transfer"
+        head += f" ({left_out} earlier message(s) left out):" if left_out else ":"
+        note = Message("user", "\n".join([head, *reversed(kept)]), name=NOTE)
+        return [note, *messages[start:]]
+
+    return _filter
+
+
+def _line(m: Message, limit: int) -> str:
+    """One message of a nested history, on one line of at most ``limit`` characters."""
+    if m.role == "tool":
+        text = f"  -> {m.name or 'tool'} result: {m.content}"
+    else:
+        who = "user" if m.role == "user" and m.name != NOTE else (m.name or m.role)
+        text = f"{who}: {m.content}" if m.content else f"{who}:"
+        calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
+        if calls:
+            text += f" [called {calls}]"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def filter_messages(h: Handoff, messages: list[Message]) -> list[Message]:

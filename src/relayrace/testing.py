@@ -17,7 +17,14 @@ from typing import Any, TypeAlias
 from pydantic_core import to_jsonable_python
 
 from .messages import Message, ToolCall
-from .models.interface import Model, ModelRequest, ModelResponse, OutputMode, OutputSchema
+from .models.interface import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OutputMode,
+    OutputSchema,
+    ToolDefinition,
+)
 from .usage import Usage
 
 __all__ = [
@@ -143,6 +150,11 @@ class RecordedRequest:
     def tools(self) -> list[str]:
         """The names of the tools offered."""
         return [t.name for t in self._request.tools]
+
+    @property
+    def definitions(self) -> list[ToolDefinition]:
+        """The tools offered, as the model got them (names, descriptions, schemas)."""
+        return list(self._request.tools)
 
     @property
     def output(self) -> OutputSchema | None:

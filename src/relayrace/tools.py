@@ -9,7 +9,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_origin, get_type_hints, overload
 
@@ -18,6 +18,7 @@ from pydantic_core import from_json, to_json
 
 from .context import RunContext
 from .exceptions import UserError
+from .models._strict import strict_schema
 from .models.interface import ToolDefinition
 
 __all__ = [
@@ -110,6 +111,12 @@ class Tool(ABC):
     """Compression never clears this tool's results (a write, an artifact, a memory)."""
     compactable: bool = False
     """Compression clears this tool's old results first (a search, a page fetched)."""
+    strict: bool = False
+    """Offer the tool with a strict schema (OpenAI-compatible servers: ``"strict": true``, so
+    the model's arguments always match it), whatever the agent's ``strict_tools``."""
+    is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True
+    """Whether the tool is offered: a bool, or a (sync or async) function of the run context
+    asked each turn; a call to a tool not offered is refused with a tool error."""
 
     _window: _RateWindow | None = None
     _definition: ToolDefinition | None = None
@@ -119,7 +126,8 @@ class Tool(ABC):
         """The tool as offered to a model."""
         if self._definition is None:
             self._definition = ToolDefinition(
-                name=self.name, description=self.description, parameters=self.parameters
+                name=self.name, description=self.description, parameters=self.parameters,
+                strict=True if self.strict else None,
             )
         return self._definition
 
@@ -248,6 +256,7 @@ class FunctionTool(Tool):
         max_result_tokens: int | None = None,
         protected: bool = False,
         compactable: bool = False,
+        strict: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -296,6 +305,12 @@ class FunctionTool(Tool):
         # The validator itself: the model's classmethod wrapper doubles the cost of a call.
         self._validate_json = self._args_model.__pydantic_validator__.validate_json
         self.parameters = _schema(self._args_model)
+        self.strict = strict
+        if strict and strict_schema(self.parameters) is None:
+            raise UserError(f"Tool {self.name!r}: strict=True, but its arguments cannot be "
+                            "described in strict mode (a dict open to any keys, or an outside "
+                            "reference); type them as a pydantic model or TypedDict, or drop "
+                            "strict.")
         self._is_async = inspect.iscoroutinefunction(fn)
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
@@ -337,6 +352,7 @@ def tool(
     max_result_tokens: int | None = None,
     protected: bool = False,
     compactable: bool = False,
+    strict: bool = False,
 ) -> Callable[[_F], FunctionTool]: ...
 
 
@@ -353,6 +369,7 @@ def tool(
     max_result_tokens: int | None = None,
     protected: bool = False,
     compactable: bool = False,
+    strict: bool = False,
 ) -> FunctionTool | Callable[[_F], FunctionTool]:
     """Turn a typed function, sync or async, into a tool.
 
@@ -363,6 +380,7 @@ def tool(
     when a crash left a call's outcome unknown (see ``Tool.idempotent``).
     ``max_result_tokens`` cuts longer results (default: the agent's limit); ``protected`` and
     ``compactable`` tell an agent's compression which results it must keep or clear first.
+    ``strict=True`` offers the tool with a strict schema (see ``Tool.strict``).
     """
 
     def wrap(f: _F) -> FunctionTool:
@@ -377,6 +395,7 @@ def tool(
             max_result_tokens=max_result_tokens,
             protected=protected,
             compactable=compactable,
+            strict=strict,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -21,6 +21,7 @@ from ..handoffs import Handoff, TransferPolicy, handoff
 from ..mcp import MCPServer
 from ..memory import Memory
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
+from ..models.fallback import FallbackModel
 from ..output import json_schema_type
 from ..patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndExecute, swarm
 from ..permissions import Permissions
@@ -227,8 +228,13 @@ class Builder:
         if self.override is not None:
             return self.override
         if doc.name not in self._models:
-            primary = spec.spec.model.primary if spec.spec.model is not None else None
-            self._models[doc.name] = self._model(doc, primary) if primary else None
+            models = spec.spec.model
+            primary = models.primary if models is not None else None
+            made = self._model(doc, primary) if primary else None
+            if made is not None and models is not None and models.fallback is not None:
+                others = models.fallback if isinstance(models.fallback, list) else [models.fallback]
+                made = FallbackModel(made, *(self._model(doc, m) for m in others))
+            self._models[doc.name] = made
         return self._models[doc.name]
 
     @staticmethod
@@ -242,6 +248,8 @@ class Builder:
             max_tokens=p.max_tokens if p.max_tokens is not None else primary.max_tokens,
             timeout=p.timeout if p.timeout is not None else primary.timeout,
             parallel_tool_calls=p.parallel_tool_calls,
+            deadline=p.deadline,
+            strict_tools=p.strict_tools,
             extra=dict(p.model_extra or {}),
         )
         return None if settings == ModelSettings() else settings

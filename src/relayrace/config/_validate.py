@@ -30,6 +30,7 @@ from .models import (
     GuardrailsSpec,
     MCPToolSpec,
     ModelParameters,
+    PrimaryModelSpec,
     TeamDocument,
     WorkflowDocument,
 )
@@ -303,8 +304,13 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
                       f"{orch.pattern!r} needs at least one tool of type 'agent' (its "
                       f"{'members' if orch.pattern == 'swarm' else 'workers'})")
     conversational = spec.memory.conversational if spec.memory is not None else None
+    fallback = spec.model.fallback if spec.model is not None else None
+    fallbacks: list[tuple[Loc, PrimaryModelSpec | None]] = (
+        [(("spec", "model", "fallback"), fallback)] if not isinstance(fallback, list) else
+        [(("spec", "model", "fallback", i), f) for i, f in enumerate(fallback)])
     for model_loc, primary in (
             (("spec", "model", "primary"), spec.model.primary if spec.model else None),
+            *fallbacks,
             (("spec", "compression", "summary_model"),
              spec.compression.summary_model if spec.compression else None),
             (("spec", "memory", "conversational", "summary_model"),
@@ -315,6 +321,9 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
             errors.append(f"{parsed.where(provider_loc)}: {format_path(provider_loc)}: unknown "
                           f"provider {provider!r}{suggest(provider, MODEL_PROVIDERS)}; valid: "
                           f"{', '.join(MODEL_PROVIDERS)}")
+    if fallback is not None and spec.model is not None and spec.model.primary is None:
+        errors.append(f"{parsed.where(('spec', 'model', 'fallback'))}: spec.model.fallback "
+                      "needs spec.model.primary, the model asked first")
     if spec.model is not None and spec.model.primary is None and spec.model.default is None:
         errors.append(f"{parsed.where(('spec', 'model'))}: missing required key "
                       "'spec.model.primary'")

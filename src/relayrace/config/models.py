@@ -124,6 +124,11 @@ class ModelParameters(BaseModel):
                                   description="Seconds before a model request is abandoned.")
     parallel_tool_calls: bool | None = Field(default=None, description=(
         "Whether the model may emit several tool calls in one turn (OpenAI-compatible only)."))
+    deadline: float | None = Field(default=None, gt=0, description=(
+        "Seconds a whole model request may take, retries and streaming included."))
+    strict_tools: bool | None = Field(default=None, description=(
+        "Send tool schemas in strict mode (OpenAI-compatible servers), so the model's "
+        "arguments always match them."))
 
 
 class PrimaryModelSpec(_Strict):
@@ -154,7 +159,9 @@ class ModelSpec(_Strict):
 
     primary: PrimaryModelSpec | None = Field(default=None, description=(
         "The model the agent uses (required unless Astromesh's default is given)."))
-    fallback: Any = astromesh_only("Astromesh fallback model.")
+    fallback: PrimaryModelSpec | list[PrimaryModelSpec] | None = Field(default=None, description=(
+        "Models asked in turn when the one before fails with a provider error, a timeout or a "
+        "refusal (a FallbackModel); one model or a list."))
     routing: Any = astromesh_only("Astromesh model routing strategy.")
     default: Any = astromesh_only("Astromesh per-role model candidates; without primary, the "
                                   "agent needs load_team(model=...).")

@@ -36,6 +36,8 @@ class ToolDefinition:
     """What it does and when to use it."""
     parameters: dict[str, Any]
     """A JSON Schema object for its arguments."""
+    strict: bool | None = None
+    """Offer it with a strict schema (``None``: as the request's ``strict_tools`` says)."""
 
 
 OutputMode = Literal["native", "tool", "prompted"]

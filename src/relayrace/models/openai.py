@@ -214,7 +214,7 @@ class OpenAIChatModel(Model):
             "model": self.model,
             "messages": _to_openai_messages(request),
         }
-        tools = [_tool_param(t, strict=bool(settings.strict_tools)) for t in request.tools]
+        tools = [_tool_param(t, strict=_strict(t, settings)) for t in request.tools]
         if tools:
             params["tools"] = tools
             if settings.parallel_tool_calls is not None:
@@ -486,12 +486,16 @@ def _own_arguments(
     arguments: str, name: str, tools: Sequence[ToolDefinition], settings: ModelSettings
 ) -> str:
     """A strict tool's arguments without the nulls strict mode added for optional ones."""
-    if not settings.strict_tools:
-        return arguments
     for tool in tools:
         if tool.name == name:
-            return drop_added_nulls(arguments, tool.parameters)
+            return drop_added_nulls(arguments, tool.parameters) if _strict(tool, settings) \
+                else arguments
     return arguments
+
+
+def _strict(tool: ToolDefinition, settings: ModelSettings) -> bool:
+    """Whether ``tool`` goes strict: its own say, else the request's ``strict_tools``."""
+    return tool.strict if tool.strict is not None else bool(settings.strict_tools)
 
 
 def _usage(usage: CompletionUsage) -> Usage:
