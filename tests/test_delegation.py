@@ -546,19 +546,27 @@ async def test_cancelling_the_outer_run_cancels_the_child() -> None:
 # --------------------------------------------------------------------------- the report
 
 
-async def test_report_request_is_appended_to_the_child_instructions() -> None:
+@pytest.mark.parametrize("supports_tools", [True, False])
+async def test_report_request_is_appended_to_the_child_instructions(
+        supports_tools: bool) -> None:
     model = ScriptedModel(by_agent={
         "coordinator": [tool_call("researcher", {"query": "q"}), text("f")],
         "researcher": [text(REPORT)],
-    })
+    }, supports_tools=supports_tools)
     await Runner.run(coordinator(model, researcher(model).as_tool()), "go")
     [child] = requests_of(model, "researcher")
     assert child.instructions.startswith("You research companies.")
     tail = child.instructions[len("You research companies."):]
-    assert "<handoff>" in tail
-    assert "SUMMARY" in tail
+    if supports_tools:  # it reports by calling a tool, offered to it alone
+        assert "call the submit_report tool" in tail and "<handoff>" not in tail
+        assert child.tools == ["submit_report"]
+    else:  # a model without tool calls reports in a text block
+        assert "<handoff>" in tail and "SUMMARY" in tail
+        assert child.tools == []
     # The parent's own instructions carry no report request.
-    assert "<handoff>" not in requests_of(model, "coordinator")[0].instructions
+    coordinator_request = requests_of(model, "coordinator")[0]
+    assert "<handoff>" not in coordinator_request.instructions
+    assert "submit_report" not in coordinator_request.instructions + str(coordinator_request.tools)
 
 
 async def test_no_report_request_without_report() -> None:

@@ -129,7 +129,7 @@ async def test_delegate_runs_one_child_and_returns_its_report() -> None:
     [req] = child_requests(alice)
     assert req.messages[-1].content == "find X"
     assert "the board of directors" in req.instructions
-    assert "<handoff>" in req.instructions
+    assert "submit_report" in req.instructions and req.tools == ["submit_report"]
     assert result.reports[0].summary == "alice found X-42"
     assert result.final_output == "done"
     assert res.message in model.requests[1].messages

@@ -46,7 +46,7 @@ async def test_spawned_child_runs_with_its_instructions_model_and_tools() -> Non
     assert result.final_output == "There are 3."
     first = cheap.requests[0]
     assert first.instructions.startswith("You check stock. {{ secret }}")  # never rendered
-    assert list(first.tools) == ["lookup"]
+    assert list(first.tools) == ["lookup", "submit_report"]  # its tools, and how it reports
     assert first.messages[-1].content == "Stock of SKU-9?"
     (event,) = [e for e in session.events if isinstance(e, DelegationEvent)]
     assert event.ok and event.child_agent == "spawned_agent"

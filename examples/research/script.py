@@ -7,11 +7,13 @@ from relayrace.testing import ScriptedModel, Turn, text, tool_call
 QUESTION = "Will solid-state batteries exceed 5% of EV sales by 2030?"
 
 
-def _report(summary: str, findings: list[str], sources: list[str], confidence: str) -> Turn:
-    return text("<handoff>\nSUMMARY: " + summary + "\nKEY_FINDINGS:\n"
-                + "".join(f"- {f}\n" for f in findings) + "SOURCES:\n"
-                + "".join(f"- {s}\n" for s in sources) + f"CONFIDENCE: {confidence}\n"
-                + "GAPS:\n- none\n</handoff>")
+def _report(summary: str, findings: list[str], sources: list[str], confidence: str,
+            gaps: list[str] | None = None) -> Turn:
+    """A specialist finishing its task: the structured report, as a submit_report call."""
+    level, _, reason = confidence.partition(" — ")
+    return tool_call("submit_report", {
+        "summary": summary, "key_findings": findings, "sources": sources, "confidence": level,
+        "confidence_reason": reason, "gaps": gaps or []})
 
 
 def scripted_model() -> ScriptedModel:
@@ -48,21 +50,21 @@ def scripted_model() -> ScriptedModel:
                     ["3 automakers target small series by 2028"], ["doc-22"],
                     "medium — announcements, not shipments"),
             search("sodium-ion energy density"),
-            text("Sodium-ion is entering entry-level EVs at 160 Wh/kg; NMC leads at 250 Wh/kg."
-                 "\n<handoff>\nSUMMARY: Chemistry is diversifying: NMC leads, sodium-ion enters "
-                 "the low end, solid-state is pre-commercial.\nCONFIDENCE: medium — few "
-                 "production figures\n</handoff>"),
+            _report("Chemistry is diversifying: NMC leads, sodium-ion enters the low end, "
+                    "solid-state is pre-commercial.",
+                    ["Sodium-ion enters entry-level EVs at 160 Wh/kg",
+                     "NMC leads at 250 Wh/kg"], [], "medium — few production figures",
+                    gaps=["production volumes by chemistry"]),
             text("Announcements suggest fast growth. FINAL ANSWER: yes"),
             text("The others are right that 2028 small series cannot reach 5% by 2030. "
                  "FINAL ANSWER: no"),
         ],
         "risk": [
             search("lithium refining price"),
-            text("Refining is concentrated: 62% in one country, and lithium prices fell 38%. "
-                 "The EU battery passport arrives in 2027.\n<handoff>\nSUMMARY: Supply risk "
-                 "is refining concentration, not raw lithium.\nKEY_FINDINGS:\n1. 62% of "
-                 "refining in one country\n2. lithium carbonate -38% y/y\nCONFIDENCE: high\n"
-                 "</handoff>"),
+            _report("Supply risk is refining concentration, not raw lithium.",
+                    ["62% of refining in one country", "lithium carbonate -38% y/y",
+                     "the EU battery passport arrives in 2027"], [], "high — price and "
+                    "capacity data"),
             text("FINAL ANSWER: no"),
             text("FINAL ANSWER: no"),
         ],

@@ -13,11 +13,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .approvals import Interrupted
-from .delegation import ChildOptions, ChildResult, used_sources
+from .delegation import ChildOptions, ChildResult, submit_report, used_sources
 from .events import DelegationEvent, RunFinishedEvent
 from .exceptions import UsageLimitExceeded
 from .messages import Message
-from .reports import parse_report, report_instructions
+from .reports import DEFAULT_REPORT_SUFFIX, REPORT_TOOL_SUFFIX, parse_report, report_instructions
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -63,13 +63,17 @@ async def run_child(
     child_session = session or loop.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
     report = report and agent.output is None  # a typed child returns its value instead
-    instructions_suffix = (report_instructions(options.audience, options.report_template)
-                           if report else "")
+    # The report is a tool call when the model can make one (and the text was not changed).
+    by_tool = report and options.report_template == DEFAULT_REPORT_SUFFIX and \
+        _calls_tools(loop, agent)
+    template = REPORT_TOOL_SUFFIX if by_tool else options.report_template
+    instructions_suffix = report_instructions(options.audience, template) if report else ""
     if options.suffix:
         instructions_suffix = f"{instructions_suffix}\n\n{options.suffix}".strip()
     child = type(loop)(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
                       max_turns=options.max_turns, depth=ctx.depth + 1,
-                      instructions_suffix=instructions_suffix, variables=options.variables)
+                      instructions_suffix=instructions_suffix, variables=options.variables,
+                      extra_tools=(submit_report,) if by_tool else ())
     used = child.place.local
     assert used is not None  # a delegated loop counts what it uses
     result = ChildResult(agent=agent.name, path=path, ok=False,
@@ -107,6 +111,14 @@ async def run_child(
         usage=replace(used),  # a copy: the live tally goes on counting
     ))
     return result
+
+
+def _calls_tools(loop: AgentLoop, agent: Agent[Any]) -> bool:
+    """Whether ``agent``'s model can call tools (a workflow's members are assumed to)."""
+    model = loop.state.model_override or agent.model
+    if isinstance(model, str):
+        model = agent.resolved_model()
+    return model is None or bool(getattr(model, "supports_tools", True))
 
 
 def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResult:

@@ -76,6 +76,7 @@ from .tracing import Span
 from .workflows import SpeakerTurn
 
 if TYPE_CHECKING:
+    from .tools import Tool
     from .workflows import Composite
 
 
@@ -90,10 +91,11 @@ class AgentLoop:
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
         parent_span: Span | None = None, max_turns: int | None = None,
         max_handoffs: int | None = None, depth: int = 0, instructions_suffix: str = "",
-        variables: dict[str, Any] | None = None,
+        variables: dict[str, Any] | None = None, extra_tools: tuple[Tool, ...] = (),
     ) -> None:
         self.state = state
-        self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables)
+        self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables,
+                           extra_tools)
         self.log = EventLog(session, state.emit)
         self.views = Views()
         self.calls = Calls()
@@ -156,8 +158,13 @@ class AgentLoop:
         toolsets = self.place.toolsets
         ts = toolsets.get(agent.name)
         if ts is None:
-            ts = toolsets[agent.name] = toolset_of(agent)
+            ts = toolsets[agent.name] = self.offered(toolset_of(agent))
         return ts
+
+    def offered(self, ts: Toolset) -> Toolset:
+        """``ts`` with the tools every agent of this loop gets besides its own, if any."""
+        extra = self.place.extra_tools
+        return Toolset(ts.agent, ts.listed, extra) if extra else ts
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .handoffs import Handoff
     from .messages import Message
     from .sessions.base import Session
+    from .tools import Tool
     from .tracing import Span
 
 __all__ = ["Calls", "Control", "EventLog", "Place", "Scope", "Transfers", "Views"]
@@ -39,11 +40,12 @@ DEFAULT_MAX_TURNS = 25
 class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
-    __slots__ = ("depth", "entry", "local", "memories", "parent_span", "prefix", "suffix",
-                 "toolsets", "variables")
+    __slots__ = ("depth", "entry", "extra_tools", "local", "memories", "parent_span", "prefix",
+                 "suffix", "toolsets", "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
-                 suffix: str, variables: dict[str, Any] | None) -> None:
+                 suffix: str, variables: dict[str, Any] | None,
+                 extra_tools: tuple[Tool, ...] = ()) -> None:
         self.entry = entry
         """The agent (or team, or workflow) the loop runs."""
         self.prefix = prefix
@@ -56,6 +58,9 @@ class Place:
         """Text added to every agent's instructions (a child's report request)."""
         self.variables = variables
         """Template variables for the instructions (a child's context transform)."""
+        self.extra_tools = extra_tools
+        """Tools every agent of the loop is offered besides its own (a child's
+        ``submit_report``)."""
         self.toolsets: dict[str, Toolset] = {}
         """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
         self.memories: dict[str, Message | None] = {}

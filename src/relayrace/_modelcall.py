@@ -67,7 +67,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     path = loop.path(agent)
     model = model_of(loop, agent)
     if agent.toolsets:  # listed now: a server may have changed its tools since last turn
-        loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
+        loop.place.toolsets[agent.name] = loop.offered(await listed_toolset_of(agent))
     if agent.input_guardrails or agent.output_guardrails or loop.scope.team_output \
             or loop.scope.team_input:
         stop = cost_block(loop, agent)

@@ -146,17 +146,20 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is and its
     toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("definitions", "gated", "handoffs", "listed", "permissions", "refused",
-                 "source", "tools")
+    __slots__ = ("agent", "definitions", "gated", "handoffs", "listed", "permissions",
+                 "refused", "source", "tools")
 
-    def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = ()) -> None:
+    def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
+                 extra: Sequence[Tool] = ()) -> None:
         supervisor = agent.pattern == "supervisor"
+        self.agent = agent
         own = [*agent.tools, *(t for group in listed for t in group)]
         offered = [t for t in own if t.delegates or not supervisor]
         self.permissions = rules = agent.permissions  # what it was built from, too
         if rules is not None:  # a denied tool is not offered; a call to it is refused by rule
             offered = [t for t in offered if rules.refusal(t.name) is None]
         offered = [t for t in offered if t.is_enabled is not False]
+        offered.extend(t for t in extra if t.name not in {o.name for o in offered})
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
         self.gated = {t.name: t for t in offered if t.is_enabled is not True}
         """Tools offered only while their ``is_enabled`` function says so, by name."""

@@ -23,8 +23,15 @@ from .events import MessageEvent, ToolResultEvent
 from .exceptions import UserError
 from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
 from .messages import Message, ToolCall
-from .reports import DEFAULT_REPORT_SUFFIX, EMPTY_ANSWER, DelegationReport
-from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments
+from .reports import (
+    DEFAULT_REPORT_SUFFIX,
+    EMPTY_ANSWER,
+    SUBMIT_REPORT,
+    Confidence,
+    DelegationReport,
+)
+from .routing import Finish
+from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments, tool
 from .usage import Usage
 
 if TYPE_CHECKING:
@@ -33,7 +40,8 @@ if TYPE_CHECKING:
     from .events import AgentEvent
 
 __all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_children",
-           "used_sources"]
+           "submit_report", "used_sources"]
+
 
 class _Query(BaseModel):
     """The default arguments of an agent tool."""
@@ -114,6 +122,33 @@ class ChildResult:
         return self.output or EMPTY_ANSWER
 
 
+@tool(name=SUBMIT_REPORT)
+def submit_report(
+    summary: str,
+    confidence: Confidence,
+    confidence_reason: str,
+    key_findings: list[str] | None = None,
+    sources: list[str] | None = None,
+    gaps: list[str] | None = None,
+) -> Finish:
+    """Finish your task with your report to the agent that gave it to you. Call it last.
+
+    Args:
+        summary: The answer in one to three sentences.
+        confidence: How sure you are: high, medium or low (unknown if you cannot tell).
+        confidence_reason: Why that confidence.
+        key_findings: One finding per item, with the names and figures that matter.
+        sources: Each tool, document or URL your findings come from.
+        gaps: What you could not find or verify; leave it empty if nothing is missing.
+    """
+    report = DelegationReport(summary=summary.strip(), key_findings=key_findings or [],
+                              sources=sources or [], confidence=confidence,
+                              confidence_reason=confidence_reason.strip(), gaps=gaps or [])
+    data = report.to_dict()
+    del data["raw"]
+    return Finish("report submitted", json.dumps(data, ensure_ascii=False))
+
+
 def used_sources(events: Sequence[AgentEvent]) -> list[str]:
     """The tools a child actually used, with their arguments, for provenance."""
     calls: dict[str, ToolCall] = {}
@@ -125,7 +160,8 @@ def used_sources(events: Sequence[AgentEvent]) -> list[str]:
                 calls[c.id] = c
         elif kind is ToolResultEvent and not e.is_error:  # type: ignore[attr-defined]
             call = calls.get(e.message.tool_call_id or "")  # type: ignore[attr-defined]
-            if call is None or call.name.startswith("transfer_to_"):
+            if call is None or call.name.startswith("transfer_to_") or \
+                    call.name == SUBMIT_REPORT:
                 continue
             args = call.arguments.strip()
             if len(args) > SOURCE_ARGUMENTS_CHARS:  # long, but a URL or path must stay whole

@@ -1,13 +1,17 @@
-"""The structured report a delegated child agent ends its final answer with.
+"""The structured report a delegated child agent ends its work with.
 
-The child's instructions get ``DEFAULT_REPORT_SUFFIX`` (see ``report_instructions``), asking
-it to close with a ``<handoff>`` block. ``parse_report`` reads that block back, tolerating
-what models actually write, and never raises. ``DelegationReport.render`` is the one compact text
-the parent model receives as the tool result: the report, never the child's transcript.
+A child whose model calls tools is asked (``REPORT_TOOL_SUFFIX``) to finish by calling the
+``submit_report`` tool, whose validated arguments are the report; its final answer is then
+that report as JSON. Otherwise its instructions get ``DEFAULT_REPORT_SUFFIX`` (see
+``report_instructions``), asking it to close with a ``<handoff>`` block. ``parse_report``
+reads either back, tolerating what models actually write, and never raises.
+``DelegationReport.render`` is the one compact text the parent model receives as the tool
+result: the report, never the child's transcript.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +23,8 @@ from ._templates import render_instructions
 __all__ = [
     "DEFAULT_REPORT_SUFFIX",
     "EMPTY_ANSWER",
+    "REPORT_TOOL_SUFFIX",
+    "SUBMIT_REPORT",
     "Confidence",
     "DelegationReport",
     "parse_report",
@@ -51,6 +57,25 @@ The report will be read by {{ audience }}: choose what to include, and how to wo
 {%- endif %}
 """
 """Jinja2 text appended to a delegated child's instructions; it receives ``audience``."""
+
+SUBMIT_REPORT = "submit_report"
+"""The tool a delegated child calls to finish with its report."""
+
+REPORT_TOOL_SUFFIX = """
+
+When your work is done, call the submit_report tool with your report: the summary, the key \
+findings, the sources they come from, your confidence and why, and the gaps. Calling it ends \
+your task, so make it your last call; the report is all the agent that asked you receives.
+{%- if audience %}
+
+The report will be read by {{ audience }}: choose what to include, and how to word it, for them.
+{%- endif %}
+"""
+"""Jinja2 text appended to the instructions of a delegated child that reports through the
+``submit_report`` tool; it receives ``audience``."""
+
+_REPORT_KEYS = frozenset({"summary", "key_findings", "sources", "confidence",
+                          "confidence_reason", "gaps"})
 
 _OPEN = re.compile(r"<\s*handoff\s*>", re.IGNORECASE)
 _CLOSE = re.compile(r"<\s*/\s*handoff\s*>", re.IGNORECASE)
@@ -171,6 +196,8 @@ def report_instructions(audience: str = "", template: str = DEFAULT_REPORT_SUFFI
 def parse_report(text: str) -> DelegationReport:
     """Read a child's final answer into a ``DelegationReport``; never raises.
 
+    A report submitted through ``submit_report`` (the final answer is then its JSON) is read
+    as it is.
     Takes the last ``<handoff>`` block holding a section (any case and spacing; the closing
     tag may be missing). Without tags, a ``SUMMARY`` heading followed by another section
     heading starts the block, and the text before it opens the summary (it may be the answer
@@ -183,6 +210,11 @@ def parse_report(text: str) -> DelegationReport:
     the reason keeps the text. With no block at all, the summary is the whole answer.
     """
     raw = text if isinstance(text, str) else ""
+    submitted = _submitted(raw)
+    if submitted is not None:
+        report = DelegationReport.from_dict(submitted)
+        report.raw = raw
+        return report
     sections, before = _find_block(raw)
     if sections is None:
         return DelegationReport(summary=raw.strip(), raw=raw)
@@ -197,6 +229,20 @@ def parse_report(text: str) -> DelegationReport:
         gaps=_items(sections.get("gaps", ()), commas=False),
         raw=raw,
     )
+
+
+def _submitted(raw: str) -> dict[str, Any] | None:
+    """The report a child submitted through ``submit_report`` (its final answer is the
+    report's JSON), or ``None`` for any other answer."""
+    if not raw.startswith("{") or '"summary"' not in raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or "summary" not in data or not set(data) <= _REPORT_KEYS:
+        return None
+    return data
 
 
 def _find_block(text: str) -> tuple[dict[str, list[str]] | None, str]:

@@ -175,9 +175,11 @@ class RecordedRequest:
 class _TestModelBase(Model):
     """Request recording, token counting and turn conversion shared by the test models."""
 
-    def __init__(self, name: str, record: bool, output_mode: OutputMode) -> None:
+    def __init__(self, name: str, record: bool, output_mode: OutputMode,
+                 supports_tools: bool) -> None:
         self.name = name
         self.output_mode = output_mode
+        self.supports_tools = supports_tools
         self.record = record
         """Whether every request is kept in ``requests``."""
         self.requests: list[RecordedRequest] = []
@@ -263,13 +265,16 @@ class ScriptedModel(_TestModelBase):
     every request (what each agent saw and which tools it was offered) unless ``record`` is
     off, for load runs where the list would only grow; ``assert_complete()`` fails if turns
     are left over. ``output_mode`` is how it takes structured output when an agent does not
-    say (``"native"`` plays an OpenAI-compatible server, ``"tool"`` Anthropic).
+    say (``"native"`` plays an OpenAI-compatible server, ``"tool"`` Anthropic);
+    ``supports_tools=False`` plays a model without tool calls (a delegated child then reports
+    in text).
     """
 
     def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted",
                  by_agent: Mapping[str, Sequence[Turn]] | None = None,
-                 record: bool = True, output_mode: OutputMode = "tool") -> None:
-        super().__init__(name, record, output_mode)
+                 record: bool = True, output_mode: OutputMode = "tool",
+                 supports_tools: bool = True) -> None:
+        super().__init__(name, record, output_mode, supports_tools)
         self.turns: list[Turn] = list(turns)
         self._next = 0
         self.by_agent: dict[str, list[Turn]] = {a: list(t) for a, t in (by_agent or {}).items()}
@@ -335,12 +340,13 @@ class FunctionModel(_TestModelBase):
     """A model played by ``fn(request)``, which returns a turn (sync or async).
 
     ``requests`` records every request unless ``record`` is off (for long load runs);
-    ``output_mode`` is as for `ScriptedModel`.
+    ``output_mode`` and ``supports_tools`` are as for `ScriptedModel`.
     """
 
     def __init__(self, fn: FunctionModelFn, *, name: str = "function", delay: float = 0.0,
-                 record: bool = True, output_mode: OutputMode = "tool") -> None:
-        super().__init__(name, record, output_mode)
+                 record: bool = True, output_mode: OutputMode = "tool",
+                 supports_tools: bool = True) -> None:
+        super().__init__(name, record, output_mode, supports_tools)
         self.fn = fn
         self.delay = delay
         """Seconds to sleep per request, to stand in for a model's latency."""

@@ -149,6 +149,9 @@ class Model(ABC):
     output_mode: OutputMode = "tool"
     """How this model is asked for structured output when the agent does not say (set it on
     an instance to change it for that model)."""
+    supports_tools: bool = True
+    """Whether the model can call tools. A delegated child whose model cannot reports in a
+    ``<handoff>`` text block instead of calling ``submit_report``."""
 
     @abstractmethod
     async def request(self, request: ModelRequest) -> ModelResponse:
