@@ -276,12 +276,18 @@ class AgentLoop:
             self.calls.resume(log.started, log.asked)
         agent = start_agent or self._active(log.active)
         entry = self.place.entry
-        if start_agent is not None and start_agent is not entry and entry.is_composite:
+        if entry.is_composite and start_agent is not entry:
             from .team import Team
 
-            if isinstance(entry, Team):  # the team starts there, and its rules apply
-                self.scope.start_at(start_agent)
-                agent = entry
+            if isinstance(entry, Team):
+                # The team starts at the member named, and its rules apply; resumed with no
+                # input, at the member that was to speak next (it stopped at max_turns).
+                member = start_agent
+                if member is None and input is None and log.active not in (None, entry.name):
+                    member = entry.find_agent(log.active)
+                if member is not None and member is not entry:
+                    self.scope.start_at(member)
+                    agent = entry
         if log.handoff is not None and log.handoff.to_agent == agent.name:
             self.views.remember(self._filter_of(log.handoff.agent, agent))
         name, path = agent.name, self.path(agent)

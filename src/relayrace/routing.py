@@ -10,7 +10,7 @@ from which no exit (a terminate target, or a conditional edge leaving the cycle)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,13 @@ __all__ = [
     "Always",
     "Condition",
     "ContextEquals",
+    "Custom",
+    "CustomTarget",
     "Finish",
     "FromSpeaker",
     "RevertToInitiator",
     "RoundRobin",
+    "RoutingRegistry",
     "Rule",
     "Stay",
     "Target",
@@ -33,10 +36,12 @@ __all__ = [
     "TransferTo",
     "check_rules",
     "condition_from_dict",
+    "condition_to_dict",
     "describe",
     "rule_from_dict",
     "rule_to_dict",
     "target_from_dict",
+    "target_to_dict",
 ]
 
 
@@ -127,7 +132,22 @@ class Always:
         return True
 
 
-Condition = FromSpeaker | ToolCalled | ContextEquals | Always
+@dataclass(slots=True, frozen=True)
+class Custom:
+    """A condition of your own: matches when ``test(turn)`` is true. It is saved by ``name``
+    and found again by that name in a :class:`RoutingRegistry` when a graph is loaded."""
+
+    name: str
+    """The name it is registered and serialized under."""
+    test: Callable[[TurnInfo], bool] = field(compare=False, repr=False)
+    """Decides from the turn that just ended."""
+
+    def matches(self, turn: TurnInfo) -> bool:
+        """Whether the rule applies to ``turn``."""
+        return bool(self.test(turn))
+
+
+Condition = FromSpeaker | ToolCalled | ContextEquals | Always | Custom
 
 
 # -- targets ----------------------------------------------------------------------------------
@@ -179,7 +199,73 @@ class RoundRobin:
         return self.agents[0]
 
 
-Target = AgentTarget | TerminateTarget | RevertToInitiator | Stay | RoundRobin
+@dataclass(slots=True, frozen=True)
+class CustomTarget:
+    """A target of your own: ``pick(turn)`` names the agent that speaks next. Saved by
+    ``name`` (see :class:`RoutingRegistry`); ``agents`` lists where it may lead, for the static
+    check (empty: any member)."""
+
+    name: str
+    """The name it is registered and serialized under."""
+    pick: Callable[[TurnInfo], str] = field(compare=False, repr=False)
+    """Names the next speaker from the turn that just ended."""
+    agents: tuple[str, ...] = ()
+    """The members it may pick (empty: any)."""
+
+
+Target = AgentTarget | TerminateTarget | RevertToInitiator | Stay | RoundRobin | CustomTarget
+
+
+class RoutingRegistry:
+    """Named custom conditions and targets, so a routing graph that uses them can be saved as
+    data (``Team.to_dict``) and loaded again (``Team.from_dict(..., registry=...)``).
+
+    ``@registry.condition("vip")`` turns a function of the ``TurnInfo`` into a `Custom`
+    condition; ``@registry.target("least_busy", agents=[...])`` one returning an agent name
+    into a `CustomTarget`. A name is registered once.
+    """
+
+    def __init__(self) -> None:
+        self.conditions: dict[str, Custom] = {}
+        """Custom conditions by name."""
+        self.targets: dict[str, CustomTarget] = {}
+        """Custom targets by name."""
+
+    def condition(self, name: str) -> Callable[[Callable[[TurnInfo], bool]], Custom]:
+        """Register a condition under ``name`` (a decorator returning the `Custom`)."""
+        def register(fn: Callable[[TurnInfo], bool]) -> Custom:
+            self._free(name)
+            made = self.conditions[name] = Custom(name, fn)
+            return made
+        return register
+
+    def target(self, name: str, *, agents: Sequence[str] = ()
+               ) -> Callable[[Callable[[TurnInfo], str]], CustomTarget]:
+        """Register a target under ``name`` (a decorator returning the `CustomTarget`)."""
+        def register(fn: Callable[[TurnInfo], str]) -> CustomTarget:
+            self._free(name)
+            made = self.targets[name] = CustomTarget(name, fn, tuple(agents))
+            return made
+        return register
+
+    def _free(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"A custom condition or target needs a non-empty name, got "
+                              f"{name!r}.")
+        if name in self.conditions or name in self.targets:
+            raise ConfigError(f"The routing registry already has {name!r}; give each custom "
+                              "condition and target its own name.")
+
+    def find(self, kind: str, name: Any) -> Custom | CustomTarget:
+        """The registered condition (``kind="condition"``) or target named ``name``."""
+        found: Mapping[str, Custom | CustomTarget] = (
+            self.conditions if kind == "condition" else self.targets)
+        if not isinstance(name, str) or name not in found:
+            known = ", ".join(sorted(found)) or "none"
+            raise ConfigError(f"The graph names a custom {kind} {name!r} that the registry "
+                              f"does not have; registered {kind}s: {known}. Register it with "
+                              f"@registry.{kind}({name!r}).")
+        return found[name]
 
 
 @dataclass(slots=True, frozen=True)
@@ -212,10 +298,15 @@ def _one_key(data: Mapping[str, Any], what: str, valid: Sequence[str]) -> tuple[
     return str(key), value
 
 
-def condition_from_dict(data: Mapping[str, Any]) -> Condition:
+def condition_from_dict(data: Mapping[str, Any],
+                        registry: RoutingRegistry | None = None) -> Condition:
     """``{"from_speaker": "a"}``, ``{"tool_called": "t"}``, ``{"context_equals": {k: v}}``,
-    ``{"always": true}``."""
-    key, value = _one_key(data, "condition", [*_CONDITIONS, "context_equals"])
+    ``{"always": true}``, or ``{"custom": name}`` from ``registry``."""
+    key, value = _one_key(data, "condition", [*_CONDITIONS, "context_equals", "custom"])
+    if key == "custom":
+        found = (registry or RoutingRegistry()).find("condition", value)
+        assert isinstance(found, Custom)
+        return found
     if key == "context_equals":
         if not isinstance(value, Mapping) or len(value) != 1:
             raise ConfigError("context_equals takes one {key: value} pair.")
@@ -225,11 +316,16 @@ def condition_from_dict(data: Mapping[str, Any]) -> Condition:
     return cls() if arg is None else cls(str(value))  # type: ignore[no-any-return]
 
 
-def target_from_dict(data: Mapping[str, Any]) -> Target:
+def target_from_dict(data: Mapping[str, Any], registry: RoutingRegistry | None = None) -> Target:
     """``{"agent": "a"}``, ``{"terminate": "reason"}``, ``{"revert_to_initiator": true}``,
-    ``{"stay": true}``, ``{"round_robin": ["a", "b"]}``."""
-    key, value = _one_key(data, "target",
-                          ["agent", "terminate", "revert_to_initiator", "stay", "round_robin"])
+    ``{"stay": true}``, ``{"round_robin": ["a", "b"]}``, or ``{"custom": name}`` from
+    ``registry``."""
+    key, value = _one_key(data, "target", ["agent", "terminate", "revert_to_initiator", "stay",
+                                           "round_robin", "custom"])
+    if key == "custom":
+        found = (registry or RoutingRegistry()).find("target", value)
+        assert isinstance(found, CustomTarget)
+        return found
     if key == "agent":
         return AgentTarget(str(value))
     if key == "terminate":
@@ -241,16 +337,17 @@ def target_from_dict(data: Mapping[str, Any]) -> Target:
     return RevertToInitiator() if key == "revert_to_initiator" else Stay()
 
 
-def rule_from_dict(data: Mapping[str, Any]) -> Rule:
+def rule_from_dict(data: Mapping[str, Any], registry: RoutingRegistry | None = None) -> Rule:
     """A rule from ``{"when": <condition>, "then": <target>, "priority": 0}``."""
     unknown = set(data) - {"when", "then", "priority"}
     if unknown or "when" not in data or "then" not in data:
         raise ConfigError(f"A rule needs 'when' and 'then' (and may have 'priority'); got keys "
                           f"{sorted(data)}.")
     priority = data.get("priority", 0)
-    if not isinstance(priority, int):
+    if not isinstance(priority, int) or isinstance(priority, bool):
         raise ConfigError(f"A rule's priority must be an integer, got {priority!r}.")
-    return Rule(condition_from_dict(data["when"]), target_from_dict(data["then"]), priority)
+    return Rule(condition_from_dict(data["when"], registry),
+                target_from_dict(data["then"], registry), priority)
 
 
 def describe(item: Condition | Target) -> str:
@@ -267,26 +364,38 @@ def describe(item: Condition | Target) -> str:
         return f"terminate ({item.reason})"
     if isinstance(item, RoundRobin):
         return f"RoundRobin({', '.join(item.agents)})"
+    if isinstance(item, Custom | CustomTarget):
+        return f"{type(item).__name__}({item.name})"
     return type(item).__name__
+
+
+def condition_to_dict(c: Condition) -> dict[str, Any]:
+    """The plain-data form of a condition (inverse of :func:`condition_from_dict`)."""
+    return (
+        {"from_speaker": c.agent} if isinstance(c, FromSpeaker)
+        else {"tool_called": c.name} if isinstance(c, ToolCalled)
+        else {"context_equals": {c.key: c.value}} if isinstance(c, ContextEquals)
+        else {"custom": c.name} if isinstance(c, Custom)
+        else {"always": True}
+    )
+
+
+def target_to_dict(t: Target) -> dict[str, Any]:
+    """The plain-data form of a target (inverse of :func:`target_from_dict`)."""
+    return (
+        {"agent": t.agent} if isinstance(t, AgentTarget)
+        else {"terminate": t.reason} if isinstance(t, TerminateTarget)
+        else {"round_robin": list(t.agents)} if isinstance(t, RoundRobin)
+        else {"custom": t.name} if isinstance(t, CustomTarget)
+        else {"revert_to_initiator": True} if isinstance(t, RevertToInitiator)
+        else {"stay": True}
+    )
 
 
 def rule_to_dict(rule: Rule) -> dict[str, Any]:
     """The plain-data form of ``rule`` (inverse of :func:`rule_from_dict`)."""
-    c, t = rule.condition, rule.target
-    when: dict[str, Any] = (
-        {"from_speaker": c.agent} if isinstance(c, FromSpeaker)
-        else {"tool_called": c.name} if isinstance(c, ToolCalled)
-        else {"context_equals": {c.key: c.value}} if isinstance(c, ContextEquals)
-        else {"always": True}
-    )
-    then: dict[str, Any] = (
-        {"agent": t.agent} if isinstance(t, AgentTarget)
-        else {"terminate": t.reason} if isinstance(t, TerminateTarget)
-        else {"round_robin": list(t.agents)} if isinstance(t, RoundRobin)
-        else {"revert_to_initiator": True} if isinstance(t, RevertToInitiator)
-        else {"stay": True}
-    )
-    return {"when": when, "then": then, "priority": rule.priority}
+    return {"when": condition_to_dict(rule.condition), "then": target_to_dict(rule.target),
+            "priority": rule.priority}
 
 
 # -- the static check -------------------------------------------------------------------------
@@ -311,6 +420,8 @@ def _targets(target: Target, speaker: str, initial: str, agents: Sequence[str]) 
         return {initial}
     if isinstance(target, Stay):
         return {speaker}
+    if isinstance(target, CustomTarget):
+        return set(target.agents or agents)
     return {target.next_after(speaker)}
 
 
@@ -339,8 +450,9 @@ def rule_graph(agents: Sequence[str], rules: Sequence[Rule], initial: str,
 
 
 def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, default: Target,
-                dynamic: Mapping[str, set[str]] | None = None) -> None:
-    """Reject unknown agent names and rule cycles with no reachable exit."""
+                dynamic: Mapping[str, set[str]] | None = None, *, bounded: bool = False) -> None:
+    """Reject unknown agent names and rule cycles with no reachable exit (unless ``bounded``:
+    a graph only ``max_turns`` ends, such as a round robin)."""
     known = set(agents)
     names = [initial]
     for r in rules:
@@ -349,12 +461,14 @@ def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, defa
     for t in [default, *(r.target for r in rules)]:
         if isinstance(t, AgentTarget):
             names.append(t.agent)
-        elif isinstance(t, RoundRobin):
+        elif isinstance(t, RoundRobin | CustomTarget):
             names.extend(t.agents)
     for n in names:
         if n not in known:
             raise ConfigError(f"Routing names an unknown agent {n!r}; team agents: "
                               f"{', '.join(agents)}.")
+    if bounded:
+        return
     graph = rule_graph(agents, rules, initial, default, dynamic or {})
     # Walk the graph backwards from the exit: every agent must be able to reach it.
     edges = {a: graph.certain[a] | graph.conditional[a] for a in agents}

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .exceptions import HandoffError, UserError
+from .exceptions import ConfigError, HandoffError, UserError
 from .guardrails import Guardrail
 from .messages import ToolCall
 from .routing import (
     AgentTarget,
+    CustomTarget,
     Finish,
     RevertToInitiator,
     RoundRobin,
+    RoutingRegistry,
     Rule,
     Stay,
     Target,
@@ -22,6 +25,10 @@ from .routing import (
     TurnInfo,
     check_rules,
     describe,
+    rule_from_dict,
+    rule_to_dict,
+    target_from_dict,
+    target_to_dict,
 )
 from .workflows import Composite, Driver
 
@@ -31,6 +38,10 @@ if TYPE_CHECKING:
 __all__ = ["Team"]
 
 _NO_RULE = TerminateTarget("no rule matched")
+GRAPH_FORMAT = "relayrace.team/1"
+"""The ``format`` of ``Team.to_dict``'s data; ``from_dict`` refuses others."""
+_GRAPH_KEYS = {"format", "name", "description", "agents", "initial", "rules", "default_target",
+               "max_turns", "bounded"}
 
 
 class Team(Composite):
@@ -40,7 +51,11 @@ class Team(Composite):
     ``TransferTo``/``Finish`` takes precedence over them (the first emitted wins); then
     ``default_target`` applies; ``max_turns`` bounds the number of speaker turns. The team's
     guardrails apply to every member, at every change of speaker. A run starts with
-    ``initial``, or with the member ``Runner.run(..., start_agent=...)`` names.
+    ``initial``, or with the member ``Runner.run(..., start_agent=...)`` names;
+    ``Runner.run(team, None, session=...)`` after the team stopped at ``max_turns`` goes on
+    with the member that was to speak next. Rule cycles with no way out are refused, unless
+    ``bounded=True`` says ``max_turns`` is meant to end the run (see ``round_robin``). The
+    graph saves as data with ``to_dict`` and loads with ``from_dict``.
     """
 
     def __init__(
@@ -55,6 +70,7 @@ class Team(Composite):
         description: str = "",
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
+        bounded: bool = False,
     ) -> None:
         for a in agents:
             if not isinstance(a, Agent):
@@ -65,7 +81,8 @@ class Team(Composite):
         if agents:  # checked before the agents join the team, so a rejected team keeps none
             dynamic = {a.name: {t for tool in a.tools for t in getattr(tool, "routes_to", ())}
                        for a in agents}
-            check_rules([a.name for a in agents], rules, initial, default_target, dynamic)
+            check_rules([a.name for a in agents], rules, initial, default_target, dynamic,
+                        bounded=bounded)
         super().__init__(name, members=agents, description=description,
                          max_turns=max(max_turns * 10, 25))
         self.rules = rules
@@ -74,6 +91,78 @@ class Team(Composite):
         self.team_turns = max_turns
         self.team_input = tuple(input_guardrails)
         self.team_output = tuple(output_guardrails)
+        self.bounded = bounded
+
+    @classmethod
+    def round_robin(cls, name: str, agents: Sequence[Agent[Any]], *, max_turns: int,
+                    **options: Any) -> Team:
+        """Members speak in turn, in ``agents`` order, until ``max_turns`` (AG2's round robin);
+        a tool's ``Finish`` or ``TransferTo`` still wins."""
+        names = tuple(a.name for a in agents)
+        return cls(name, agents=agents, default_target=RoundRobin(names), max_turns=max_turns,
+                   bounded=True, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The routing graph as JSON-ready data: members by name, rules, targets and limits
+        (custom conditions and targets by their registered names; guardrails are not data)."""
+        return {"format": GRAPH_FORMAT, "name": self.name, "description": self.description,
+                "agents": [a.name for a in self.sub_agents], "initial": self.initial,
+                "rules": [rule_to_dict(r) for r in self.rules],
+                "default_target": target_to_dict(self.default_target),
+                "max_turns": self.team_turns, "bounded": self.bounded}
+
+    def to_json(self) -> str:
+        """``to_dict`` as JSON text."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  agents: Sequence[Agent[Any]] | Mapping[str, Agent[Any]],
+                  registry: RoutingRegistry | None = None, **options: Any) -> Team:
+        """Rebuild a team from ``to_dict`` data, its members found by name in ``agents`` and
+        its custom conditions and targets in ``registry``. ``options`` (guardrails) are
+        passed to the constructor. A malformed graph raises ``ConfigError`` saying where."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"A team graph is a mapping, got {type(data).__name__}.")
+        if data.get("format") != GRAPH_FORMAT:
+            raise ConfigError(f"A team graph of format {data.get('format')!r}; this relayrace "
+                              f"reads {GRAPH_FORMAT!r}.")
+        unknown = sorted(set(data) - _GRAPH_KEYS)
+        if unknown:
+            raise ConfigError(f"Unknown keys in the team graph: {', '.join(unknown)}; valid: "
+                              f"{', '.join(sorted(_GRAPH_KEYS))}.")
+        by_name = dict(agents) if isinstance(agents, Mapping) else {a.name: a for a in agents}
+        names = data.get("agents")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError("The team graph's 'agents' is a list of member names.")
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise ConfigError(f"The team graph names members {', '.join(map(repr, missing))} "
+                              f"not given in agents=...; given: {', '.join(by_name) or 'none'}.")
+        rules = data.get("rules", [])
+        if not isinstance(rules, list):
+            raise ConfigError("The team graph's 'rules' is a list.")
+        max_turns = data.get("max_turns", 20)
+        if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+            raise ConfigError(f"The team graph's 'max_turns' is a positive integer, got "
+                              f"{max_turns!r}.")
+        default = data.get("default_target")
+        return cls(str(data.get("name") or ""), agents=[by_name[n] for n in names],
+                   rules=[rule_from_dict(r, registry) for r in rules],
+                   initial=data.get("initial"), max_turns=max_turns,
+                   default_target=_NO_RULE if default is None
+                   else target_from_dict(default, registry),
+                   description=str(data.get("description", "")),
+                   bounded=bool(data.get("bounded", False)), **options)
+
+    @classmethod
+    def from_json(cls, text: str, **options: Any) -> Team:
+        """``from_dict`` of JSON text."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"The team graph is not valid JSON: {exc}.") from None
+        return cls.from_dict(data, **options)
 
     def _member(self, name: str) -> Agent[Any]:
         found = self.find_agent(name)
@@ -134,6 +223,9 @@ class Team(Composite):
                     nxt = self._member(self.initial)
                 elif isinstance(target, Stay):
                     nxt = spoke
+                elif isinstance(target, CustomTarget):
+                    nxt = self._member(target.pick(TurnInfo(spoke.name, called,
+                                                            driver.context)))
                 else:
                     assert isinstance(target, RoundRobin)
                     nxt = self._member(target.next_after(spoke.name))

@@ -423,7 +423,8 @@ class Builder:
                         rules=doc.rules, initial=spec.initial,
                         default_target=doc.default_target or TerminateTarget("no rule matched"),
                         max_turns=spec.max_turns, description=spec.description,
-                        input_guardrails=input_guardrails, output_guardrails=output_guardrails)
+                        input_guardrails=input_guardrails, output_guardrails=output_guardrails,
+                        bounded=spec.bounded)
 
     def _workflow(self, doc: ParsedDocument, model: WorkflowDocument) -> Agent[Any]:
         spec = model.spec

@@ -236,7 +236,8 @@ def _check_rules(doc: ParsedDocument, model: TeamDocument, by_name: dict[str, Pa
     if not problems:
         try:
             check_rules(members, doc.rules, spec.initial or members[0],
-                        doc.default_target or TerminateTarget("no rule matched"))
+                        doc.default_target or TerminateTarget("no rule matched"),
+                        bounded=spec.bounded)
         except ConfigError as exc:
             problems.append(f"{doc.where(('spec', 'rules'))}: team {doc.name!r}: {exc}")
     errors.extend(problems)

@@ -526,6 +526,9 @@ class TeamSpec(_Strict):
     default_target: dict[str, Any] | None = Field(default=None, description=(
         "Where control goes when no rule matches (default: terminate)."))
     max_turns: int = Field(default=20, ge=1, description="Most agent turns per run.")
+    bounded: bool = Field(default=False, description=(
+        "max_turns is meant to end the run, so routing cycles with no exit are accepted (a "
+        "round robin: default_target: {round_robin: [...]})."))
     guardrails: GuardrailsSpec = Field(default_factory=GuardrailsSpec,
                                        description="Input and output rules of the team.")
 
