@@ -27,9 +27,9 @@ from relayrace import (
     remove_tool_traffic,
     tool,
 )
+from relayrace.routing import TerminateTarget
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
-from relayrace.workflows import SequentialAgent
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -387,8 +387,9 @@ async def test_a_sub_agent_passed_to_run_is_where_the_run_starts() -> None:
     assert support is not None
     r2 = await Runner.run(support, "tech", session=session)  # naming a sub-agent starts there
     assert (model.requests[2].agent, r2.last_agent.name) == ("support", "support")
-    await Runner.run(root, "more", session=session)  # the root continues with the active one
-    assert model.requests[3].agent == "support"
+    # support can transfer nowhere: having answered, it hands the new turn to its parent.
+    await Runner.run(root, "more", session=session)
+    assert model.requests[3].agent == "root"
     model.assert_complete()
 
 
@@ -715,7 +716,7 @@ async def test_an_async_input_filter_is_awaited() -> None:
         text("clean answer"),
         text("clean again"),
     ])
-    clean = Agent("clean", instructions="c", model=model)
+    clean = Agent("clean", instructions="c", model=model, sticky=True)
     root = Agent("root", instructions="r", model=model, tools=[lookup],
                  sub_agents=[handoff(clean, input_filter=users_only)])
     session = MemorySession()
@@ -741,7 +742,7 @@ async def test_remove_tool_traffic_filter_hides_tools_from_target_only() -> None
         [text("Passing on."), tool_call("transfer_to_clean", {"reason": "needs a human touch"})],
         text("clean answer"),
     ])
-    clean = Agent("clean", instructions="c", model=model)
+    clean = Agent("clean", instructions="c", model=model, sticky=True)
     root = Agent("root", instructions="r", model=model, tools=[lookup],
                  sub_agents=[handoff(clean, input_filter=remove_tool_traffic)])
     result = await Runner.run(root, "where is order 7?")
@@ -766,7 +767,7 @@ async def test_an_input_filter_still_applies_when_the_target_continues_in_a_late
         text("clean again"),
         text("clean a third time"),
     ])
-    clean = Agent("clean", instructions="c", model=model)
+    clean = Agent("clean", instructions="c", model=model, sticky=True)
     root = Agent("root", instructions="r", model=model, tools=[lookup],
                  sub_agents=[handoff(clean, input_filter=remove_tool_traffic)])
     session = MemorySession()
@@ -845,7 +846,7 @@ async def test_a_failing_input_filter_ends_the_run_and_leaves_the_session_as_bef
         tool_call("transfer_to_billing", {"reason": "money"}, id="t2"),
         text("billing here"),
     ])
-    billing = Agent("billing", instructions="b", model=model)
+    billing = Agent("billing", instructions="b", model=model, sticky=True)
     root = Agent("root", instructions="r", model=model,
                  sub_agents=[handoff(billing, input_filter=picky_filter)])
     session = MemorySession()
@@ -879,7 +880,7 @@ async def test_an_input_filter_failing_in_a_later_run_is_a_user_error_naming_it(
 
     model = ScriptedModel([tool_call("transfer_to_billing"), text("billing 1"),
                            text("billing 2")])
-    billing = Agent("billing", instructions="b", model=model)
+    billing = Agent("billing", instructions="b", model=model, sticky=True)
     root = Agent("root", instructions="r", model=model,
                  sub_agents=[handoff(billing, input_filter=later_filter)])
     session = MemorySession()
@@ -1069,10 +1070,14 @@ async def test_an_on_handoff_hook_that_raises_stops_the_transfer() -> None:
     assert_valid_protocol(await session_messages(result.session))
 
 
-def test_a_workflow_cannot_be_a_handoff_target() -> None:
+def test_a_team_cannot_be_a_handoff_target() -> None:
+    # (Workflows can: see tests/test_handoff_targets.py.)
+    from relayrace.team import Team
+
     model = ScriptedModel([text("unused")])
-    flow = SequentialAgent("wf", steps=[Agent("s1", instructions="x", model=model),
-                                        Agent("s2", instructions="x", model=model)])
+    flow = Team("wf", agents=[Agent("s1", instructions="x", model=model),
+                              Agent("s2", instructions="x", model=model)],
+                default_target=TerminateTarget("done"))
     with pytest.raises(UserError, match="'wf'"):
         Agent("root", instructions="r", model=model, sub_agents=[flow])
     with pytest.raises(UserError, match="'wf'"):

@@ -12,9 +12,9 @@ from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 
 
-def desk(model: Any, mode: str) -> Agent:
+def desk(model: Any, mode: str, *, sticky: bool = False) -> Agent:
     worker = Agent("worker", instructions="You do one task.", description="Does tasks.",
-                   model=model, mode=mode)  # type: ignore[arg-type]
+                   model=model, mode=mode, sticky=sticky)  # type: ignore[arg-type]
     return Agent("triage", instructions="You triage.", model=model, sub_agents=[worker])
 
 
@@ -144,12 +144,12 @@ async def test_single_turn_agent_is_not_active_on_the_next_run() -> None:
 # --------------------------------------------------------------------------- chat
 
 
-async def test_chat_agent_keeps_the_conversation() -> None:
+async def test_a_sticky_chat_agent_keeps_the_conversation() -> None:
     model = ScriptedModel(by_agent={
         "triage": [tool_call("transfer_to_worker")],
         "worker": [text("worker here"), text("still worker")],
     })
-    agent = desk(model, "chat")
+    agent = desk(model, "chat", sticky=True)
     session = MemorySession()
     first = await Runner.run(agent, "hello", session=session)
     assert first.final_output == "worker here" and first.last_agent.name == "worker"
@@ -158,6 +158,7 @@ async def test_chat_agent_keeps_the_conversation() -> None:
     assert second.final_output == "still worker"
     assert speakers(model) == ["triage", "worker", "worker"]
     assert [h.returns_to for h in first.handoffs] == [None]
+    assert second.handoffs == []
 
 
 def test_unknown_mode_is_a_user_error() -> None:

@@ -145,6 +145,9 @@ async def test_sqlite_resume_from_a_second_object(tmp_path: Path) -> None:
         text("billing again"),
     ])
     agent = root_with_billing(model)
+    billing = agent.find_agent("billing")
+    assert billing is not None
+    billing.sticky = True  # it keeps the conversation, so the next run continues with it
     await Runner.run(agent, "invoice?", session=SQLiteSession("conv", path))
     again = SQLiteSession("conv", path)
     before = await again.get_events()

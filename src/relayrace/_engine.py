@@ -276,6 +276,14 @@ class AgentLoop:
             self.calls.resume(log.started, log.asked)
         agent = start_agent or self._active(log.active)
         entry = self.place.entry
+        back = self._hands_back(agent) if input is not None and start_agent is None and \
+            _answered(self.views.transcript, agent) else None
+        if back is not None:  # a new user turn: an agent that can transfer nowhere hands back
+            self.log.add(HandoffEvent(
+                agent=agent.name, path=self.path(agent), to_agent=back.name,
+                reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
+                       f"{back.name} (make it sticky=True to keep the conversation)"))
+            agent = back
         if entry.is_composite and start_agent is not entry:
             from .team import Team
 
@@ -318,6 +326,15 @@ class AgentLoop:
                 # (measured: about 6% of a run).
                 final, agent, route = await self.turns_of(agent, span, pending)
                 final, agent, reason = self._ended(final, agent, route)
+            elif agent.is_composite and agent is not self.place.entry:
+                # Resumed inside a workflow a handoff brought control to: it finishes, then
+                # the agent that transferred goes on.
+                final, agent, _ = await self._through(agent, span, span, pending)
+                if not (self.stopped or agent.is_composite):
+                    final, agent, route = await self.turns_of(agent, span, [])
+                    final, agent, reason = self._ended(final, agent, route)
+                else:
+                    reason = "guardrail" if self.control.blocked else ""
             else:
                 final, agent, reason = await self.drive(agent, span, pending)
         except Interrupted as stop:
@@ -349,6 +366,18 @@ class AgentLoop:
                 raise
         state.trace.end(span)
         return final, agent, reason
+
+    def _hands_back(self, agent: Agent[Any]) -> Agent[Any] | None:
+        """The parent a chat agent that can transfer nowhere gives the next user turn back to
+        (``None`` if it is sticky, or not such an agent)."""
+        parent = agent.parent
+        if parent is None or agent is self.place.entry or agent.sticky or \
+                agent.mode != "chat" or agent.handoffs or self.place.entry.is_composite:
+            return None
+        policy = agent.transfer_policy
+        if policy.to_parent or policy.to_peers or parent.is_composite:
+            return None
+        return parent
 
     def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
         """``source``'s handoff to ``target``, if it has an input filter."""
@@ -495,6 +524,12 @@ class AgentLoop:
                 else:
                     assert type(nxt) is Move
                     agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
+                    if agent.is_composite and self.control.blocked is None:
+                        # A workflow target runs its steps, then its caller goes on.
+                        final, agent, agent_span = await self._through(agent, agent_span,
+                                                                       run_span, [])
+                        if self.stopped:
+                            return final, agent, None
                 if self.control.blocked is not None:  # the new agent's input guardrails
                     return self.blocked_answer(agent, self.control.blocked), agent, None
         except BaseException as exc:
@@ -584,7 +619,9 @@ class AgentLoop:
         if route.kind == "return":
             self._return(agent, target, route.summary)
         else:
-            returns_to = agent.name if target.mode in ("task", "single_turn") else None
+            # A task, single-turn or workflow target gives control back when it is done.
+            returns_to = agent.name if target.mode in ("task", "single_turn") \
+                or target.is_composite else None
             if returns_to:
                 self.transfers.returns.append(returns_to)
             event = new_handoff_event(
@@ -597,6 +634,20 @@ class AgentLoop:
         # old agent told "Transferred" (or "Returned") and still active.
         await self.flush()
         return self._switch(agent, target, agent_span, run_span, route)
+
+    async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
+                       pending: list[ToolCall]) -> tuple[str, Agent[Any], Span]:
+        """Run a workflow a handoff brought control to, then give control back to the agent
+        that transferred (logged like a task's return): (its answer, who is active, span)."""
+        final, last, _ = await self.drive(workflow, span, pending)
+        caller = self.caller()
+        if self.stopped or caller is None:
+            return final, last, span
+        self._return(workflow, caller, final)
+        self.note(caller, f"[{workflow.name} finished its steps and returned control to "
+                          f"{caller.name}]")
+        agent, span = self._switch(workflow, caller, span, run_span)
+        return final, agent, span
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self.transfers.returns:
@@ -623,3 +674,10 @@ class AgentLoop:
         else:
             self.set_view(target, route.view, route.handoff)
         return target, self.state.trace.start("agent", target.name, run_span)
+
+
+def _answered(transcript: Sequence[Message], agent: Agent[Any]) -> bool:
+    """Whether the conversation ends with ``agent``'s answer (not a call, nor a failure)."""
+    last = transcript[-1] if transcript else None
+    return last is not None and last.role == "assistant" and last.name == agent.name and \
+        not last.tool_calls

@@ -75,7 +75,9 @@ class Agent(Generic[TContext, TOutput]):
     it in. ``max_result_tokens`` (default 8,000, ``None`` for no limit) cuts longer tool results
     in what the model sees; ``compression`` keeps long conversations within a request budget;
     ``memory`` remembers the agent's conversations with a user across sessions (see
-    ``docs/context.md``). ``permissions`` limits which of its tools it may call.
+    ``docs/context.md``). ``permissions`` limits which of its tools it may call. An agent that can
+    transfer nowhere (no sub-agents, parent and peers not allowed) hands the next user turn back
+    to its parent after it answers, unless ``sticky=True``.
 
     ``output_type`` (anything pydantic's ``TypeAdapter`` takes) makes the final answer a
     validated value of that type, asked for in ``output_mode`` (by default, as the model
@@ -85,6 +87,9 @@ class Agent(Generic[TContext, TOutput]):
 
     is_composite: ClassVar[bool] = False
     """Whether this agent is a workflow made of other agents (it calls no model itself)."""
+    handoff_target: ClassVar[bool] = True
+    """Whether a handoff may bring control to it (a team or a pattern cannot be; a workflow
+    can, and returns control to the agent that transferred once its steps are done)."""
 
     @overload
     def __init__(
@@ -113,6 +118,7 @@ class Agent(Generic[TContext, TOutput]):
         compression: Compression | None = None,
         memory: Memory | None = None,
         permissions: Permissions | None = None,
+        sticky: bool = False,
         output_type: None = None,
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -145,6 +151,7 @@ class Agent(Generic[TContext, TOutput]):
         compression: Compression | None = None,
         memory: Memory | None = None,
         permissions: Permissions | None = None,
+        sticky: bool = False,
         output_type: type[TOutput],
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
@@ -179,6 +186,7 @@ class Agent(Generic[TContext, TOutput]):
         output_mode: OutputMode | None = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
         permissions: Permissions | None = None,
+        sticky: bool = False,
     ) -> None:
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
@@ -279,6 +287,9 @@ class Agent(Generic[TContext, TOutput]):
         """How the agent remembers its conversations with a user across sessions, if at all."""
         self.permissions = permissions
         """Which of its tools it may call (see ``relayrace.Permissions``); ``None``: all."""
+        self.sticky = sticky
+        """Keep the conversation after answering even when it can transfer nowhere (by
+        default the next user turn then starts with its parent)."""
         self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
         self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
         self.parent: Agent[Any] | None = None
@@ -314,9 +325,9 @@ class Agent(Generic[TContext, TOutput]):
                             "swarms with relayrace.patterns.swarm(name, agents).")
         if not self.is_composite:
             for h in self.handoffs:
-                if h.agent.is_composite or h.agent.pattern == "swarm":
+                if not h.agent.handoff_target or h.agent.pattern == "swarm":
                     raise UserError(
-                        f"{h.agent.name!r} is a workflow, team or swarm and cannot be a handoff "
+                        f"{h.agent.name!r} is a team, pattern or swarm and cannot be a handoff "
                         f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
                         "make it a step of a workflow.")
         if self.handoffs:
@@ -386,6 +397,7 @@ class Agent(Generic[TContext, TOutput]):
             "output_mode": self.output_mode,
             "output_retries": self.output_retries,
             "permissions": self.permissions,
+            "sticky": self.sticky,
         }
         if "sub_agents" not in changes:
             options["sub_agents"] = [

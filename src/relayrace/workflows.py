@@ -130,6 +130,7 @@ class Composite(Agent[Any], ABC):
     """An agent made of other agents; it calls no model itself."""
 
     is_composite = True
+    handoff_target = False
 
     def __init__(self, name: str, *, members: Sequence[Agent[Any]], description: str = "",
                  max_turns: int | None = None) -> None:
@@ -182,6 +183,8 @@ async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[An
 class SequentialAgent(Composite):
     """Runs ``steps`` one after another in the same session; the last answer is the output."""
 
+    handoff_target = True
+
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], description: str = "",
                  max_turns: int | None = None) -> None:
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
@@ -193,6 +196,8 @@ class SequentialAgent(Composite):
 
 class ParallelAgent(Composite):
     """Runs ``branches`` at once on the latest request; their answers form one message."""
+
+    handoff_target = True
 
     def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
                  max_concurrency: int | None = None) -> None:
@@ -220,6 +225,8 @@ class LoopAgent(Composite):
 
     ``until`` is a function of the answer, or a string the answer must contain.
     """
+
+    handoff_target = True
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], max_iterations: int,
                  until: str | Callable[[str], bool] | None = None, description: str = "",

@@ -314,6 +314,7 @@ class Builder:
                 **self._context(doc, spec),
                 output_type=self._output_type(doc, spec.output_schema),
                 output_mode=spec.output_mode, output_retries=spec.output_retries,
+                sticky=spec.sticky,
                 permissions=None if spec.permissions is None else Permissions(
                     allow=spec.permissions.allowed_actions,
                     deny=spec.permissions.denied_actions),

@@ -495,6 +495,9 @@ class AgentSpec(_Strict):
         "Offer the read_result tool, which reads cut, cleared and archived context back."))
     permissions: PermissionsSpec | None = Field(default=None, description=(
         "Which of its tools the agent may call."))
+    sticky: bool = Field(default=False, description=(
+        "Keep the conversation after answering even when it can transfer to no agent (by "
+        "default the next user turn then starts with its parent)."))
     chain: ChainSpec | None = Field(default=None, description=(
         "Agents to trigger once this agent has answered (relayrace.workflows.Chain)."))
     knowledge: Any = astromesh_only("Astromesh knowledge bundle (Open Knowledge Format).")
