@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from relayrace import Agent, DelegationEvent, Runner, UsageLimits, UserError, tool
+from relayrace import Agent, ConfigError, DelegationEvent, Runner, UsageLimits, UserError, tool
 from relayrace.meta_tools import spawn_agent
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
@@ -85,3 +87,28 @@ def test_bad_menus_are_refused() -> None:
         spawn_agent(models={})
     with pytest.raises(UserError, match="distinct Tools"):
         spawn_agent(models={"m": ScriptedModel()}, tools=[lookup, lookup])
+
+
+def test_spawn_agent_from_yaml(tmp_path: Path) -> None:
+    from relayrace.config import load_team
+    from relayrace.meta_tools import SpawnAgentTool
+
+    (tmp_path / "tools.py").write_text(
+        "from relayrace import tool\n\n@tool\ndef lookup(sku: str) -> str:\n"
+        "    '''Look a SKU up.'''\n    return sku\n")
+    head = ("apiVersion: relayrace/v1\nkind: Agent\nmetadata: {name: lead}\nspec:\n"
+            "  prompts: {system: Lead.}\n  tools:\n"
+            "    - {type: python, function: 'tools:lookup'}\n"
+            "    - type: spawn_agent\n      max_turns: 4\n      models:\n"
+            "        fast: {provider: openai, model: gpt-4o-mini}\n"
+            "        deep: {provider: anthropic, model: claude-sonnet-4-5}\n")
+    (tmp_path / "lead.yaml").write_text(head + "      tools: [lookup]\n")
+    lead = load_team(tmp_path)["lead"]
+    spawn = next(t for t in lead.tools if isinstance(t, SpawnAgentTool))
+    assert list(spawn.models) == ["fast", "deep"] and list(spawn.allowed) == ["lookup"]
+    (tmp_path / "lead.yaml").write_text(head + "      tools: [lookpu]\n")
+    with pytest.raises(ConfigError, match="unknown: 'lookpu'; its tools: lookup"):
+        load_team(tmp_path)
+    (tmp_path / "lead.yaml").write_text(head.replace("provider: openai", "provider: opnai"))
+    with pytest.raises(ConfigError, match="spec.tools.1.models.fast.provider|unknown provider"):
+        load_team(tmp_path)

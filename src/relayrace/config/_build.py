@@ -20,6 +20,7 @@ from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
 from ..mcp import MCPServer
 from ..memory import Memory
+from ..meta_tools import spawn_agent
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..models.fallback import FallbackModel
 from ..output import json_schema_type
@@ -40,6 +41,7 @@ from .models import (
     PrimaryModelSpec,
     PythonToolSpec,
     RateLimitSpec,
+    SpawnAgentToolSpec,
     TeamDocument,
     WorkflowDocument,
 )
@@ -286,6 +288,10 @@ class Builder:
                     tools.append(self._python_tool_at(doc, i, item))
                 elif isinstance(item, MCPToolSpec) and item.runnable:
                     tools.append(self._mcp_server(doc, item))
+        for i, item in enumerate(spec.tools):  # after the tools a spawned agent may be given
+            if isinstance(item, SpawnAgentToolSpec):
+                with located(doc, ("spec", "tools", i)):
+                    tools.append(self._spawn_tool(doc, item, tools))
         if spec.read_result:
             tools.append(read_result)
         with located(doc, ("spec", "guardrails")):
@@ -336,6 +342,20 @@ class Builder:
                          transcript_turns=transcript.turns if transcript else None,
                          transcript_chars=transcript.chars if transcript else None,
                          description=spec.identity.description)
+
+    def _spawn_tool(self, doc: ParsedDocument, spec: SpawnAgentToolSpec,
+                    tools: list[Tool | Toolset]) -> Tool:
+        """A ``spawn_agent`` tool whose menu is ``spec.models`` and whose allowed tools are
+        the agent's own, by name."""
+        own = {t.name: t for t in tools if isinstance(t, Tool)}
+        unknown = [n for n in spec.tools if n not in own]
+        if unknown:
+            raise ConfigError(f"spawn_agent may give only this agent's own tools; unknown: "
+                              f"{', '.join(map(repr, unknown))}; its tools: "
+                              f"{', '.join(own) or 'none'}")
+        return spawn_agent(models={k: self._model(doc, m) for k, m in spec.models.items()},
+                           tools=[own[n] for n in spec.tools], name=spec.name,
+                           max_turns=spec.max_turns, timeout=spec.timeout_seconds)
 
     def _mcp_server(self, doc: ParsedDocument, spec: MCPToolSpec) -> MCPServer:
         """The server ``spec`` describes; agents whose specs are the same share one."""

@@ -31,6 +31,7 @@ from .models import (
     MCPToolSpec,
     ModelParameters,
     PrimaryModelSpec,
+    SpawnAgentToolSpec,
     TeamDocument,
     WorkflowDocument,
 )
@@ -308,6 +309,9 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
     fallbacks: list[tuple[Loc, PrimaryModelSpec | None]] = (
         [(("spec", "model", "fallback"), fallback)] if not isinstance(fallback, list) else
         [(("spec", "model", "fallback", i), f) for i, f in enumerate(fallback)])
+    fallbacks += [(("spec", "tools", i, "models", key), menu)
+                  for i, t in enumerate(spec.tools) if isinstance(t, SpawnAgentToolSpec)
+                  for key, menu in t.models.items()]
     for model_loc, primary in (
             (("spec", "model", "primary"), spec.model.primary if spec.model else None),
             *fallbacks,

@@ -334,6 +334,24 @@ class MCPToolSpec(_Strict):
         return self.command is not None or self.url is not None
 
 
+class SpawnAgentToolSpec(_Strict):
+    """The ``spawn_agent`` meta-tool: the model writes a one-off child agent, with a model from
+    ``models`` and tools from ``tools``, and runs it on a task as a delegated child."""
+
+    type: Literal["spawn_agent"] = Field(description="spawn_agent")
+    name: str = Field(default="spawn_agent", pattern=r"^[A-Za-z0-9_-]{1,64}$",
+                      description="The tool's name.")
+    models: dict[str, PrimaryModelSpec] = Field(min_length=1, description=(
+        "The menu of models a spawned agent may use, by the name the model picks (the first "
+        "is the default)."))
+    tools: list[str] = Field(default_factory=list, description=(
+        "Names of this agent's python tools a spawned agent may be given."))
+    max_turns: int | None = Field(default=None, ge=1,
+                                  description="Most model turns of each spawned agent.")
+    timeout_seconds: float | None = Field(default=None, gt=0,
+                                          description="Seconds each spawned agent may run.")
+
+
 class ExternalToolSpec(BaseModel):
     """An Astromesh tool kind relayrace does not run (builtin, a2a, client): skipped."""
 
@@ -344,8 +362,8 @@ class ExternalToolSpec(BaseModel):
     name: str | None = Field(default=None, description="The tool's name.")
 
 
-ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | ExternalToolSpec,
-                     Field(discriminator="type")]
+ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | SpawnAgentToolSpec
+                     | ExternalToolSpec, Field(discriminator="type")]
 
 
 class GuardrailsSpec(_Strict):
