@@ -128,6 +128,15 @@ def route_tool(target: str, *, name: str | None = None, description: str | None 
 # -- Astromesh's plan_and_execute, parallel_fan_out and pipeline ------------------------------
 
 
+def _list_of_texts(key: str, most: int, description: str) -> dict[str, Any]:
+    """The JSON schema of ``{key: [1 to most non-empty strings]}``: what a plan or a split
+    answers with."""
+    return {"type": "object", "required": [key], "additionalProperties": False,
+            "properties": {key: {"type": "array", "minItems": 1, "maxItems": most,
+                                 "description": description,
+                                 "items": {"type": "string", "minLength": 1}}}}
+
+
 def _bound(owner: str, what: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise UserError(f"{owner}: {what} must be an integer of at least {low}, got {value!r}.")
@@ -202,12 +211,8 @@ class PlanAndExecute(_Pattern):
                  description: str = "") -> None:
         super().__init__(name, agent, description)
         self.max_steps = _bound(f"PlanAndExecute {self.name!r}", "max_steps", max_steps)
-        self._planner = self._splitter({
-            "type": "object", "required": ["steps"], "additionalProperties": False,
-            "properties": {"steps": {
-                "type": "array", "minItems": 1, "maxItems": self.max_steps,
-                "description": f"The plan: at most {self.max_steps} steps, in order.",
-                "items": {"type": "string", "minLength": 1}}}})
+        self._planner = self._splitter(_list_of_texts(
+            "steps", self.max_steps, f"The plan: at most {self.max_steps} steps, in order."))
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -258,12 +263,8 @@ class ParallelFanOut(_Pattern):
             raise UserError(f"ParallelFanOut {self.name!r}: on_error must be 'cancel' or "
                             f"'collect', not {on_error!r}.")
         self.on_error: OnError = on_error
-        self._splitter_agent = self._splitter({
-            "type": "object", "required": ["subtasks"], "additionalProperties": False,
-            "properties": {"subtasks": {
-                "type": "array", "minItems": 1, "maxItems": self.max_subtasks,
-                "description": f"At most {self.max_subtasks} independent subtasks.",
-                "items": {"type": "string", "minLength": 1}}}})
+        self._splitter_agent = self._splitter(_list_of_texts(
+            "subtasks", self.max_subtasks, f"At most {self.max_subtasks} independent subtasks."))
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
