@@ -22,6 +22,7 @@ from relayrace import (
     OutputValidationError,
     RelayraceError,
     Runner,
+    TextDeltaEvent,
     UserError,
     json_schema_type,
     tool,
@@ -228,9 +229,11 @@ async def test_other_calls_beside_an_invalid_output_run_as_usual() -> None:
 # -- streaming --------------------------------------------------------------------------------
 
 
-async def test_stream_yields_partial_objects_then_the_final_one() -> None:
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_stream_yields_partial_objects_then_the_final_one(mode: str) -> None:
+    # Native: the JSON arrives as text; tool: as the output tool's streamed arguments.
     value = Plan(title="a long trip", steps=["pack the bags", "go"])
-    model = ScriptedModel([final_output(value)], output_mode="native")
+    model = ScriptedModel([final_output(value)], output_mode=mode)  # type: ignore[arg-type]
     stream = Runner.stream(planner(model), "go")
     outputs = [e for e in [e async for e in stream] if isinstance(e, OutputEvent)]
     partials = [e.output for e in outputs if e.partial]
@@ -241,11 +244,13 @@ async def test_stream_yields_partial_objects_then_the_final_one() -> None:
     assert stream.result is not None and stream.result.final_output == value
 
 
-async def test_stream_in_tool_mode_yields_the_final_object() -> None:
+async def test_a_tool_mode_stream_shows_no_arguments_as_text() -> None:
     model = ScriptedModel([final_output(Plan(title="t", steps=[]))])
     stream = Runner.stream(planner(model), "go")
-    outputs = [e for e in [e async for e in stream] if isinstance(e, OutputEvent)]
-    assert [(o.partial, o.output) for o in outputs] == [(False, Plan(title="t", steps=[]))]
+    events = [e async for e in stream]
+    assert not [e for e in events if isinstance(e, TextDeltaEvent)]
+    outputs = [e for e in events if isinstance(e, OutputEvent)]
+    assert outputs[-1].output == Plan(title="t", steps=[]) and not outputs[-1].partial
 
 
 # -- handoffs and delegation ------------------------------------------------------------------
@@ -454,6 +459,31 @@ async def test_anthropic_takes_structured_output_through_a_forced_tool() -> None
     assert offered["name"] == "final_result" and offered["input_schema"]["type"] == "object"
     assert result.final_output == City(city="Paris", population=2102650,
                                        landmarks=["Eiffel Tower", "Louvre"])
+
+
+async def test_openai_in_tool_mode_streams_partial_objects_from_the_tool_arguments() -> None:
+    server = FakeServer(replay(PAYLOADS / "openai" / "stream_structured_tool.sse"))
+    stream = Runner.stream(city_agent(openai_model(server), output_mode="tool"), "Paris?")
+    events = [e async for e in stream]
+    partials = [e.output for e in events if isinstance(e, OutputEvent) and e.partial]
+    assert len(partials) >= 3 and partials[-1].landmarks == ["Eiffel Tower", "Louvre"]
+    assert server.body()["tool_choice"] == "required"
+    assert not [e for e in events if isinstance(e, TextDeltaEvent)]
+    assert stream.result is not None and stream.result.final_output.population == 2102650
+
+
+async def test_anthropic_streams_partial_objects_from_the_output_tools_arguments() -> None:
+    server = FakeServer(replay(PAYLOADS / "anthropic" / "stream_structured_tool.sse"))
+    stream = Runner.stream(city_agent(anthropic_model(server)), "Paris?")
+    events = [e async for e in stream]
+    outputs = [e for e in events if isinstance(e, OutputEvent)]
+    partials = [e.output for e in outputs if e.partial]
+    assert len(partials) >= 3 and partials[0] != partials[-1]  # it grew as the JSON came
+    assert [p.landmarks for p in partials][-1] == ["Eiffel Tower", "Louvre"]
+    assert not [e for e in events if isinstance(e, TextDeltaEvent)]  # never shown as text
+    assert outputs[-1].output == City(city="Paris", population=2102650,
+                                      landmarks=["Eiffel Tower", "Louvre"])
+    assert not outputs[-1].partial
 
 
 async def test_anthropic_refuses_native_mode_with_a_user_error() -> None:

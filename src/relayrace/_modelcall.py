@@ -15,7 +15,7 @@ from .events import TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
 from .handoffs import FINISH_TASK
 from .messages import Message
-from .models.interface import Model, ModelRequest, ModelResponse, ToolDefinition
+from .models.interface import Model, ModelRequest, ModelResponse, OutputDelta, ToolDefinition
 
 if TYPE_CHECKING:
     from ._engine import AgentLoop
@@ -100,7 +100,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     if spec is not None:
         mode = mode_of(spec, model)
         instructions, definitions, output = ask(spec, mode, instructions, definitions)
-        if state.emit is not None and mode != "tool":
+        if state.emit is not None:
             partials = Partials(loop, agent, path, spec, mode)
     messages = loop.views.view
     if agent.compression is not None or agent.memory is not None:
@@ -181,6 +181,9 @@ async def _stream_model(
                 _emit_text(loop, agent, path, delta)
                 if partials is not None:
                     partials.feed(delta)
+        elif isinstance(item, OutputDelta):  # a structured output streamed through its tool
+            if partials is not None:
+                partials.feed(item.json)
         else:
             response = item
     if response is None:

@@ -46,7 +46,8 @@ def ask(spec: OutputSpec, mode: OutputMode, instructions: str,
 
 
 class Partials:
-    """Streams the value a native or prompted answer holds so far, each new one once."""
+    """Streams the value a structured answer holds so far (its text in native and prompted
+    mode, its output tool's arguments in tool mode), each new one once."""
 
     __slots__ = ("_last", "_loop", "_prompted", "_spec", "_text", "agent", "path")
 

@@ -21,6 +21,7 @@ from .models.interface import (
     Model,
     ModelRequest,
     ModelResponse,
+    OutputDelta,
     OutputMode,
     OutputSchema,
     ToolDefinition,
@@ -330,6 +331,13 @@ class ScriptedModel(_TestModelBase):
         for i, word in enumerate(words):
             if word or i:
                 yield word if i == 0 else " " + word
+        output = request.output
+        if output is not None and output.mode == "tool":
+            # A structured output's arguments in pieces, as providers stream tool input.
+            for call in response.message.tool_calls:
+                if call.name == output.tool_name:
+                    for start in range(0, len(call.arguments), 8):
+                        yield OutputDelta(call.arguments[start:start + 8])
         yield response
 
 

@@ -33,7 +33,7 @@ from ._common import (
     tool_ids,
     tries_text,
 )
-from .interface import Model, ModelRequest, ModelResponse, ModelSettings
+from .interface import Model, ModelRequest, ModelResponse, ModelSettings, OutputDelta
 
 try:
     import anthropic
@@ -155,7 +155,9 @@ class AnthropicModel(Model):
         with self._mapped_errors(client, settings):
             return await retrying(attempt, client.max_retries)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
+    async def stream(
+        self, request: ModelRequest
+    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
         """Yield text deltas as they arrive, then the complete ``ModelResponse``.
 
         A stream that breaks or ends early is asked again while no text has been yielded;
@@ -166,7 +168,9 @@ class AnthropicModel(Model):
         when = deadline_at(settings)
         with self._mapped_errors(client, settings):
             for retry in range(client.max_retries + 1):
-                state = _StreamState(self.model)
+                output = request.output
+                state = _StreamState(self.model, output.tool_name if output is not None and
+                                     output.mode == "tool" else None)
                 try:
                     async with asyncio.timeout_at(when):
                         events = await client.messages.create(
@@ -312,8 +316,10 @@ class AnthropicModel(Model):
 class _StreamState:
     """Assembles a streamed reply: text, tool-use blocks by index, and usage."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, output_tool: str | None = None) -> None:
         self.model = model
+        self.output_tool = output_tool
+        """The structured-output tool, whose arguments are passed on as they stream."""
         self.usage = Usage(requests=1)
         self.text: list[str] = []
         self.tools: dict[int, tuple[ToolUseBlock, list[str]]] = {}  # start block, JSON pieces
@@ -322,8 +328,9 @@ class _StreamState:
         self.streamed = False
         """Whether text has been passed on (so a new try would repeat it)."""
 
-    def feed(self, event: RawMessageStreamEvent) -> str:
-        """Take one event; return the text it adds (``""`` if none)."""
+    def feed(self, event: RawMessageStreamEvent) -> str | OutputDelta:
+        """Take one event; return the text it adds (``""`` if none), or the piece of the
+        structured output's arguments it adds."""
         if isinstance(event, RawMessageStartEvent):
             self.model = event.message.model or self.model
             self.usage = _usage(event.message.usage)
@@ -341,7 +348,11 @@ class _StreamState:
                 self.streamed = self.streamed or bool(event.delta.text)
                 return event.delta.text
             if isinstance(event.delta, InputJSONDelta) and event.index in self.tools:
-                self.tools[event.index][1].append(event.delta.partial_json)
+                start, pieces = self.tools[event.index]
+                pieces.append(event.delta.partial_json)
+                if start.name == self.output_tool and event.delta.partial_json:
+                    self.streamed = True  # passed on: a new try would repeat it
+                    return OutputDelta(event.delta.partial_json)
         elif isinstance(event, RawMessageStopEvent):
             self.stopped = True
         elif isinstance(event, RawMessageDeltaEvent):

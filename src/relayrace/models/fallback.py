@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ..exceptions import AllModelsFailed, ModelProviderError, ModelRefused, ModelTimeout, UserError
 from ..usage import Usage
-from .interface import Model, ModelRequest, ModelResponse
+from .interface import Model, ModelRequest, ModelResponse, OutputDelta
 
 __all__ = ["FALLBACK_KINDS", "FallbackKind", "FallbackModel"]
 
@@ -78,7 +78,9 @@ class FallbackModel(Model):
             return _answer(model, response, refused)
         raise AllModelsFailed(failures)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
+    async def stream(
+        self, request: ModelRequest
+    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
         """Stream the first model that answers; move on only before any text was yielded."""
         failures: list[tuple[str, Exception]] = []
         refused = Usage()
@@ -87,11 +89,11 @@ class FallbackModel(Model):
             streamed = False
             try:
                 async for item in model.stream(request):
-                    if isinstance(item, str):
-                        streamed = streamed or bool(item)
-                        yield item
-                    else:
+                    if isinstance(item, ModelResponse):
                         response = item
+                    else:  # text, or a piece of a structured output: passed on
+                        streamed = streamed or bool(item if isinstance(item, str) else item.json)
+                        yield item
             except Exception as e:
                 if streamed or self._kind(e) not in self.on:
                     raise

@@ -16,6 +16,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputDelta",
     "OutputMode",
     "OutputSchema",
     "ToolDefinition",
@@ -125,6 +126,16 @@ class ModelRequest:
     """The structured final answer asked for, if any."""
 
 
+@dataclass(slots=True, frozen=True)
+class OutputDelta:
+    """A piece of a structured output's JSON as it streams through the output tool's
+    arguments (``output_mode="tool"``): ``Model.stream`` may yield it beside text deltas, so
+    partial values stream in that mode too."""
+
+    json: str
+    """The next characters of the tool's arguments."""
+
+
 @dataclass(slots=True)
 class ModelResponse:
     """A model's answer: one assistant message and what it cost."""
@@ -157,6 +168,9 @@ class Model(ABC):
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer one turn."""
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
-        """Yield text deltas as they arrive, then the complete ``ModelResponse`` last."""
+    async def stream(
+        self, request: ModelRequest
+    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
+        """Yield text deltas as they arrive (and ``OutputDelta`` pieces of a structured
+        output asked for through a tool), then the complete ``ModelResponse`` last."""
         yield await self.request(request)

@@ -38,6 +38,7 @@ from .interface import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputDelta,
     OutputMode,
     OutputSchema,
     ToolDefinition,
@@ -169,8 +170,11 @@ class OpenAIChatModel(Model):
         with self._mapped_errors(client, settings):
             return await retrying(attempt, client.max_retries)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | ModelResponse]:
-        """Yield text deltas as they arrive, then the complete ``ModelResponse``.
+    async def stream(
+        self, request: ModelRequest
+    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
+        """Yield text deltas as they arrive (and the pieces of a structured output's tool
+        arguments), then the complete ``ModelResponse``.
 
         A stream that breaks or ends early is asked again while no text has been yielded;
         after that a new try would repeat text already passed on, so it fails at once.
@@ -194,7 +198,7 @@ class OpenAIChatModel(Model):
                     async with chunks:
                         try:
                             async for chunk in bounded(chunks, when):
-                                if piece := state.feed(chunk):
+                                for piece in state.feed(chunk):
                                     yield piece
                         except openai.APIConnectionError as e:  # only the request is retried
                             raise BadResponse(f"the stream broke off: {e.__cause__ or e}") from e
@@ -365,13 +369,17 @@ class _StreamState:
         self.streamed = False
         """Whether text has been passed on (so a new try would repeat it)."""
 
-    def feed(self, chunk: ChatCompletionChunk) -> str:
-        """Take one chunk; return the text it adds (``""`` if none)."""
+    def feed(self, chunk: ChatCompletionChunk) -> list[str | OutputDelta]:
+        """Take one chunk; return what it adds to pass on: its text, and the piece of a
+        structured output's tool arguments (none, one or both)."""
         self.model = chunk.model or self.model
         if chunk.usage is not None:
             self.usage = _usage(chunk.usage)
         if not chunk.choices:  # the final usage chunk has none
-            return ""
+            return []
+        passed: list[str | OutputDelta] = []
+        output_tool = self.output.tool_name if self.output is not None and \
+            self.output.mode == "tool" else None
         choice = chunk.choices[0]
         self.finish_reason = choice.finish_reason or self.finish_reason
         delta = choice.delta
@@ -384,13 +392,18 @@ class _StreamState:
             call.id = call.id or (tc.id or "")
             if tc.function is not None:
                 call.name = call.name or (tc.function.name or "")
-                call.arguments += _arguments_text(tc.function.arguments)
+                more = _arguments_text(tc.function.arguments)
+                call.arguments += more
+                if more and call.name == output_tool:
+                    passed.append(OutputDelta(more))
         if delta.refusal:  # kept back: a FallbackModel may still move on from it
             self.refusal.append(delta.refusal)
         piece = delta.content or ""
         self.text.append(piece)
-        self.streamed = self.streamed or bool(piece)
-        return piece
+        if piece:
+            passed.insert(0, piece)
+        self.streamed = self.streamed or bool(passed)  # a new try would repeat them
+        return passed
 
     def response(self, name: str) -> ModelResponse:
         """The complete reply, once the stream has ended; an error if it is not complete."""
