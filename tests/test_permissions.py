@@ -138,7 +138,7 @@ def test_permissions_must_be_a_permissions_object() -> None:
 # --------------------------------------------------------------------------- confirmation gates
 
 
-@tool(requires_approval=True)
+@tool(confirm=True)  # Astromesh's name for the gate
 def transfer_funds(amount: int) -> str:
     """Move money (a human must confirm)."""
     CALLED.append(f"funds {amount}")
@@ -146,6 +146,11 @@ def transfer_funds(amount: int) -> str:
 
 
 FUNDS = tool_call("transfer_funds", {"amount": 900}, id="call_funds")
+
+
+def test_confirm_is_a_gate_only_a_person_passes() -> None:
+    assert transfer_funds.requires_approval
+    assert not tool(lambda: "x", name="plain").requires_approval
 
 
 async def test_a_yes_typed_by_the_user_model_or_arguments_does_not_confirm() -> None:

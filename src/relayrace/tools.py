@@ -257,6 +257,7 @@ class FunctionTool(Tool):
         protected: bool = False,
         compactable: bool = False,
         strict: bool = False,
+        confirm: bool = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -264,7 +265,7 @@ class FunctionTool(Tool):
             raise UserError(f"Tool name {self.name!r} is not valid for model APIs; use 1-64 "
                             "characters of [A-Za-z0-9_-], e.g. @tool(name='lookup_invoice').")
         self.sequential = sequential
-        self.requires_approval = requires_approval
+        self.requires_approval = requires_approval or confirm
         self.idempotent = idempotent
         self.rate_limit = rate_limit
         if max_result_tokens is not None and max_result_tokens < 1:
@@ -353,6 +354,7 @@ def tool(
     protected: bool = False,
     compactable: bool = False,
     strict: bool = False,
+    confirm: bool = False,
 ) -> Callable[[_F], FunctionTool]: ...
 
 
@@ -370,6 +372,7 @@ def tool(
     protected: bool = False,
     compactable: bool = False,
     strict: bool = False,
+    confirm: bool = False,
 ) -> FunctionTool | Callable[[_F], FunctionTool]:
     """Turn a typed function, sync or async, into a tool.
 
@@ -381,6 +384,9 @@ def tool(
     ``max_result_tokens`` cuts longer results (default: the agent's limit); ``protected`` and
     ``compactable`` tell an agent's compression which results it must keep or clear first.
     ``strict=True`` offers the tool with a strict schema (see ``Tool.strict``).
+    ``confirm=True`` (Astromesh's name) is a confirmation gate: the same as
+    ``requires_approval=True``, which only a person's decision passes (``Runner.resume``), never
+    a model, a parent or a delegated child.
     """
 
     def wrap(f: _F) -> FunctionTool:
@@ -396,6 +402,7 @@ def tool(
             protected=protected,
             compactable=compactable,
             strict=strict,
+            confirm=confirm,
         )
 
     return wrap(fn) if fn is not None else wrap
