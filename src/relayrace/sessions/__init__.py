@@ -1,14 +1,19 @@
-"""Sessions: append-only event logs, in memory or in SQLite."""
+"""Sessions: append-only event logs, and the stores they live in (memory, SQLite, PostgreSQL)."""
 
 from .base import Session, SessionInfo, new_session_id
 from .memory import MemorySession
 from .sqlite import DEFAULT_DB_PATH, SQLiteSession
+from .store import MemoryStore, SessionStore, SQLiteStore, open_store
 
 __all__ = [
     "DEFAULT_DB_PATH",
     "MemorySession",
+    "MemoryStore",
     "SQLiteSession",
+    "SQLiteStore",
     "Session",
     "SessionInfo",
+    "SessionStore",
     "new_session_id",
+    "open_store",
 ]

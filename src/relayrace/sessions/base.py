@@ -65,6 +65,9 @@ class SessionInfo:
     """When an event was last appended."""
     event_count: int = 0
     """How many events the log holds."""
+    owner: str = ""
+    """Whom the session belongs to (the server's API key id; ``""``: nobody in particular).
+    Delegated children and opened sessions take their session's owner."""
 
 
 class LogView:

@@ -57,6 +57,8 @@ class MemorySession(Session):
         self.events.extend(events)
         self._seen = len(self.events)
         self.info.event_count = len(self.events)
+        if events:
+            self.info.updated_at = events[-1].time
         self._folded(events)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> MemorySession:
@@ -69,6 +71,7 @@ class MemorySession(Session):
             key=key,
             created_at=now,
             updated_at=now,
+            owner=self.info.owner,
         )
         child = MemorySession(info=info, store=self.store)
         self.child_sessions.append(child)
@@ -76,7 +79,12 @@ class MemorySession(Session):
 
     def open(self, session_id: str) -> MemorySession:
         found = self.store.get(session_id)
-        return found if found is not None else MemorySession(session_id, store=self.store)
+        if found is not None:
+            return found
+        now = time.time()
+        return MemorySession(info=SessionInfo(session_id=session_id, created_at=now,
+                                              updated_at=now, owner=self.info.owner),
+                             store=self.store)
 
     async def children(self) -> list[SessionInfo]:
         return [c.info for c in self.child_sessions]

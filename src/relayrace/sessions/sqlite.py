@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     parent_tool_call_id TEXT,
     path TEXT NOT NULL DEFAULT '',
     child_key TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
 CREATE TABLE IF NOT EXISTS events (
@@ -68,12 +69,13 @@ CREATE TABLE IF NOT EXISTS leases (
 # After the migration: an older file's events have no seq until it has run.
 _INDEXES = "CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(session_id, seq);"
 
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 # Columns later schema versions added to tables of older files.
 _ADDED_COLUMNS = (
     ("sessions", "child_key", "TEXT NOT NULL DEFAULT ''"),
     ("events", "time", "REAL NOT NULL DEFAULT 0"),
     ("events", "seq", "INTEGER NOT NULL DEFAULT 0"),
+    ("sessions", "owner", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -177,15 +179,16 @@ class _Database:
             return
         conn.execute("BEGIN IMMEDIATE")  # another process may be migrating the file too
         try:
-            if conn.execute("PRAGMA user_version").fetchone()[0] < _SCHEMA_VERSION:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < _SCHEMA_VERSION:
                 for table, column, declaration in _ADDED_COLUMNS:
                     names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
                     if column not in names:
                         conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-                # Number each session's events in the order they were written.
-                conn.execute("UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER "
-                             "(PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n "
-                             "WHERE events.id = n.id")
+                if version < 3:  # number each session's events in the order they were written
+                    conn.execute("UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER "
+                                 "(PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n "
+                                 "WHERE events.id = n.id")
                 conn.execute("DROP INDEX IF EXISTS events_session")  # events_seq replaces it
                 conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         except BaseException:
@@ -209,7 +212,7 @@ class _Database:
 
 
 def _info(
-    row: tuple[str, str | None, str | None, str, str, float, float | None, int]
+    row: tuple[str, str | None, str | None, str, str, float, str, float | None, int]
 ) -> SessionInfo:
     return SessionInfo(
         session_id=row[0],
@@ -218,16 +221,17 @@ def _info(
         path=row[3],
         key=row[4],
         created_at=row[5],
-        updated_at=row[6] or row[5],
-        event_count=row[7],
+        owner=row[6],
+        updated_at=row[7] or row[5],
+        event_count=row[8],
     )
 
 
-_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at"
+_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
 # Counts and times come from the events themselves: appends touch one table only.
 _SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM events e WHERE e.session_id = "
-           "s.session_id), (SELECT COUNT(*) FROM events e WHERE e.session_id = s.session_id) "
-           "FROM sessions s")
+           "s.session_id) AS updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
+           "s.session_id) FROM sessions s")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
 _INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
@@ -255,6 +259,44 @@ def _list(conn: sqlite3.Connection, parent_id: str | None) -> list[SessionInfo]:
     return [_info(r) for r in rows]
 
 
+def _page(conn: sqlite3.Connection, parent_id: str | None, owner: str | None, limit: int,
+          offset: int) -> list[SessionInfo]:
+    """A page of sessions, most recently updated first (`SQLiteStore.list_sessions`)."""
+    where, args = ("parent_id IS NULL", []) if parent_id is None else ("parent_id = ?",
+                                                                       [parent_id])
+    if owner is not None:
+        where += " AND owner = ?"
+        args.append(owner)
+    rows = conn.execute(
+        f"SELECT * FROM ({_SELECT} WHERE {where}) "
+        "ORDER BY COALESCE(updated_at, created_at) DESC, session_id LIMIT ? OFFSET ?",
+        (*args, limit, offset)).fetchall()
+    return [_info(r) for r in rows]
+
+
+def _one(conn: sqlite3.Connection, session_id: str) -> SessionInfo | None:
+    row = conn.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
+    return None if row is None else _info(row)
+
+
+def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Delete a session, its delegated children (recursively), their events and leases."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        ids = [r[0] for r in conn.execute(
+            "WITH RECURSIVE tree(id) AS (SELECT session_id FROM sessions WHERE session_id = ? "
+            "UNION ALL SELECT s.session_id FROM sessions s JOIN tree ON s.parent_id = tree.id) "
+            "SELECT id FROM tree", (session_id,))]
+        for table in ("events", "leases", "sessions"):
+            conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(i,) for i in ids])
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return bool(ids)
+
+
 class SQLiteSession(Session):
     """A session stored in the SQLite file at ``path`` (created when first used).
 
@@ -273,6 +315,7 @@ class SQLiteSession(Session):
         parent_tool_call_id: str | None = None,
         agent_path: str = "",
         child_key: str = "",
+        owner: str = "",
         busy_timeout: float = _BUSY_TIMEOUT,
         lease_ttl: float = 30.0,
     ) -> None:
@@ -286,7 +329,7 @@ class SQLiteSession(Session):
         now = time.time()
         self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
                                 parent_tool_call_id=parent_tool_call_id, path=agent_path,
-                                key=child_key, created_at=now, updated_at=now)
+                                key=child_key, created_at=now, updated_at=now, owner=owner)
         self._stored = False  # whether the file is known to hold the session's row
         # The worker thread alone changes these two: what this object last saw of the log
         # (None: nothing yet, so an append goes at the end), and the error that stopped a
@@ -386,9 +429,10 @@ class SQLiteSession(Session):
                 if not self._stored:
                     info = self.info
                     conn.execute(
-                        f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                        f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
-                         info.created_at))
+                         info.created_at, info.owner))
                 if seq is None:  # nothing read or written yet: append at the end
                     seq = conn.execute(_LAST, (sid,)).fetchone()[0]
                 conn.executemany(_INSERT, [
@@ -478,13 +522,14 @@ class SQLiteSession(Session):
             parent_tool_call_id=tool_call_id,
             agent_path=path,
             child_key=key,
+            owner=self.info.owner,
             busy_timeout=self.busy_timeout,
             lease_ttl=self.lease_ttl,
         )
 
     def open(self, session_id: str) -> SQLiteSession:
-        return SQLiteSession(session_id, self.path, busy_timeout=self.busy_timeout,
-                             lease_ttl=self.lease_ttl)
+        return SQLiteSession(session_id, self.path, owner=self.info.owner,
+                             busy_timeout=self.busy_timeout, lease_ttl=self.lease_ttl)
 
     async def children(self) -> list[SessionInfo]:
         return await self._call(lambda: _list(self._conn(), self.session_id))
