@@ -61,12 +61,16 @@ async def test_request_and_context_builders_match_the_constructors() -> None:
     seen: list[ModelRequest] = []
     settings = ModelSettings(temperature=0.1)
     model = FunctionModel(lambda request: seen.append(request) or "ok")
-    await Runner.run(Agent("a", instructions="sys", model=model, model_settings=settings), "hi")
+    session = MemorySession()
+    await Runner.run(Agent("a", instructions="sys", model=model, model_settings=settings), "hi",
+                     session=session)
     (request,) = seen  # every field set: == compares them all
     assert request == ModelRequest(instructions="sys", messages=request.messages, tools=[],
-                                   settings=settings, agent="a")
+                                   settings=settings, agent="a",
+                                   conversation=session.session_id)
     assert request.messages[0].content == "hi"  # the live view: the answer follows it
-    assert new_request("sys", request.messages, [], settings, "a") == request
+    assert new_request("sys", request.messages, [], settings, "a", None,
+                       session.session_id) == request
     msgs = [Message.user("hi")]
     agent = Agent("a", instructions="x", model=ScriptedModel())
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession())

@@ -144,9 +144,10 @@ def new_context(
 
 def new_request(instructions: str, messages: list[Message], tools: list[ToolDefinition],
                 settings: ModelSettings | None, agent: str,
-                output: OutputSchema | None = None) -> ModelRequest:
+                output: OutputSchema | None = None, conversation: str = "") -> ModelRequest:
     """``ModelRequest(instructions=..., messages=..., ...)``, faster."""
     request: ModelRequest = _new(ModelRequest)
+    request.conversation = conversation
     request.instructions = instructions
     request.messages = messages
     request.tools = tools

@@ -115,7 +115,7 @@ async def run_child(
 
 def _calls_tools(loop: AgentLoop, agent: Agent[Any]) -> bool:
     """Whether ``agent``'s model can call tools (a workflow's members are assumed to)."""
-    model = loop.state.model_override or agent.model
+    model = agent.model if agent.remote else (loop.state.model_override or agent.model)
     if isinstance(model, str):
         model = agent.resolved_model()
     return model is None or bool(getattr(model, "supports_tools", True))

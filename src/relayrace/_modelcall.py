@@ -11,11 +11,18 @@ from ._guarding import GuardedStream, cost_block, guard_finish, guard_text
 from ._state import Toolset, listed_toolset_of
 from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition, tools_off
-from .events import TextDeltaEvent
+from .events import StatusEvent, TextDeltaEvent
 from .exceptions import ModelBehaviorError, UserError
 from .handoffs import FINISH_TASK
 from .messages import Message
-from .models.interface import Model, ModelRequest, ModelResponse, OutputDelta, ToolDefinition
+from .models.interface import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OutputDelta,
+    StatusUpdate,
+    ToolDefinition,
+)
 
 if TYPE_CHECKING:
     from ._engine import AgentLoop
@@ -26,8 +33,9 @@ __all__ = ["model_of", "model_turn", "turn_flags"]
 
 
 def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
-    """The model ``agent`` uses in this run."""
-    model = loop.state.model_override or agent.model
+    """The model ``agent`` uses in this run (a run's ``model=`` replaces any agent's but a
+    remote one's, whose model is the remote agent itself)."""
+    model = agent.model if agent.remote else (loop.state.model_override or agent.model)
     if type(model) is str:
         model = agent.resolved_model()
     if model is None:
@@ -105,7 +113,9 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     messages = loop.views.view
     if agent.compression is not None or agent.memory is not None:
         messages = await request_messages(loop, agent, instructions, definitions, parent)
-    request = new_request(instructions, messages, definitions, agent.model_settings, name, output)
+    info = loop.log.session.info
+    request = new_request(instructions, messages, definitions, agent.model_settings, name, output,
+                          info.parent_id or info.session_id)
     budget, local = state.budget, loop.place.local
     estimate = await budget.open_request(request, path, local)
     span = state.trace.start("model", model.name, parent, agent=name)
@@ -184,6 +194,10 @@ async def _stream_model(
         elif isinstance(item, OutputDelta):  # a structured output streamed through its tool
             if partials is not None:
                 partials.feed(item.json)
+        elif isinstance(item, StatusUpdate):  # a remote agent's progress: shown, not logged
+            emit = loop.state.emit
+            assert emit is not None
+            emit(StatusEvent(agent=agent.name, path=path, state=item.state, text=item.text))
         else:
             response = item
     if response is None:

@@ -87,6 +87,9 @@ class Agent(Generic[TContext, TOutput]):
 
     is_composite: ClassVar[bool] = False
     """Whether this agent is a workflow made of other agents (it calls no model itself)."""
+    remote: ClassVar[bool] = False
+    """Whether the agent runs elsewhere (a `RemoteAgent`): its model is the remote agent, so
+    a run's ``model=`` does not replace it."""
     handoff_target: ClassVar[bool] = True
     """Whether a handoff may bring control to it (a team or a pattern cannot be; a workflow
     can, and returns control to the agent that transferred once its steps are done)."""

@@ -31,6 +31,7 @@ __all__ = [
     "QuestionAskedEvent",
     "RunFinishedEvent",
     "RunStartedEvent",
+    "StatusEvent",
     "TextDeltaEvent",
     "ToolResultEvent",
     "ToolStartedEvent",
@@ -263,6 +264,18 @@ class TextDeltaEvent(AgentEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class StatusEvent(AgentEvent):
+    """Progress reported by an agent running elsewhere (a remote A2A agent's task updates);
+    only in ``Runner.stream``, never stored."""
+
+    kind: Literal["status"] = "status"
+    state: str
+    """The remote task's state: ``working``, ``input-required``, ``completed``, ..."""
+    text: str
+    """What the remote agent said about it."""
+
+
+@dataclass(slots=True, kw_only=True)
 class OutputEvent(AgentEvent):
     """A structured output in ``Runner.stream``, never stored: the object validated so far
     while the model writes it (``partial``), then the final, complete one."""
@@ -288,6 +301,7 @@ Event = Annotated[
     | ContextCompactedEvent
     | MemoryEvent
     | TextDeltaEvent
+    | StatusEvent
     | OutputEvent,
     Field(discriminator="kind"),
 ]

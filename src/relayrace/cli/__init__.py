@@ -519,9 +519,11 @@ def show_session(
         out.print(Text("No child sessions.", style="dim"))
 
 
+from ._a2a import a2a_app  # noqa: E402 - it uses _errors above
 from ._mcp import mcp_app  # noqa: E402 - it uses _errors above
 
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(a2a_app, name="a2a")
 
 
 def main() -> None:

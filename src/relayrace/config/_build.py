@@ -34,6 +34,7 @@ from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
 from .models import (
     PROVIDER_ALIASES,
+    A2AToolSpec,
     AgentDocument,
     AgentSpec,
     AgentToolSpec,
@@ -274,6 +275,7 @@ class Builder:
         is_swarm = pattern == "swarm"
         tools: list[Tool | Toolset] = []
         swarm_members: list[Handoff] = []
+        remote_targets: list[Agent[Any]] = []
         for i, item in enumerate(spec.tools):
             with located(doc, ("spec", "tools", i)):
                 if isinstance(item, AgentToolSpec):
@@ -288,6 +290,12 @@ class Builder:
                     tools.append(self._python_tool_at(doc, i, item))
                 elif isinstance(item, MCPToolSpec) and item.runnable:
                     tools.append(self._mcp_server(doc, item))
+                elif isinstance(item, A2AToolSpec):
+                    remote = self._remote_agent(item)
+                    if item.as_ == "handoff":
+                        remote_targets.append(remote)
+                    else:
+                        tools.append(remote.as_tool(report=False))
         for i, item in enumerate(spec.tools):  # after the tools a spawned agent may be given
             if isinstance(item, SpawnAgentToolSpec):
                 with located(doc, ("spec", "tools", i)):
@@ -297,7 +305,7 @@ class Builder:
         with located(doc, ("spec", "guardrails")):
             input_guardrails = _guardrails(doc.guardrails.get("input", []))
             output_guardrails = _guardrails(doc.guardrails.get("output", []))
-        sub_agents = []
+        sub_agents = list(remote_targets)
         for child in spec.sub_agents:
             sub_agents.append(self.build(child) if child not in self.placed else self.fresh(child))
             self.placed.add(child)
@@ -356,6 +364,14 @@ class Builder:
         return spawn_agent(models={k: self._model(doc, m) for k, m in spec.models.items()},
                            tools=[own[n] for n in spec.tools], name=spec.name,
                            max_turns=spec.max_turns, timeout=spec.timeout_seconds)
+
+    def _remote_agent(self, spec: A2AToolSpec) -> Agent[Any]:
+        """The remote agent ``spec`` names (its card is read now when no name is given)."""
+        from ..a2a import RemoteAgent
+
+        return RemoteAgent(spec.base_url, name=spec.name, description=spec.description,
+                           headers=spec.headers, timeout=spec.timeout_seconds,
+                           metadata={"agent": spec.agent} if spec.agent else None)
 
     def _mcp_server(self, doc: ParsedDocument, spec: MCPToolSpec) -> MCPServer:
         """The server ``spec`` describes; agents whose specs are the same share one."""

@@ -298,9 +298,10 @@ def _raise(errors: list[str]) -> None:
 def load_team(path: str | Path, *, model: Model | str | None = None) -> LoadedTeam:
     """Load a team from a directory of ``*.yaml`` files (sorted) or one multi-document file.
 
-    ``model`` replaces every agent's model (e.g. a test model for offline runs). Nothing is
-    contacted while loading. Raises ``ConfigError`` naming the file, line and key of the
-    first problems found, or ``CircularReferenceError`` showing a reference cycle.
+    ``model`` replaces every agent's model (e.g. a test model for offline runs; a remote
+    ``a2a`` agent keeps its own). Nothing is contacted while loading but the agent card of an
+    ``a2a`` tool that gives no name. Raises ``ConfigError`` naming the file, line and key of
+    the first problems found, or ``CircularReferenceError`` showing a reference cycle.
     """
     root = Path(path)
     warnings: list[ConfigWarning] = []

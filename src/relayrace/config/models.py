@@ -21,6 +21,7 @@ __all__ = [
     "SUPPORTED_PATTERNS",
     "UNSUPPORTED_PATTERNS",
     "UNSUPPORTED_TOOL_TYPES",
+    "A2AToolSpec",
     "AgentDocument",
     "AgentSpec",
     "AgentToolSpec",
@@ -61,7 +62,7 @@ SUPPORTED_PATTERNS = ("react", "supervisor", "swarm", "plan_and_execute", "paral
 """Orchestration patterns relayrace implements."""
 UNSUPPORTED_PATTERNS = ("glyph",)
 """Astromesh patterns relayrace reads but replaces with ``react`` (with a warning)."""
-UNSUPPORTED_TOOL_TYPES = ("a2a", "builtin", "client")
+UNSUPPORTED_TOOL_TYPES = ("builtin", "client")
 """Astromesh tool types relayrace reads but skips (with a warning); so is an ``mcp`` tool that
 names no command or url (an Astromesh server reference)."""
 MODEL_PROVIDERS = ("openai", "anthropic", "ollama", "vllm", "lmstudio",
@@ -352,18 +353,60 @@ class SpawnAgentToolSpec(_Strict):
                                           description="Seconds each spawned agent may run.")
 
 
+class A2AToolSpec(_Strict):
+    """An agent in another process reached over A2A: a delegated child (``as: tool``) or a
+    handoff target (``as: handoff``)."""
+
+    type: Literal["a2a"] = Field(description="a2a")
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,64}$", description=(
+        "The agent's name (its tool is named after it; a handoff offers transfer_to_<name>). "
+        "Default: the name on the remote's agent card, fetched when the team is built."))
+    url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "The remote agent's base URL (its card is at /.well-known/agent-card.json)."))
+    card_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Astromesh's form: the agent card's URL (the base URL is read from it)."))
+    description: str | None = Field(default=None, description=(
+        "What the agent does, for the model choosing it (default: the card's)."))
+    as_: Literal["tool", "handoff"] = Field(default="tool", alias="as", description=(
+        "tool: each call delegates a task to the remote agent; handoff: a transfer makes it "
+        "the active agent until its remote task is done."))
+    agent: str | None = Field(default=None, description=(
+        "Which of a relayrace server's agents answers (sent as the messages' metadata)."))
+    headers: dict[str, str] = Field(default_factory=dict, description=(
+        "HTTP headers sent with every request (an API key)."))
+    timeout_seconds: float = Field(default=300.0, gt=0, description=(
+        "Seconds one exchange with the remote agent may take."))
+    auth: Any = astromesh_only("Astromesh A2A auth; send credentials with headers.")
+    policy: Any = astromesh_only("Astromesh A2A policy.")
+    rate_limit: Any = astromesh_only("Astromesh A2A rate limit.")
+
+    @model_validator(mode="after")
+    def _one_address(self) -> A2AToolSpec:
+        if (self.url is None) == (self.card_url is None):
+            raise ValueError("give the remote agent's url (or Astromesh's card_url), once")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        """The remote's base URL, from ``url`` or ``card_url``."""
+        if self.url is not None:
+            return self.url
+        assert self.card_url is not None
+        return self.card_url.split("/.well-known/")[0]
+
+
 class ExternalToolSpec(BaseModel):
-    """An Astromesh tool kind relayrace does not run (builtin, a2a, client): skipped."""
+    """An Astromesh tool kind relayrace does not run (builtin, client): skipped."""
 
     model_config = ConfigDict(extra="allow")  # each Astromesh tool kind has its own keys
 
-    type: Literal["a2a", "builtin", "client"] = Field(description=(
-        f"a2a, builtin or client. {_IGNORED_NOTE}"), json_schema_extra={IGNORED_MARK: True})
+    type: Literal["builtin", "client"] = Field(description=(
+        f"builtin or client. {_IGNORED_NOTE}"), json_schema_extra={IGNORED_MARK: True})
     name: str | None = Field(default=None, description="The tool's name.")
 
 
 ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | SpawnAgentToolSpec
-                     | ExternalToolSpec, Field(discriminator="type")]
+                     | A2AToolSpec | ExternalToolSpec, Field(discriminator="type")]
 
 
 class GuardrailsSpec(_Strict):

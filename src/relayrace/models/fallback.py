@@ -7,7 +7,7 @@ from typing import Literal, TypeAlias, get_args
 
 from ..exceptions import AllModelsFailed, ModelProviderError, ModelRefused, ModelTimeout, UserError
 from ..usage import Usage
-from .interface import Model, ModelRequest, ModelResponse, OutputDelta
+from .interface import Model, ModelRequest, ModelResponse, OutputDelta, StatusUpdate
 
 __all__ = ["FALLBACK_KINDS", "FallbackKind", "FallbackModel"]
 
@@ -80,7 +80,7 @@ class FallbackModel(Model):
 
     async def stream(
         self, request: ModelRequest
-    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
+    ) -> AsyncIterator[str | OutputDelta | StatusUpdate | ModelResponse]:
         """Stream the first model that answers; move on only before any text was yielded."""
         failures: list[tuple[str, Exception]] = []
         refused = Usage()
@@ -91,6 +91,8 @@ class FallbackModel(Model):
                 async for item in model.stream(request):
                     if isinstance(item, ModelResponse):
                         response = item
+                    elif isinstance(item, StatusUpdate):  # progress, no part of the answer
+                        yield item
                     else:  # text, or a piece of a structured output: passed on
                         streamed = streamed or bool(item if isinstance(item, str) else item.json)
                         yield item

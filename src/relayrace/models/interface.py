@@ -19,6 +19,7 @@ __all__ = [
     "OutputDelta",
     "OutputMode",
     "OutputSchema",
+    "StatusUpdate",
     "ToolDefinition",
 ]
 
@@ -124,6 +125,23 @@ class ModelRequest:
     """The name of the agent asking; for traces and test doubles, never sent to a provider."""
     output: OutputSchema | None = None
     """The structured final answer asked for, if any."""
+    conversation: str = ""
+    """Names the conversation the request belongs to, the same on every turn and resume: the
+    session's id, or for a delegated child's request, its parent session's id. A model that
+    keeps state elsewhere per conversation (a remote A2A agent) keys it on this; never sent to
+    a provider."""
+
+
+@dataclass(slots=True, frozen=True)
+class StatusUpdate:
+    """Progress of a model that is itself an agent elsewhere (a remote A2A agent's task
+    updates): ``Model.stream`` may yield it; the run shows it as a ``StatusEvent`` in
+    ``Runner.stream``, never logs it, and it is no part of the answer."""
+
+    text: str
+    """What the remote agent reported."""
+    state: str = "working"
+    """The remote task's state (``working``, ``input-required``, ...)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -170,7 +188,8 @@ class Model(ABC):
 
     async def stream(
         self, request: ModelRequest
-    ) -> AsyncIterator[str | OutputDelta | ModelResponse]:
+    ) -> AsyncIterator[str | OutputDelta | StatusUpdate | ModelResponse]:
         """Yield text deltas as they arrive (and ``OutputDelta`` pieces of a structured
-        output asked for through a tool), then the complete ``ModelResponse`` last."""
+        output asked for through a tool, ``StatusUpdate``s of a remote agent's progress), then
+        the complete ``ModelResponse`` last."""
         yield await self.request(request)

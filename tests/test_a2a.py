@@ -1,0 +1,346 @@
+"""A2A both ways, two processes on 127.0.0.1: ``relayrace a2a serve`` in a subprocess, and
+relayrace calling it (`RemoteAgent` as a tool and as a handoff target), plus the a2a-sdk's
+own client against relayrace's server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("a2a")
+
+from a2a.client import ClientConfig, create_client  # noqa: E402
+from a2a.types.a2a_pb2 import (  # noqa: E402
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+)
+
+from conftest import assert_valid_protocol, messages_of  # noqa: E402
+from relayrace import Agent, Runner, StatusEvent, UserError  # noqa: E402
+from relayrace.a2a import RemoteAgent, context_id_for, state_name  # noqa: E402
+from relayrace.a2a_serve import session_id_for  # noqa: E402
+from relayrace.events import HandoffEvent, ToolResultEvent  # noqa: E402
+from relayrace.sessions import MemorySession, SQLiteStore  # noqa: E402
+from relayrace.testing import ScriptedModel, text, tool_call  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+AGENTS = ["billing", "slowpoke", "broken", "careful", "desk"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """``relayrace a2a serve`` in its own process on a free port: (its URL, its database)."""
+    db = tmp_path_factory.mktemp("a2a") / "server.db"
+    command = [sys.executable, "-m", "relayrace.cli", "a2a", "serve", str(HERE / "a2a_team.py"),
+               *[a for name in AGENTS for a in ("--agent", name)], "--port", "0", "--db", str(db)]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
+                               env=os.environ | {"PYTHONUNBUFFERED": "1"})
+    lines: list[str] = []
+    started = threading.Event()
+
+    def drain() -> None:  # read all it says, so its pipe never fills
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            started.set()
+        started.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    started.wait(30)
+    found = re.search(r"at (http://127\.0\.0\.1:\d+)", lines[0] if lines else "")
+    try:
+        if found is None:
+            pytest.fail(f"the A2A server did not start: {lines}")
+        yield found.group(1), db
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        reader.join(5)
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+def remote(url: str, agent: str, **options: Any) -> RemoteAgent:
+    return RemoteAgent(url, name=agent, metadata={"agent": agent}, **options)
+
+
+async def test_the_card_names_the_agent_its_skills_and_its_url(server: tuple[str, Path]) -> None:
+    url, _ = server
+    card = httpx.get(f"{url}/.well-known/agent-card.json").json()
+    assert card["name"] == "billing" and card["capabilities"]["streaming"] is True
+    assert card["supportedInterfaces"][0]["url"] == url
+    skills = {s["id"] for s in card["skills"]}
+    assert {"billing", "billing.ask_user", "slowpoke.wait", "careful.refund",
+            "desk.clerk"} <= skills
+    found = RemoteAgent(url)  # no name: read from the card
+    assert found.name == "billing" and found.description == "Invoices and refunds."
+
+
+def test_a_url_with_no_agent_behind_it_is_a_clear_error() -> None:
+    with pytest.raises(UserError, match="No A2A agent card at http://127.0.0.1:9/"):
+        RemoteAgent("http://127.0.0.1:9")
+    with pytest.raises(UserError, match="http"):
+        RemoteAgent("ftp://example")
+
+
+async def test_a_remote_agent_as_a_tool_answers_and_keeps_its_context_per_session(
+        server: tuple[str, Path]) -> None:
+    url, db = server
+    billing = remote(url, "billing")
+    model = ScriptedModel([tool_call("billing", {"query": "Is INV-7 paid?"}), text("Paid."),
+                           tool_call("billing", {"query": "And INV-8?"}), text("Also paid.")])
+    boss = Agent("boss", instructions="x", model=model, tools=[billing.as_tool(report=False)])
+    session = MemorySession()
+    first = await Runner.run(boss, "INV-7?", session=session)
+    second = await Runner.run(boss, "INV-8?", session=session)
+    results = [e.message.content for e in session.events if isinstance(e, ToolResultEvent)]
+    assert results[0].startswith("INV-7 is paid.") and "1 user message(s)" in results[0]
+    # The second delegation continued the same remote context: the remote heard both tasks.
+    assert results[1].startswith("INV-8 is paid.") and "2 user message(s)" in results[1]
+    assert first.final_output == "Paid." and second.final_output == "Also paid."
+    # The remote kept the context in its own session store, under the context's session.
+    context = context_id_for(session.session_id, "billing")
+    stored = await SQLiteStore(db).get_info(session_id_for(context))
+    assert stored is not None and stored.event_count > 0
+    other = MemorySession()  # another conversation: another remote context
+    model2 = ScriptedModel([tool_call("billing", {"query": "INV-1?"}), text("ok")])
+    boss2 = Agent("boss", instructions="x", model=model2, tools=[billing.as_tool(report=False)])
+    await Runner.run(boss2, "INV-1?", session=other)
+    fresh = [e.message.content for e in other.events if isinstance(e, ToolResultEvent)]
+    assert "1 user message(s)" in fresh[0]
+
+
+async def test_remote_progress_streams_tagged_with_the_child_path(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    desk = remote(url, "desk")
+    model = ScriptedModel([tool_call("desk", {"query": "Invoice INV-4 please"}), text("ok")])
+    boss = Agent("boss", instructions="x", model=model, tools=[desk.as_tool(report=False)])
+    updates = [e async for e in Runner.stream(boss, "go") if isinstance(e, StatusEvent)]
+    assert updates and {u.path for u in updates} == {"boss/desk"}
+    said = "\n".join(u.text for u in updates)
+    assert "clerk done" in said and "desk handed off to billing_local" in said
+
+
+async def test_a_remote_question_in_a_delegation_is_the_runs_pending_question(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    billing = remote(url, "billing")
+    model = ScriptedModel([tool_call("billing", {"query": "I want a refund"}),
+                           text("Refunded.")])
+    boss = Agent("boss", instructions="x", model=model, tools=[billing.as_tool(report=False)])
+    session = MemorySession()
+    stopped = await Runner.run(boss, "refund please", session=session)
+    assert stopped.pending is not None
+    [question] = stopped.pending.questions
+    assert question.question == "Which invoice should I refund?"
+    assert question.path == "boss/billing"
+    done = await Runner.resume(stopped.pending, answers={question.id: "INV-3"})
+    assert done.final_output == "Refunded."
+    results = [e.message.content for e in session.events if isinstance(e, ToolResultEvent)]
+    assert results[-1] == "Refund issued for invoice INV-3."
+    assert_valid_protocol(messages_of(session.events))
+
+
+async def test_a_handoff_to_a_remote_agent_holds_the_conversation_then_returns(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+
+    def team() -> tuple[Agent[Any], ScriptedModel]:
+        model = ScriptedModel([tool_call("transfer_to_billing", {"reason": "a refund"}),
+                               text("Billing refunded INV-7; anything else?")])
+        billing = remote(url, "billing")
+        return Agent("assistant", instructions="x", model=model, sub_agents=[billing]), model
+
+    assistant, model = team()
+    session = MemorySession()
+    asked = await Runner.run(assistant, "I want a refund", session=session)
+    assert asked.last_agent.name == "billing"
+    assert asked.final_output == "Which invoice should I refund?"
+    # A new process (new objects, same session): the next turn goes to the remote and its
+    # open task, and the remote's finished task gives control back.
+    assistant2, model2 = team()
+    model2.turns.pop(0)
+    done = await Runner.run(assistant2, "INV-7", session=session)
+    assert done.last_agent.name == "assistant"
+    assert done.final_output == "Billing refunded INV-7; anything else?"
+    handoffs = [e for e in session.events if isinstance(e, HandoffEvent)]
+    assert [(h.agent, h.to_agent, h.is_return) for h in handoffs] == [
+        ("assistant", "billing", False), ("billing", "assistant", True)]
+    assert "Refund issued for invoice INV-7." in handoffs[1].reason
+    assert_valid_protocol(messages_of(session.events))
+    remote_said = [e.message for e in session.events
+                   if getattr(e, "message", None) is not None and e.agent == "billing"
+                   and e.message.role == "assistant"]
+    assert remote_said[0].content == "Which invoice should I refund?"
+    assert model.requests and len(model2.requests) == 1
+
+
+async def test_a_failed_or_rejected_remote_task_is_a_tool_error(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    model = ScriptedModel([tool_call("broken", {"query": "x"}), tool_call("nobody", {"query": "y"}),
+                           text("Both failed.")])
+    boss = Agent("boss", instructions="x", model=model, tools=[
+        remote(url, "broken").as_tool(report=False), remote(url, "nobody").as_tool(report=False)])
+    session = MemorySession()
+    result = await Runner.run(boss, "go", session=session)
+    assert result.final_output == "Both failed."
+    errors = {e.tool_name: e.message.content for e in session.events
+              if isinstance(e, ToolResultEvent)}
+    assert "ended failed" in errors["broken"] and "provider is down" in errors["broken"]
+    assert "ended rejected" in errors["nobody"] and "No agent 'nobody'" in errors["nobody"]
+    assert all(e.is_error for e in session.events if isinstance(e, ToolResultEvent))
+
+
+async def test_a_remote_that_takes_too_long_is_a_tool_error_and_its_task_is_cancelled(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    slow = remote(url, "slowpoke", timeout=1.5)
+    model = ScriptedModel([tool_call("slowpoke", {"query": "wait"}), text("Gave up.")])
+    boss = Agent("boss", instructions="x", model=model, tools=[slow.as_tool(report=False)])
+    session = MemorySession()
+    result = await Runner.run(boss, "go", session=session)
+    assert result.final_output == "Gave up."
+    [error] = [e for e in session.events if isinstance(e, ToolResultEvent)]
+    assert error.is_error and "did not finish within 1.5 s" in error.message.content
+
+
+@pytest.fixture
+async def client(server: tuple[str, Path]) -> Any:
+    """The a2a-sdk's own client for the server."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        sdk_client = await create_client(server[0], ClientConfig(httpx_client=http))
+        yield sdk_client
+        await sdk_client.close()
+
+
+def _message(text_: str, *, context_id: str = "", task_id: str = "",
+             agent: str = "") -> SendMessageRequest:
+    request = SendMessageRequest(message=Message(
+        message_id=os.urandom(8).hex(), context_id=context_id, task_id=task_id,
+        role=Role.ROLE_USER, parts=[Part(text=text_)]))
+    if agent:
+        request.metadata.update({"agent": agent})
+    return request
+
+
+async def test_the_sdk_client_cancels_a_running_task_and_the_session_stays_valid(
+        server: tuple[str, Path], client: Any) -> None:
+    _, db = server
+    states: list[str] = []
+    task_id = context_id = ""
+
+    async def follow() -> None:
+        nonlocal task_id, context_id
+        async for event in client.send_message(_message("go", agent="slowpoke")):
+            kind = event.WhichOneof("payload")
+            if kind == "task":
+                task_id, context_id = event.task.id, event.task.context_id
+            elif kind == "status_update":
+                states.append(state_name(event.status_update.status.state))
+
+    following = asyncio.ensure_future(follow())
+    for _ in range(200):  # until the run's tool call has started
+        if "working" in states and len(states) >= 1 and task_id:
+            await asyncio.sleep(0.3)
+            break
+        await asyncio.sleep(0.05)
+    cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
+    assert state_name(cancelled.status.state) == "canceled"
+    await asyncio.wait_for(following, 10)
+    task = await client.get_task(GetTaskRequest(id=task_id))
+    assert state_name(task.status.state) == "canceled"
+    session = SQLiteStore(db).session(session_id_for(context_id))
+    events = await session.get_events()
+    assert events[-1].kind == "run_finished" and events[-1].status != "completed", events[-1]
+    assert_valid_protocol(messages_of(events))
+
+
+async def test_the_sdk_client_answers_an_approval_through_input_required(client: Any) -> None:
+    seen: list[Any] = []
+    async for event in client.send_message(_message("refund INV-9", agent="careful")):
+        seen.append(event)
+    last = seen[-1].status_update
+    assert state_name(last.status.state) == "input-required"
+    said = "".join(p.text for p in last.status.message.parts)
+    assert "Approve refund" in said and "INV-9" in said
+    # An answer that decides nothing is asked again; "yes" runs the call.
+    again = [e async for e in client.send_message(_message(
+        "maybe", context_id=last.context_id, task_id=last.task_id, agent="careful"))]
+    assert state_name(again[-1].status_update.status.state) == "input-required"
+    done = [e async for e in client.send_message(_message(
+        "yes", context_id=last.context_id, task_id=last.task_id, agent="careful"))]
+    artifacts = [e.artifact_update.artifact for e in done
+                 if e.WhichOneof("payload") == "artifact_update"]
+    assert state_name(done[-1].status_update.status.state) == "completed"
+    assert artifacts and artifacts[0].parts[0].text == "Result: refunded INV-9"
+
+
+async def test_a_yaml_team_reaches_remote_agents_as_a_tool_and_as_a_handoff_target(
+        server: tuple[str, Path], tmp_path: Path) -> None:
+    from relayrace.config import load_team
+
+    url, _ = server
+    (tmp_path / "front.agent.yaml").write_text(f"""\
+apiVersion: relayrace/v1
+kind: Agent
+metadata: {{name: front}}
+spec:
+  model: {{primary: {{provider: openai, model: gpt-4o-mini}}}}
+  prompts: {{system: Help.}}
+  tools:
+    - type: a2a
+      url: {url}
+      name: ledger
+      agent: billing
+    - type: a2a
+      card_url: {url}/.well-known/agent-card.json
+      as: handoff
+""")
+    model = ScriptedModel([tool_call("ledger", {"query": "Is INV-5 paid?"}),
+                           tool_call("transfer_to_billing", {"reason": "refund INV-5"}),
+                           text("Done: refunded.")])
+    team = load_team(tmp_path, model=model)
+    front = team["front"]
+    assert [h.agent.name for h in front.handoffs] == ["billing"]  # its name from the card
+    session = MemorySession()
+    # The run's model= replaces the local agents' models, never a remote agent's.
+    result = await Runner.run(front, "Refund INV-5 if it is paid", session=session, model=model)
+    assert result.final_output == "Done: refunded."
+    results = [e.message.content for e in session.events if isinstance(e, ToolResultEvent)]
+    assert results[0].startswith("INV-5 is paid.")
+    returned = [e for e in session.events if isinstance(e, HandoffEvent) and e.is_return]
+    assert "Refund issued for invoice INV-5." in returned[0].reason
+
+
+def test_a_yaml_a2a_tool_needs_one_address(tmp_path: Path) -> None:
+    from relayrace import ConfigError
+    from relayrace.config import load_team
+
+    (tmp_path / "a.agent.yaml").write_text("""\
+apiVersion: relayrace/v1
+kind: Agent
+metadata: {name: a}
+spec:
+  prompts: {system: x}
+  tools:
+    - {type: a2a, name: r}
+""")
+    with pytest.raises(ConfigError, match="url"):
+        load_team(tmp_path)
