@@ -144,3 +144,12 @@ def test_connected_example(tmp_path: Path) -> None:
     assert '→ notes_search: {"result":["handoff: A handoff passes the live conversation' in out
     assert '→ librarian: {"answer":"Checked the catalogue for: books about agent handoffs' in out
     assert "assistant: A handoff passes the live conversation to another agent." in out
+    # The A2A-served team: as a delegated child, then as a handoff target across two turns.
+    assert "→ billing: INV-7 is paid (42.00 EUR, on 2026-11-02)." in out
+    assert "↪ handoff assistant → billing: the user wants a refund" in out
+    assert "billing: Which invoice should I refund?" in out
+    assert "user → billing: INV-7" in out
+    assert ("↪ handoff billing → assistant: returned: Refund issued for invoice INV-7: "
+            "42.00 EUR, back in 3 days.") in out
+    assert out.rstrip().endswith("assistant: Billing has refunded INV-7; the money is back in "
+                                 "3 days.")

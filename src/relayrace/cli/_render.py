@@ -21,6 +21,7 @@ from ..events import (
     QuestionAskedEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    StatusEvent,
     TextDeltaEvent,
     ToolResultEvent,
 )
@@ -151,6 +152,9 @@ class EventPrinter:
             self._line(event, ("⏸ question: ", "bold yellow"),
                        (f"{event.question}{choices}", "yellow"),
                        (f" [question {event.question_id}]", "dim"))
+        elif isinstance(event, StatusEvent):
+            self._line(event, (f"⋯ {event.agent} ({event.state}): ", "dim cyan"),
+                       (truncate(event.text), "cyan"))
         elif isinstance(event, RunStartedEvent):
             if self._indent(event):
                 self._line(event, (f"▸ {event.path or event.agent} started", "dim"))
