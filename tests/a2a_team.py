@@ -86,3 +86,8 @@ billing_local = Agent("billing_local", instructions="Invoices.", model=FunctionM
 desk = Agent("desk", instructions="Route.", description="Files, then hands to billing.",
              model=FunctionModel(desk_turn), tools=[clerk.as_tool(report=False)],
              sub_agents=[billing_local])
+
+reporter = Agent("reporter", instructions="Report.", description="Reports with findings.",
+                 model=FunctionModel(lambda r: text(
+                     "Looked it up.\n<handoff>\nSUMMARY: Two invoices are open.\nKEY FINDINGS:\n"
+                     "- INV-1 is open\n- INV-2 is open\nCONFIDENCE: high\n</handoff>")))

@@ -38,7 +38,7 @@ from relayrace.sessions import MemorySession, SQLiteStore  # noqa: E402
 from relayrace.testing import ScriptedModel, text, tool_call  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-AGENTS = ["billing", "slowpoke", "broken", "careful", "desk"]
+AGENTS = ["billing", "slowpoke", "broken", "careful", "desk", "reporter"]
 
 
 @pytest.fixture(scope="module")
@@ -344,3 +344,17 @@ spec:
 """)
     with pytest.raises(ConfigError, match="url"):
         load_team(tmp_path)
+
+
+async def test_a_report_the_remote_returns_is_the_childs_report(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    model = ScriptedModel([tool_call("reporter", {"query": "Which invoices are open?"}),
+                           text("Two.")])
+    boss = Agent("boss", instructions="x", model=model,
+                 tools=[remote(url, "reporter").as_tool()])
+    result = await Runner.run(boss, "open invoices?")
+    [report] = result.reports
+    assert report.summary == "Two invoices are open."
+    assert report.key_findings == ["INV-1 is open", "INV-2 is open"]
+    assert report.confidence == "high"
