@@ -240,22 +240,40 @@ async def test_failed_run_marks_the_failing_spans(otel: Setup) -> None:
     assert proc._open == {} and proc._roots == {}
 
 
-async def test_two_runs_are_two_traces_and_ignore_the_current_span(otel: Setup) -> None:
+async def test_runs_inside_an_active_span_join_its_trace_and_tool_spans_nest_below(
+        otel: Setup) -> None:
     otel.use()
-    outer_tracer = otel.provider.get_tracer("app")
-    with outer_tracer.start_as_current_span("request handler") as outer:
-        first = await Runner.run(team(ScriptedModel([text("a")])), "one")
-        second = await Runner.run(team(ScriptedModel([text("b")])), "two")
-    assert first.trace_id != second.trace_id
+    app = otel.provider.get_tracer("app")
+
+    @tool
+    def lookup(order: str) -> str:
+        """Look an order up."""
+        with app.start_as_current_span("database query"):  # opened by the tool's own code
+            return f"{order}: shipped"
+
+    def agent(model: ScriptedModel) -> Agent[Any]:
+        return Agent("triage", instructions="x", model=model, tools=[lookup])
+
+    with app.start_as_current_span("request handler") as outer:
+        first = await Runner.run(agent(ScriptedModel([text("a")])), "one")
+        second = await Runner.run(agent(ScriptedModel(
+            [tool_call("lookup", {"order": "A1"}), text("b")])), "two")
+    assert first.trace_id != second.trace_id  # relayrace's own traces stay apart
     runs = otel.by_name("relayrace.run triage")
     assert len(runs) == 2
-    assert all(r.parent is None for r in runs)
-    ids = {r.context.trace_id for r in runs}
-    assert len(ids) == 2 and outer.get_span_context().trace_id not in ids
-    for r in runs:
-        rr_trace = attrs(r)["relayrace.trace_id"]
-        members = [s for s in otel.spans() if attrs(s).get("relayrace.trace_id") == rr_trace]
-        assert len(members) == 3 and {s.context.trace_id for s in members} == {r.context.trace_id}
+    outer_context = outer.get_span_context()
+    assert all(r.parent is not None and r.parent.span_id == outer_context.span_id
+               for r in runs)
+    assert {r.context.trace_id for r in runs} == {outer_context.trace_id}
+    query = otel.one("database query")
+    tool_span = otel.one("execute_tool lookup")
+    assert query.parent is not None and query.parent.span_id == tool_span.context.span_id
+    # Outside any span, a run is a trace of its own, and nothing stays current after it.
+    third = await Runner.run(agent(ScriptedModel([text("c")])), "three")
+    [alone] = [r for r in otel.by_name("relayrace.run triage")
+               if attrs(r)["relayrace.trace_id"] == third.trace_id]
+    assert alone.parent is None and alone.context.trace_id != outer_context.trace_id
+    assert not otel_trace.get_current_span().get_span_context().is_valid
 
 
 def test_model_names_split_into_provider_and_model(otel: Setup) -> None:

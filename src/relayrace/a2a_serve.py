@@ -215,7 +215,8 @@ def _progress(event: AgentEvent) -> tuple[str, dict[str, Any]] | None:
     if kind is DelegationEvent:
         e = event
         outcome = "finished" if e.ok else f"failed: {e.error}"
-        return f"{e.path} {outcome}", where | {"child": e.path, "ok": e.ok}
+        return f"{e.path}/{e.child_agent} {outcome}", where | {"child": e.child_agent,
+                                                               "ok": e.ok}
     if kind is ToolResultEvent:
         e = event
         status = "failed" if e.is_error else "done"

@@ -521,9 +521,11 @@ def show_session(
 
 from ._a2a import a2a_app  # noqa: E402 - it uses _errors above
 from ._mcp import mcp_app  # noqa: E402 - it uses _errors above
+from ._serve import serve  # noqa: E402 - it uses _errors above
 
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(a2a_app, name="a2a")
+app.command()(serve)
 
 
 def main() -> None:

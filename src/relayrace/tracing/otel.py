@@ -23,8 +23,8 @@ from ..exceptions import UserError
 from . import Span
 
 try:
+    from opentelemetry import context as otel_context
     from opentelemetry import trace as otel_trace
-    from opentelemetry.context import Context
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise UserError(
@@ -103,9 +103,12 @@ class OpenTelemetryProcessor:
     """A :class:`~relayrace.tracing.TraceProcessor` that mirrors spans into OpenTelemetry.
 
     Each relayrace trace becomes one OpenTelemetry trace with the same parent/child shape;
-    spans keep relayrace's start and end times. ``capture_content=True`` also exports
-    attributes that may hold conversation content (such as a handoff's reason), which the
-    GenAI conventions leave off by default.
+    spans keep relayrace's start and end times. A run started inside an active OpenTelemetry
+    span (a server's request carrying a ``traceparent``, say) joins that span's trace; while a
+    tool or a model call runs, its span is the current one, so spans the tool or the model's
+    client open nest under it. ``capture_content=True`` also exports attributes that may hold
+    conversation content (such as a handoff's reason), which the GenAI conventions leave off
+    by default.
     """
 
     def __init__(
@@ -122,6 +125,8 @@ class OpenTelemetryProcessor:
         self._open: dict[int, tuple[otel_trace.Span, str | None]] = {}
         # The open root (run) span of each relayrace trace, for spans whose parent is unknown.
         self._roots: dict[str, int] = {}
+        # Tool and model spans made current while they run: relayrace span id -> the token.
+        self._current: dict[int, object] = {}
 
     def on_span_start(self, span: Span) -> None:
         """Start the OpenTelemetry span, under the span of ``span.parent_id``."""
@@ -133,8 +138,10 @@ class OpenTelemetryProcessor:
         conversation = session if isinstance(session, str) and session else None
         if conversation is None and parent is not None:
             conversation = parent[1]
-        # An explicit (possibly empty) context: never parent on whatever span is current.
-        ctx = otel_trace.set_span_in_context(parent[0]) if parent is not None else Context()
+        # A run's first span joins the caller's current span (if any); every other span
+        # parents explicitly on its relayrace parent's span.
+        ctx = otel_trace.set_span_in_context(parent[0]) if parent is not None \
+            else otel_context.get_current()
         otel_span = self.tracer.start_span(
             _span_name(span),
             context=ctx,
@@ -146,9 +153,15 @@ class OpenTelemetryProcessor:
             self._open[span.span_id] = (otel_span, conversation)
             if parent is None:
                 self._roots.setdefault(span.trace_id, span.span_id)
+        if span.kind in ("tool", "model"):  # started and ended in the task that runs it
+            self._current[span.span_id] = otel_context.attach(
+                otel_trace.set_span_in_context(otel_span))
 
     def on_span_end(self, span: Span) -> None:
         """Set the final attributes and status, then end the OpenTelemetry span."""
+        token = self._current.pop(span.span_id, None)
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
         with self._lock:
             entry = self._open.pop(span.span_id, None)
             if self._roots.get(span.trace_id) == span.span_id:

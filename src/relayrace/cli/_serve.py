@@ -1,0 +1,70 @@
+"""``relayrace serve``: a team behind the HTTP API, the OpenAI-compatible endpoint and the
+web console."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Annotated
+
+import typer
+
+from ._mcp import entry_agents
+from ._target import resolve_model
+
+__all__ = ["serve"]
+
+
+def serve(
+    target: Annotated[str, typer.Argument(help=(
+        "The team: path/to/team.py:variable, or a YAML team (its entry agents, or --agent)."))],
+    agent_names: Annotated[list[str] | None, typer.Option(
+        "--agent", "-a", help="Serve this agent, by name (repeatable; the first is the "
+        "default).")] = None,
+    host: Annotated[str, typer.Option(
+        "--host", help="The address to listen on (loopback unless you mean otherwise).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+    db: Annotated[str | None, typer.Option(
+        "--db", envvar="RELAYRACE_DB", help="Where sessions live: a SQLite file or a store URL "
+        "(default: .relayrace/sessions.db, the CLI's).")] = None,
+    api_keys: Annotated[list[str] | None, typer.Option(
+        "--api-key", help="Require this API key (repeatable; also RELAYRACE_API_KEYS, "
+        "comma-separated). Each key sees only its own sessions.")] = None,
+    cors: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="Let browsers call from this origin (repeatable).")] = None,
+    rate_limit: Annotated[str | None, typer.Option(
+        "--rate-limit", help="Requests per key: N/s, N/m or N/h (e.g. 600/m).")] = None,
+    max_body: Annotated[int, typer.Option(
+        "--max-body", min=1, help="Largest request body, in bytes.")] = 1_000_000,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Use this model for every agent: provider:model, or "
+        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+    max_turns: Annotated[int | None, typer.Option(
+        "--max-turns", min=1, help="Model turns allowed per run.")] = None,
+    otel: Annotated[bool, typer.Option(
+        "--otel", help="Export runs to OpenTelemetry (a request's traceparent is their "
+        "parent).")] = False,
+) -> None:
+    """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
+    web console at http://HOST:PORT/."""
+    from . import _errors
+
+    with _errors():
+        import uvicorn
+
+        from ..server import create_app
+
+        keys = list(api_keys or [])
+        keys += [k for k in os.environ.get("RELAYRACE_API_KEYS", "").split(",") if k.strip()]
+        agents = entry_agents(target, agent_names)
+        app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),
+                         max_body_bytes=max_body, rate_limit=rate_limit,
+                         model=resolve_model(model) if model else None, max_turns=max_turns,
+                         otel=otel)
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+        where = f"[{host}]" if ":" in host else host
+        typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "
+                   f"(API keys: {'required' if keys else 'none'})", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning",
+                    timeout_graceful_shutdown=2)

@@ -1,0 +1,295 @@
+"""The sessions and runs API (``/api/...``): JSON, with runs' events as Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..approvals import PendingRun
+from ..events import RunStartedEvent
+from ..sessions import Session
+from ._errors import ApiError
+from ._runs import RunRecord, pending_summary
+from ._sessions import event_dicts, summarize
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NewSession(_Body):
+    """A session to create."""
+
+    agent: str | None = Field(default=None, description="The served agent it talks to "
+                              "(default: the first).")
+
+
+class NewRun(_Body):
+    """A run to start on a session."""
+
+    input: str = Field(min_length=1, description="The user's message.")
+    agent: str | None = Field(default=None, description="The served agent to run (default: "
+                              "the session's).")
+    background: bool = Field(default=False, description="Answer at once with the run's id "
+                             "(202) instead of waiting for its result.")
+
+
+class Decisions(_Body):
+    """Decisions on a session's pending approvals and answers to its questions."""
+
+    approvals: dict[str, bool] = Field(default_factory=dict,
+                                       description="Call id -> run it (true) or not.")
+    answers: dict[str, str] = Field(default_factory=dict, description="Question id -> answer.")
+    background: bool = Field(default=True, description="Answer at once with the run's id.")
+
+
+def _server(request: Request) -> Any:
+    return request.app.state.relayrace
+
+
+def _owner(request: Request) -> str:
+    owner: str = request.state.owner
+    return owner
+
+
+async def _session(request: Request, session_id: str) -> tuple[Session, dict[str, Any] | None]:
+    """The caller's session (404 for a missing one and for another key's: never a leak)."""
+    server = _server(request)
+    info = await server.store.get_info(session_id)
+    owner = _owner(request)
+    if info is None:
+        made = server.created.get(session_id)
+        if made is None or made["owner"] != owner:
+            raise ApiError(404, f"No session {session_id!r}.", "not_found")
+        return server.store.session(session_id, owner=owner), made
+    if info.owner != owner:
+        raise ApiError(404, f"No session {session_id!r}.", "not_found")
+    server.created.pop(session_id, None)  # written now: the store knows it
+    return server.store.session(session_id, owner=owner), None
+
+
+def _agent_of(request: Request, name: str | None, events: list[Any] | None = None) -> Any:
+    server = _server(request)
+    if name:
+        agent = server.agents.get(name)
+        if agent is None:
+            raise ApiError(404, f"No agent {name!r} is served; the agents are: "
+                           f"{', '.join(server.agents)}.", "not_found")
+        return agent
+    for e in events or ():
+        if isinstance(e, RunStartedEvent) and "/" not in e.path and e.agent in server.agents:
+            return server.agents[e.agent]
+    return server.default
+
+
+@router.get("/agents", summary="The served agents")
+async def agents(request: Request) -> dict[str, Any]:
+    return {"agents": [{"name": a.name, "description": a.description,
+                        "sub_agents": [s.name for s in a.sub_agents],
+                        "tools": [t.name for t in a.tools]}
+                       for a in _server(request).agents.values()]}
+
+
+@router.post("/sessions", status_code=201, summary="Create a session")
+async def create_session(request: Request, body: NewSession) -> dict[str, Any]:
+    server = _server(request)
+    agent = _agent_of(request, body.agent)
+    session = server.store.session(owner=_owner(request))
+    server.created[session.session_id] = {"owner": _owner(request), "agent": agent.name}
+    return {"session_id": session.session_id, "agent": agent.name}
+
+
+@router.get("/sessions", summary="List sessions, newest first")
+async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
+                        offset: int = Query(0, ge=0),
+                        q: str | None = Query(None, description="Text in the id or the last "
+                                              "message."),
+                        status: str | None = Query(None, pattern="^(running|waiting|finished|"
+                                                   "failed|idle)$")) -> dict[str, Any]:
+    server = _server(request)
+    owner = _owner(request)
+    filtering = bool(q or status)
+    # Filtering reads each session: it looks at the 1,000 most recent.
+    infos = await server.store.list_sessions(owner=owner, limit=1000 if filtering else limit,
+                                             offset=0 if filtering else offset)
+    out = []
+    for info in infos:
+        events = await server.store.session(info.session_id).get_events()
+        row = summarize(info, events, server.runs.active.get(info.session_id),
+                        server.default.name)
+        if q and q.lower() not in (info.session_id + " " + row["last_message"]).lower():
+            continue
+        if status and row["status"] != status:
+            continue
+        out.append(row)
+    if filtering:
+        out = out[offset:offset + limit]
+    return {"sessions": out, "limit": limit, "offset": offset}
+
+
+@router.get("/sessions/{session_id}", summary="A session and its events")
+async def get_session(request: Request, session_id: str) -> dict[str, Any]:
+    server = _server(request)
+    session, made = await _session(request, session_id)
+    events = [] if made is not None else await session.get_events()
+    running = server.runs.active.get(session_id)
+    row = summarize(session.info, events, running,
+                    made["agent"] if made is not None else server.default.name)
+    row["events"] = event_dicts(events)
+    row["run_id"] = running.run_id if running is not None else None
+    row["runs"] = [r.summary() for r in server.runs.runs.values()
+                   if r.session_id == session_id][-20:]
+    return row
+
+
+@router.get("/sessions/{session_id}/export", summary="A session's log as JSON lines",
+            response_class=PlainTextResponse)
+async def export_session(request: Request, session_id: str) -> PlainTextResponse:
+    session, _ = await _session(request, session_id)
+    return PlainTextResponse(await session.export_jsonl(), media_type="application/x-ndjson")
+
+
+@router.delete("/sessions/{session_id}", summary="Delete a session and its children")
+async def delete_session(request: Request, session_id: str) -> dict[str, Any]:
+    server = _server(request)
+    await _session(request, session_id)
+    if session_id in server.runs.active:
+        raise ApiError(409, f"Session {session_id!r} has a run going; cancel it first.",
+                       "conflict")
+    server.created.pop(session_id, None)
+    return {"deleted": await server.store.delete(session_id)}
+
+
+@router.get("/sessions/{session_id}/children", summary="A session's delegated children")
+async def children(request: Request, session_id: str) -> dict[str, Any]:
+    server = _server(request)
+    await _session(request, session_id)
+    infos = await server.store.list_sessions(parent_id=session_id, limit=500)
+    return {"children": [{"session_id": i.session_id, "path": i.path, "key": i.key,
+                          "parent_tool_call_id": i.parent_tool_call_id,
+                          "event_count": i.event_count} for i in infos]}
+
+
+async def _start(request: Request, session: Session, agent: Any, input: Any, *,
+                 background: bool, approvals: dict[str, bool] | None = None,
+                 answers: dict[str, str] | None = None) -> Any:
+    server = _server(request)
+    if session.session_id in server.runs.active:
+        raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
+                       "cancel it.", "conflict")
+    run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
+                            answers=answers)
+    if background:
+        return JSONResponse(run.summary(), status_code=202)
+    assert run.task is not None
+    await asyncio.shield(run.task)
+    return run.summary()
+
+
+@router.post("/sessions/{session_id}/runs", summary="Start a run on a session")
+async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
+    session, made = await _session(request, session_id)
+    events = [] if made is not None else await session.get_events()
+    agent = _agent_of(request, body.agent or (made or {}).get("agent"), events)
+    if made is None and await PendingRun.from_session(session, entry=agent) is not None:
+        raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
+                       f"/api/sessions/{session_id}/pending first.", "conflict")
+    return await _start(request, session, agent, body.input, background=body.background)
+
+
+@router.get("/sessions/{session_id}/pending", summary="What a session's run waits for")
+async def pending(request: Request, session_id: str) -> dict[str, Any]:
+    session, made = await _session(request, session_id)
+    if made is not None:
+        return {"approvals": [], "questions": []}
+    agent = _agent_of(request, None, await session.get_events())
+    stopped = await PendingRun.from_session(session, entry=agent)
+    return {"approvals": [], "questions": []} if stopped is None else pending_summary(stopped)
+
+
+@router.post("/sessions/{session_id}/pending", summary="Decide approvals, answer questions")
+async def decide(request: Request, session_id: str, body: Decisions) -> Any:
+    session, made = await _session(request, session_id)
+    agent = _agent_of(request, None, [] if made else await session.get_events())
+    stopped = None if made else await PendingRun.from_session(session, entry=agent)
+    if stopped is None:
+        raise ApiError(409, f"Session {session_id!r} waits for nothing.", "conflict")
+    questions = {q.id: q for q in stopped.questions}
+    for qid, answer in body.answers.items():  # checked here: a bad answer writes nothing
+        if qid not in questions:
+            raise ApiError(400, f"No pending question {qid!r}; pending: "
+                           f"{', '.join(questions) or 'none'}.", "invalid")
+        questions[qid].check(answer)
+    return await _start(request, session, agent, None, background=body.background,
+                        approvals=body.approvals, answers=body.answers)
+
+
+def _run(request: Request, run_id: str) -> RunRecord:
+    run: RunRecord | None = _server(request).runs.get(run_id, _owner(request))
+    if run is None:
+        raise ApiError(404, f"No run {run_id!r} (runs are kept a while after they end; the "
+                       "session keeps everything).", "not_found")
+    return run
+
+
+@router.get("/runs/{run_id}", summary="A run's status and result")
+async def get_run(request: Request, run_id: str) -> dict[str, Any]:
+    return _run(request, run_id).summary()
+
+
+@router.post("/runs/{run_id}/cancel", summary="Cancel a run (its session stays valid)")
+async def cancel_run(request: Request, run_id: str) -> dict[str, Any]:
+    run = _run(request, run_id)
+    await _server(request).runs.cancel(run)
+    return run.summary()
+
+
+@router.get("/runs/{run_id}/trace", summary="A run's trace: spans with timings and tokens")
+async def trace(request: Request, run_id: str) -> dict[str, Any]:
+    run = _run(request, run_id)
+    spans = _server(request).runs.traces.tree(run.trace_id) if run.trace_id else []
+    return {"run_id": run_id, "trace_id": run.trace_id, "spans": spans,
+            "usage": (run.result or {}).get("usage")}
+
+
+def _sse(run: RunRecord, after: int) -> AsyncIterator[str]:
+    async def lines() -> AsyncIterator[str]:
+        yield "retry: 1000\n\n"
+        async for number, data in run.follow(after):
+            yield f"id: {number}\ndata: {data}\n\n"
+    return lines()
+
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+@router.get("/runs/{run_id}/events", summary="A run's events (Server-Sent Events)")
+async def run_events(request: Request, run_id: str,
+                     last_event_id: str | None = Header(None)) -> StreamingResponse:
+    run = _run(request, run_id)
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    return StreamingResponse(_sse(run, after), media_type="text/event-stream",
+                             headers=_SSE_HEADERS)
+
+
+@router.get("/sessions/{session_id}/stream", summary="The live events of a session's run")
+async def session_stream(request: Request, session_id: str,
+                         last_event_id: str | None = Header(None)) -> StreamingResponse:
+    await _session(request, session_id)
+    run = _server(request).runs.active.get(session_id)
+    if run is None:
+        async def idle() -> AsyncIterator[str]:
+            yield 'event: idle\ndata: {"kind": "idle"}\n\n'
+        return StreamingResponse(idle(), media_type="text/event-stream", headers=_SSE_HEADERS)
+    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    return StreamingResponse(_sse(run, after), media_type="text/event-stream",
+                             headers={**_SSE_HEADERS, "X-Relayrace-Run": run.run_id})

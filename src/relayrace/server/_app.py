@@ -1,0 +1,208 @@
+"""`create_app`: the server's ASGI app (FastAPI), its middleware and its state."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response
+from starlette.staticfiles import StaticFiles
+
+from .._version import __version__
+from ..agent import Agent
+from ..exceptions import UserError
+from ..models.interface import Model
+from ..sessions import SessionStore, open_store
+from ..tracing import get_trace_processors, set_trace_processors
+from . import _api, _openai
+from ._errors import error_body, install
+from ._runs import RunManager
+from ._security import Keys, RateLimit, RateLimiter
+
+__all__ = ["Server", "create_app"]
+
+log = logging.getLogger("relayrace.server")
+
+DEFAULT_MAX_BODY = 1_000_000
+"""Bytes a request body may have unless ``max_body_bytes`` says otherwise."""
+
+
+@dataclass(eq=False)
+class Server:
+    """What the routes share: the served agents, the session store and the runs."""
+
+    agents: dict[str, Agent[Any]]
+    store: SessionStore
+    runs: RunManager
+    keys: Keys
+    limiter: RateLimiter | None
+    max_body: int
+    created: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Sessions created through the API that have no events yet: id -> owner and agent."""
+
+    @property
+    def default(self) -> Agent[Any]:
+        """The agent a session talks to unless it says otherwise."""
+        return next(iter(self.agents.values()))
+
+
+def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
+               store: SessionStore | str | None = None, api_keys: Sequence[str] = (),
+               cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
+               rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
+               max_turns: int | None = None, console: bool = True,
+               otel: bool = False) -> FastAPI:
+    """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
+    OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
+    OpenAPI schema (``/openapi.json``).
+
+    Sessions live in ``store`` (a `SessionStore`, or what `open_store` reads; default: the
+    SQLite file ``.relayrace/sessions.db``), the same as the CLI's. With ``api_keys``, every
+    request needs one (``Authorization: Bearer KEY`` or ``X-API-Key``) and each key sees only
+    its own sessions. ``cors_origins`` lists the origins a browser may call from (none by
+    default); ``max_body_bytes`` bounds a request's body (413 beyond); ``rate_limit``
+    (``"60/m"`` or a `RateLimit`) bounds each key's requests (429 with ``Retry-After``).
+    ``otel`` exports runs to OpenTelemetry (needs ``relayrace[otel]``): a request's
+    ``traceparent`` then becomes the parent of its run's trace.
+    """
+    served = [agents] if isinstance(agents, Agent) else list(agents)
+    if not served:
+        raise UserError("A server needs at least one agent to serve.")
+    names = [a.name for a in served]
+    if len(set(names)) != len(names):
+        raise UserError(f"Served agents need different names; got {names}.")
+    if max_body_bytes < 1:
+        raise UserError(f"max_body_bytes is a number of bytes >= 1, got {max_body_bytes!r}.")
+    limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
+    runs = RunManager(model=model, max_turns=max_turns)
+    server = Server(agents={a.name: a for a in served},
+                    store=store if isinstance(store, SessionStore) else open_store(store),
+                    runs=runs, keys=Keys(api_keys),
+                    limiter=RateLimiter(limit) if limit is not None else None,
+                    max_body=max_body_bytes)
+    exporter = _otel_processor() if otel else None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await runs.aclose()
+            set_trace_processors([p for p in get_trace_processors()
+                                  if p is not runs.traces and p is not exporter])
+
+    app = FastAPI(title="relayrace", version=__version__, lifespan=lifespan,
+                  description="Sessions, runs and their events; OpenAI-compatible chat "
+                              "completions; the web console.")
+    app.state.relayrace = server
+    install(app)
+    app.include_router(_api.router)
+    app.include_router(_openai.router)
+
+    @app.get("/healthz", summary="Liveness")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "agents": list(server.agents), "version": __version__}
+
+    app.middleware("http")(_guard)
+    if cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type",
+                                          "Last-Event-ID", "X-Relayrace-Session"],
+                           expose_headers=["X-Relayrace-Session", "X-Relayrace-Run"])
+    if console:
+        static = resources.files("relayrace.server") / "static"
+        app.mount("/", StaticFiles(directory=str(static), html=True), name="console")
+    return app
+
+
+_OPEN = ("/healthz", "/openapi.json", "/docs", "/redoc")
+
+
+async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                 ) -> Response:
+    """Key, rate limit and body size checks, the ``traceparent``, and the request log."""
+    server: Server = request.app.state.relayrace
+    started = time.perf_counter()
+    path = request.url.path
+    response = await _checked(server, request, path, call_next)
+    log.info("%s %s %s %.1fms", request.method, path, response.status_code,
+             (time.perf_counter() - started) * 1000)
+    return response
+
+
+async def _checked(server: Server, request: Request, path: str,
+                   call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    api = path.startswith(("/api/", "/v1/"))
+    if api:
+        auth = request.headers.get("authorization", "")
+        presented = auth[7:].strip() if auth.lower().startswith("bearer ") else \
+            request.headers.get("x-api-key")
+        owner = server.keys.owner(presented)
+        if owner is None:
+            return JSONResponse(error_body(
+                "A valid API key is needed: send it as 'Authorization: Bearer KEY' or "
+                "'X-API-Key: KEY'.", "unauthorized"), status_code=401,
+                headers={"WWW-Authenticate": "Bearer"})
+        request.state.owner = owner
+        if server.limiter is not None:
+            wait = server.limiter.take(owner)
+            if wait:
+                return JSONResponse(error_body(
+                    f"Too many requests: this key may make {server.limiter.limit.requests} "
+                    f"per {server.limiter.limit.seconds:g} s; try again in {wait:.1f} s.",
+                    "rate_limited"), status_code=429,
+                    headers={"Retry-After": server.limiter.retry_after(wait)})
+    elif path not in _OPEN:
+        request.state.owner = ""
+    size = request.headers.get("content-length")
+    if size is not None and (not size.isdigit() or int(size) > server.max_body):
+        return _too_large(server)
+    if size is None and request.method in ("POST", "PUT", "PATCH"):
+        body = bytearray()  # chunked: read no further than the limit
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > server.max_body:
+                return _too_large(server)
+        request._body = bytes(body)  # what the route reads
+    parent = request.headers.get("traceparent")
+    if parent is None:
+        return await call_next(request)
+    token = _join_trace(request)
+    try:
+        return await call_next(request)
+    finally:
+        if token is not None:
+            from opentelemetry import context
+
+            context.detach(token)  # type: ignore[arg-type]
+
+
+def _too_large(server: Server) -> JSONResponse:
+    return JSONResponse(error_body(f"The request body is larger than {server.max_body} bytes.",
+                                   "payload_too_large"), status_code=413)
+
+
+def _join_trace(request: Request) -> object | None:
+    """Make the request's ``traceparent`` the current OpenTelemetry context (if installed)."""
+    try:
+        from opentelemetry import context, propagate
+    except ImportError:
+        return None
+    return context.attach(propagate.extract(dict(request.headers)))
+
+
+def _otel_processor() -> Any:
+    from ..tracing import add_trace_processor
+    from ..tracing.otel import OpenTelemetryProcessor
+
+    processor = OpenTelemetryProcessor()
+    add_trace_processor(processor)
+    return processor

@@ -1,0 +1,194 @@
+"""The OpenAI-compatible endpoints: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+Each served entry agent is a model id. The conversation lives in a relayrace session: the one
+the ``X-Relayrace-Session`` header names, or else one derived from the request's earlier
+messages (so a client that resends the whole conversation each turn continues its session).
+Streamed content shows handoffs, tool calls and delegations as the CLI does; the final answer
+is the assistant message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..approvals import PendingRun
+from ..messages import Message
+from ._errors import ApiError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1")
+
+SESSION_HEADER = "X-Relayrace-Session"
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation, as OpenAI's clients send it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """A chat completion request; options relayrace does not use are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, list):  # content parts: the text ones
+        return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+    return content or ""
+
+
+def _server(request: Request) -> Any:
+    return request.app.state.relayrace
+
+
+@router.get("/models", summary="The served agents, as model ids")
+async def models(request: Request) -> dict[str, Any]:
+    return {"object": "list", "data": [
+        {"id": name, "object": "model", "created": 0, "owned_by": "relayrace"}
+        for name in _server(request).agents]}
+
+
+@router.post("/chat/completions", summary="Talk to a served agent (OpenAI's protocol)")
+async def chat(request: Request, body: ChatRequest) -> Any:
+    server = _server(request)
+    owner: str = request.state.owner
+    agent = server.agents.get(body.model)
+    if agent is None:
+        raise ApiError(404, f"The model {body.model!r} does not exist; the served agents are: "
+                       f"{', '.join(server.agents)}.", "model_not_found")
+    said = [(m.role, _text(m.content)) for m in body.messages if m.role in ("user", "assistant")]
+    if not said or said[-1][0] != "user" or not said[-1][1].strip():
+        raise ApiError(400, "The last message must be the user's, with text.",
+                       "invalid_request_error")
+    named = request.headers.get(SESSION_HEADER)
+    if named is not None and not _SESSION_ID.match(named):
+        raise ApiError(400, f"{SESSION_HEADER} is 1 to 128 letters, digits, '.', '_' or '-'.",
+                       "invalid_request_error")
+    session_id = named or "oai-" + hashlib.sha256(json.dumps(
+        [owner, body.model, said[:-1]]).encode()).hexdigest()[:24]
+    info = await server.store.get_info(session_id)
+    if info is not None and info.owner != owner:
+        raise ApiError(404, f"No session {session_id!r}.", "not_found")
+    session = server.store.session(session_id, owner=owner)
+    if info is not None and await PendingRun.from_session(session, entry=agent) is not None:
+        raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
+                       f"/api/sessions/{session_id}/pending.", "conflict")
+    if session_id in server.runs.active:
+        raise ApiError(409, f"Session {session_id!r} has a run going.", "conflict")
+    # A new session starts from the whole conversation the client sent; a known one goes on.
+    run_input: Any = said[-1][1] if info is not None or len(said) == 1 else [
+        Message.user(text) if role == "user" else Message.assistant(text)
+        for role, text in said]
+    run = server.runs.start(agent, session, owner, run_input)
+    headers = {SESSION_HEADER: session_id, "X-Relayrace-Run": run.run_id}
+    completion_id = "chatcmpl-" + secrets.token_hex(12)
+    if body.stream:
+        return StreamingResponse(_chunks(run, body.model, completion_id),
+                                 media_type="text/event-stream", headers=headers)
+    assert run.task is not None
+    import asyncio
+
+    await asyncio.shield(run.task)
+    if run.status == "failed" or run.status == "cancelled":
+        raise ApiError(502, f"The run failed: {run.error}", "run_failed", headers=headers)
+    result = run.result or {}
+    usage = result.get("usage") or {}
+    return JSONResponse({
+        "id": completion_id, "object": "chat.completion", "created": int(time.time()),
+        "model": body.model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": _final(result, session_id)}}],
+        "usage": {"prompt_tokens": usage.get("input_tokens", 0),
+                  "completion_tokens": usage.get("output_tokens", 0),
+                  "total_tokens": usage.get("total_tokens", 0)},
+    }, headers=headers)
+
+
+def _final(result: dict[str, Any], session_id: str) -> str:
+    """The answer; for a run that stopped for a person, what it waits for."""
+    pending = result.get("pending")
+    if pending:
+        asked = [f"- {q['question']} (question {q['id']})" for q in pending["questions"]]
+        asked += [f"- approve {a['tool']}({a['arguments']})? (call {a['call_id']})"
+                  for a in pending["approvals"]]
+        return ("The run waits for a person:\n" + "\n".join(asked) +
+                f"\nDecide at POST /api/sessions/{session_id}/pending.")
+    output = result.get("final_output")
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+def _render(event: dict[str, Any]) -> str:
+    """An event as the CLI shows it, for the streamed content ("" for nothing to show)."""
+    kind, path = event.get("kind"), event.get("path", "")
+    depth = path.count("/")
+    pad = "  " * depth
+    if kind == "text_delta":
+        return str(event.get("delta", "")) if depth == 0 else ""
+    if kind == "message":
+        message = event.get("message", {})
+        calls = message.get("tool_calls") or []
+        return "".join(f"\n{pad}⚙ {c.get('name')}({c.get('arguments', '')[:200]})\n"
+                       for c in calls)
+    if kind == "tool_result":
+        content = str(event.get("message", {}).get("content", ""))
+        short = content if len(content) <= 200 else content[:199] + "…"
+        return f"{pad}→ {event.get('tool_name')}: {short}\n"
+    if kind == "handoff":
+        verb = "returned to" if event.get("is_return") else "→"
+        return (f"\n{pad}↪ handoff {event.get('agent')} {verb} {event.get('to_agent')}: "
+                f"{event.get('reason', '')}\n")
+    if kind == "delegation":
+        outcome = "ok" if event.get("ok") else f"failed: {event.get('error')}"
+        return f"{pad}⇢ {event.get('agent')} delegated to {event.get('child_agent')} {outcome}\n"
+    if kind == "status":
+        return f"{pad}⋯ {event.get('agent')}: {event.get('text')}\n"
+    if kind == "guardrail":
+        return f"{pad}⛨ guardrail {event.get('guardrail')} {event.get('action')}\n"
+    return ""
+
+
+async def _chunks(run: Any, model: str, completion_id: str) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return "data: " + json.dumps({
+            "id": completion_id, "object": "chat.completion.chunk", "created": created,
+            "model": model, "choices": [{"index": 0, "delta": delta,
+                                         "finish_reason": finish}]}, ensure_ascii=False) + "\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for _, line in run.follow(0):
+        event = json.loads(line)
+        if event.get("kind") == "run_end":
+            if event.get("status") in ("failed", "cancelled"):
+                yield chunk({"content": f"\n[the run {event['status']}: {event.get('error')}]"})
+            elif event.get("status") == "waiting":
+                yield chunk({"content": "\n" + _final(event.get("result") or {},
+                                                      run.session_id)})
+            break
+        shown = _render(event)
+        if shown:
+            yield chunk({"content": shown})
+    yield chunk({}, "stop")
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,227 @@
+"""The server's runs: each a task streaming a run's events into a buffer clients follow.
+
+A client that reconnects with ``Last-Event-ID`` gets every event after that id, then follows
+live, so it misses nothing. A run's events stay in memory while it runs and for the
+``keep`` most recent finished runs; the session log (the store) keeps them for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ..agent import Agent
+from ..events import AgentEvent, RunStartedEvent, dump_events
+from ..exceptions import RelayraceError
+from ..runner import Runner, RunResult
+from ..sessions import Session
+from ..tracing import Span, add_trace_processor
+
+__all__ = ["RunManager", "RunRecord", "TraceStore"]
+
+
+@dataclass(slots=True, eq=False)
+class RunRecord:
+    """One run the server started, and what clients need to follow it."""
+
+    run_id: str
+    session_id: str
+    owner: str
+    agent: str
+    status: str = "running"
+    """``running``, then ``finished``, ``waiting`` (for a person), ``failed`` or ``cancelled``."""
+    events: list[str] = field(default_factory=list)
+    """The run's events as JSON, in order; an event's SSE id is its position + 1."""
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    trace_id: str = ""
+    created_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    task: asyncio.Task[None] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended."""
+        return self.status != "running"
+
+    def summary(self) -> dict[str, Any]:
+        """The run as the API shows it."""
+        return {"run_id": self.run_id, "session_id": self.session_id, "agent": self.agent,
+                "status": self.status, "result": self.result, "error": self.error,
+                "trace_id": self.trace_id, "created_at": self.created_at,
+                "finished_at": self.finished_at, "event_count": len(self.events)}
+
+    def _add(self, line: str) -> None:
+        self.events.append(line)
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, str]]:
+        """The events after the ``after``-th, as (id, JSON), live until the run ends."""
+        position = max(0, after)
+        while True:
+            waiter = self.changed
+            while position < len(self.events):
+                position += 1
+                yield position, self.events[position - 1]
+            if self.done:
+                return
+            await waiter.wait()
+
+
+class TraceStore:
+    """The spans of recent traces, by trace id (a process-wide trace processor)."""
+
+    def __init__(self, keep: int = 500) -> None:
+        self.keep = keep
+        self._traces: OrderedDict[str, list[Span]] = OrderedDict()
+
+    def on_span_start(self, span: Span) -> None:
+        spans = self._traces.get(span.trace_id)
+        if spans is None:
+            spans = self._traces[span.trace_id] = []
+            while len(self._traces) > self.keep:
+                self._traces.popitem(last=False)
+        spans.append(span)
+
+    def on_span_end(self, span: Span) -> None:
+        """Spans are kept from their start; their end is set on the same object."""
+
+    def tree(self, trace_id: str) -> list[dict[str, Any]]:
+        """The trace's spans, each with its parent, timing (ms from the trace's start) and
+        tokens, in start order."""
+        spans = self._traces.get(trace_id, [])
+        if not spans:
+            return []
+        origin = min(s.start_ns for s in spans)
+        now = time.time_ns()
+        out = []
+        for s in spans:
+            attributes = {k: v for k, v in s.attributes.items()
+                          if isinstance(v, str | int | float | bool)}
+            out.append({"span_id": s.span_id, "parent_id": s.parent_id, "kind": s.kind,
+                        "name": s.name, "start_ms": (s.start_ns - origin) / 1e6,
+                        "duration_ms": ((s.end_ns or now) - s.start_ns) / 1e6,
+                        "open": not s.end_ns, "error": s.error, "attributes": attributes})
+        return out
+
+
+def result_summary(result: RunResult[Any]) -> dict[str, Any]:
+    """A run's result as the API shows it."""
+    output = result.final_output
+    usage = result.usage.total
+    pending = result.pending
+    return {
+        "final_output": output if isinstance(output, str) else to_jsonable_python(
+            output, fallback=str),
+        "last_agent": result.last_agent.name, "reason": result.reason,
+        "usage": {"requests": usage.requests, "input_tokens": usage.input_tokens,
+                  "output_tokens": usage.output_tokens, "total_tokens": usage.total_tokens},
+        "pending": None if pending is None else pending_summary(pending),
+    }
+
+
+def pending_summary(pending: Any) -> dict[str, Any]:
+    """What a stopped run waits for: approvals (by call id) and questions (by id)."""
+    return {
+        "approvals": [{"call_id": a.call_id, "tool": a.tool_name, "arguments": a.arguments,
+                       "agent": a.agent, "path": a.path, "note": a.note}
+                      for a in pending.approvals],
+        "questions": [{"id": q.id, "question": q.question, "choices": q.choices,
+                       "agent": q.agent, "path": q.path} for q in pending.questions],
+    }
+
+
+class RunManager:
+    """Starts runs as tasks and keeps their events for the clients that follow them."""
+
+    def __init__(self, *, keep: int = 200, model: Any = None,
+                 max_turns: int | None = None) -> None:
+        self.keep = keep
+        self.model = model
+        self.max_turns = max_turns
+        self.runs: OrderedDict[str, RunRecord] = OrderedDict()
+        self.active: dict[str, RunRecord] = {}  # session id -> its running run
+        self.traces = TraceStore()
+        add_trace_processor(self.traces)
+
+    def get(self, run_id: str, owner: str) -> RunRecord | None:
+        """The run, if it is ``owner``'s."""
+        run = self.runs.get(run_id)
+        return run if run is not None and run.owner == owner else None
+
+    def start(self, agent: Agent[Any], session: Session, owner: str, input: Any, *,
+              approvals: dict[str, bool] | None = None,
+              answers: dict[str, str] | None = None) -> RunRecord:
+        """Start a run of ``agent`` on ``session`` in the background."""
+        run = RunRecord(run_id="run-" + secrets.token_hex(8), session_id=session.session_id,
+                        owner=owner, agent=agent.name)
+        self.runs[run.run_id] = run
+        self.active[session.session_id] = run
+        options: dict[str, Any] = {"session": session, "model": self.model,
+                                   "max_turns": self.max_turns}
+        if approvals or answers:
+            options.update(approvals=approvals or {}, answers=answers or {})
+        run.task = asyncio.ensure_future(self._drive(run, agent, input, options))
+        self._evict()
+        return run
+
+    async def _drive(self, run: RunRecord, agent: Agent[Any], input: Any,
+                     options: dict[str, Any]) -> None:
+        stream = Runner.stream(agent, input, **options)
+        try:
+            async for event in stream:
+                self._record(run, event)
+            result = stream.result
+            assert result is not None
+            run.result = result_summary(result)
+            run.status = "waiting" if result.pending is not None else "finished"
+        except asyncio.CancelledError:
+            run.status, run.error = "cancelled", "cancelled by a client"
+        except RelayraceError as exc:
+            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a tool or model bug: reported, and the server goes on
+            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            run.finished_at = time.time()
+            if self.active.get(run.session_id) is run:
+                del self.active[run.session_id]
+            run._add(_end_event(run))
+
+    def _record(self, run: RunRecord, event: AgentEvent) -> None:
+        if not run.trace_id and isinstance(event, RunStartedEvent):
+            run.trace_id = event.trace_id
+        run._add(dump_events([event])[0])
+
+    async def cancel(self, run: RunRecord) -> None:
+        """Cancel the run and wait until its session is left valid."""
+        task = run.task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _evict(self) -> None:
+        finished = [r for r in self.runs.values() if r.done]
+        for old in finished[:max(0, len(finished) - self.keep)]:
+            del self.runs[old.run_id]
+
+    async def aclose(self) -> None:
+        """Cancel the runs still going (each leaves its session valid)."""
+        for run in list(self.active.values()):
+            await self.cancel(run)
+
+
+def _end_event(run: RunRecord) -> str:
+    """The stream's last event: how the run ended."""
+    import json
+
+    return json.dumps({"kind": "run_end", "run_id": run.run_id, "status": run.status,
+                       "result": run.result, "error": run.error}, ensure_ascii=False)
