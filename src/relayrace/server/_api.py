@@ -111,7 +111,7 @@ async def create_session(request: Request, body: NewSession) -> dict[str, Any]:
 @router.get("/sessions", summary="List sessions, newest first")
 async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
                         offset: int = Query(0, ge=0),
-                        q: str | None = Query(None, description="Text in the id or the last "
+                        q: str | None = Query(None, description="Text in the id or any "
                                               "message."),
                         status: str | None = Query(None, pattern="^(running|waiting|finished|"
                                                    "failed|idle)$")) -> dict[str, Any]:
@@ -126,7 +126,7 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
         events = await server.store.session(info.session_id).get_events()
         row = summarize(info, events, server.runs.active.get(info.session_id),
                         server.default.name)
-        if q and q.lower() not in (info.session_id + " " + row["last_message"]).lower():
+        if q and not _mentions(q.lower(), info.session_id, events):
             continue
         if status and row["status"] != status:
             continue
@@ -134,6 +134,12 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
     if filtering:
         out = out[offset:offset + limit]
     return {"sessions": out, "limit": limit, "offset": offset}
+
+
+def _mentions(q: str, session_id: str, events: list[Any]) -> bool:
+    """Whether the session's id or any of its messages holds ``q`` (lower case)."""
+    return q in session_id.lower() or any(
+        q in e.message.content.lower() for e in events if e.kind == "message")
 
 
 @router.get("/sessions/{session_id}", summary="A session and its events")

@@ -1,0 +1,150 @@
+"""The web console in a real headless Chromium (the system's), driven by Playwright: each view
+rendered from a served team's sessions, checked on the rendered page, with a screenshot."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+from relayrace.server import create_app  # noqa: E402
+from relayrace.sessions import SQLiteStore  # noqa: E402
+from server_team import front  # noqa: E402
+from test_server import uvicorn_server  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None and os.environ.get("RELAYRACE_REQUIRE_CHROMIUM"):  # CI: never skipped
+    raise RuntimeError("The console's browser tests need the system's Chromium, and CI "
+                       "requires them: install Debian's chromium package.")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (python3 dev test "
+                                "installs Debian's chromium when it can)")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def shot(page: Any, path: Path) -> None:
+    page.screenshot(path=str(path), full_page=True)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000  # a real, non-blank image
+
+
+def test_the_console_shows_sessions_conversations_traces_and_steers_runs(
+        browser: Any, tmp_path: Path) -> None:
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        for said in ("research relay races", "my password is hunter2", "refund INV-4"):
+            httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": said}, timeout=30)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+
+        # The list: the session, its active agent, status and usage.
+        row = page.locator("#sessions li").first
+        row.wait_for()
+        assert page.locator("#sessions li").count() == 1
+        assert row.locator(".badge").inner_text() == "waiting"
+        assert row.locator("strong").inner_text() == "billing"
+        assert "tokens" in row.inner_text()
+        shot(page, tmp_path / "list.png")
+
+        # The session: handoff marker, tool calls, the delegation and its report, guardrail.
+        row.click()
+        page.locator("#conversation .handoff").first.wait_for()
+        handoff = page.locator("#conversation .handoff").first.inner_text()
+        assert handoff == "↪ front → billing — a refund"
+        delegation = page.locator("#conversation details.delegation").first
+        assert "front delegated to researcher: ok" in delegation.locator("summary").inner_text()
+        delegation.locator("summary").click()
+        delegation.locator(".child .msg").first.wait_for()
+        assert "first finding" in delegation.locator(".report").inner_text()
+        assert "Found it." in delegation.locator(".child").inner_text()
+        assert "content_filter" in page.locator("#conversation .guardrail").first.inner_text()
+        # What the model saw was redacted (the log keeps what the user said).
+        assert page.locator("#conversation .msg.assistant").get_by_text(
+            "Echo: my [FILTERED] is hunter2").count() == 1
+        tools = page.locator("#conversation .tool").all_inner_texts()
+        assert any('⚙ refund({"invoice": "INV-4"})' in t for t in tools)
+        pending = page.locator("#pending .item[data-kind=approval]")
+        assert pending.count() == 1 and "refund" in pending.inner_text()
+        shot(page, tmp_path / "session.png")
+
+        # Approve: the run resumes and the page follows it live.
+        pending.get_by_role("button", name="Approve").click()
+        page.get_by_text("Done: refund issued for INV-4.").first.wait_for()
+        page.locator("#session-status.finished").wait_for()
+
+        # Send the next message; a question asked is answered from the page.
+        page.fill("#input", "ask me something")
+        page.click("#send")
+        question = page.locator("#pending .item[data-kind=question]")
+        question.wait_for()
+        assert "What is your name?" in question.inner_text()
+        question.locator("input").fill("Ada")
+        question.get_by_role("button", name="Answer").click()
+        page.get_by_text("You said: Ada").first.wait_for()
+
+        # The trace of the last run, as a waterfall with bars of real width.
+        page.click("#tab-trace")
+        page.locator("#trace .span-row").first.wait_for()
+        kinds = page.locator("#trace .span-row").evaluate_all(
+            "rows => rows.map(r => r.dataset.kind)")
+        assert kinds[0] == "run" and {"agent", "model", "tool"} <= set(kinds)
+        widths = page.locator("#trace .span-bar").evaluate_all(
+            "bars => bars.map(b => b.getBoundingClientRect().width)")
+        assert widths and all(w > 0 for w in widths)
+        assert "ms" in page.locator("#trace").inner_text()
+        shot(page, tmp_path / "trace.png")
+
+        # Model and tool output is text on the page, never markup.
+        page.click("#tab-conversation")
+        page.click("#new-session")
+        page.wait_for_function("document.querySelectorAll('#sessions li').length >= 1")
+        hostile = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>"
+        page.fill("#input", hostile)
+        page.click("#send")
+        page.get_by_text("Echo: " + hostile).first.wait_for()
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("#conversation img, #conversation b").count() == 0
+        page.locator("#sessions li").nth(1).wait_for()
+        page.fill("#search", "research")
+        page.wait_for_function("document.querySelectorAll('#sessions li').length === 1")
+        assert errors == []
+        page.close()
+
+
+def test_the_console_asks_for_an_api_key_when_the_server_needs_one(
+        browser: Any, tmp_path: Path) -> None:
+    key = "console-key-0123456789"
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"), api_keys=[key])
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={},
+                         headers={"X-API-Key": key}).json()["session_id"]
+        httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": "hello"},
+                   headers={"X-API-Key": key}, timeout=30)
+        page = browser.new_page()
+        page.goto(url)
+        page.locator("#error:not([hidden])").wait_for()
+        assert "API key" in page.locator("#error").inner_text()
+        assert page.locator("#sessions li").count() == 0
+        page.fill("#key", key)
+        page.locator("#key").dispatch_event("change")
+        page.locator("#sessions li").first.wait_for()
+        assert "Echo: hello" in page.locator("#sessions li").first.inner_text()
+        page.close()
