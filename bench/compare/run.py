@@ -57,8 +57,8 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def bootstrap(args: argparse.Namespace) -> None:
-    """Create/refresh the peers' venv and re-exec this script inside it."""
+def bootstrap(args: argparse.Namespace, script: Path | None = None) -> None:
+    """Create/refresh the peers' venv and re-exec ``script`` (default: this one) inside it."""
     if not VENV_PY.exists():
         _say(f"[bench] creating virtual environment {VENV}")
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
@@ -85,7 +85,8 @@ def bootstrap(args: argparse.Namespace) -> None:
             )
             subprocess.run(pip, check=True)
         STAMP.write_text(stamp + "\n")
-    os.execv(str(VENV_PY), [str(VENV_PY), str(Path(__file__).resolve()), *sys.argv[1:]])
+    target = script or Path(__file__)
+    os.execv(str(VENV_PY), [str(VENV_PY), str(target.resolve()), *sys.argv[1:]])
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from .exceptions import (
     SessionError,
     SessionInUseError,
     SessionStoreBusy,
+    SessionStoreUnavailable,
     UsageLimitExceeded,
     UserError,
 )
@@ -134,6 +135,7 @@ __all__ = [
     "SessionError",
     "SessionInUseError",
     "SessionStoreBusy",
+    "SessionStoreUnavailable",
     "StatusEvent",
     "TextDeltaEvent",
     "Tool",

@@ -26,7 +26,8 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     └── SessionError              a session's store refused a run or a write (``retryable``)
         ├── SessionInUseError     another run holds the session's lease
         ├── SessionConflictError  another writer appended since this one last read the log
-        └── SessionStoreBusy      the store stayed locked longer than its busy timeout
+        ├── SessionStoreBusy      the store stayed locked longer than its busy timeout
+        └── SessionStoreUnavailable  the store (a database server) could not be reached
 
 Mistakes the *model* makes (bad tool arguments, unknown tools or agents, forbidden transfers,
 a crashing tool) are not errors: the model is told in a tool result and the run goes on.
@@ -58,6 +59,7 @@ __all__ = [
     "SessionError",
     "SessionInUseError",
     "SessionStoreBusy",
+    "SessionStoreUnavailable",
     "UsageLimitExceeded",
     "UserError",
 ]
@@ -288,6 +290,18 @@ class SessionStoreBusy(SessionError):
             f"Session {session_id!r}: {store} stayed locked by another writer for the "
             f"{timeout:g} s busy timeout. Nothing of this write was stored; run again on the "
             "session later, or raise the store's busy_timeout."))
+
+
+class SessionStoreUnavailable(SessionError):
+    """The session's store could not be reached: its database server refused the connection,
+    was down, or dropped it mid-write. Nothing of the write was stored (a transaction the
+    server did not confirm is rolled back)."""
+
+    def __init__(self, session_id: str, *, store: str, reason: str) -> None:
+        super().__init__(session_id, (
+            f"Session {session_id!r}: {store} could not be reached ({reason}). Nothing of this "
+            "write was stored; check that the database is up and the URL is right, then run "
+            "again on the session."))
 
 
 class MCPServerError(RelayraceError):

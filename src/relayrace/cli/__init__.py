@@ -15,10 +15,10 @@ import dataclasses
 import json
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -30,7 +30,7 @@ from ..approvals import PendingRun
 from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
 from ..exceptions import RelayraceError, UserError
 from ..runner import Runner, RunResult
-from ..sessions import DEFAULT_DB_PATH, SessionInfo, SQLiteSession, new_session_id
+from ..sessions import DEFAULT_DB_PATH, SessionInfo, SessionStore, new_session_id, open_store
 from ..tracing import (
     InMemoryTraceProcessor,
     add_trace_processor,
@@ -71,11 +71,15 @@ sessions_app = typer.Typer(help="List and inspect stored sessions.", no_args_is_
 app.add_typer(sessions_app, name="sessions")
 
 DbOption = Annotated[
-    Path,
+    str,
     typer.Option(
-        "--db", envvar="RELAYRACE_DB", help="The SQLite session database.", show_default=True
+        "--db", envvar="RELAYRACE_DB", show_default=True,
+        help="Where sessions live: a SQLite file, or a store URL (sqlite:///PATH, "
+        "postgresql://USER@HOST/DB).",
     ),
 ]
+DEFAULT_DB = str(DEFAULT_DB_PATH)
+T = TypeVar("T")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")]
 TargetArgument = Annotated[str, typer.Argument(
     help="The agent to run: path/to/team.py:variable, or a YAML team (use --agent).")]
@@ -192,16 +196,34 @@ def _handoff_tools(agent: Agent[Any]) -> set[str]:
 
 def _stream(
     agent: Agent[Any], prompt: str | None, options: dict[str, Any],
-    on_event: Callable[[AgentEvent], None],
+    on_event: Callable[[AgentEvent], None], store: SessionStore,
 ) -> RunResult:
     async def go() -> RunResult:
-        stream = Runner.stream(agent, prompt, **options)
-        async for event in stream:
-            on_event(event)
-        assert stream.result is not None
-        return stream.result
+        try:
+            stream = Runner.stream(agent, prompt, **options)
+            async for event in stream:
+                on_event(event)
+            assert stream.result is not None
+            return stream.result
+        finally:
+            await store.aclose()
 
     return asyncio.run(go())
+
+
+def _sync(store: SessionStore, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` in an event loop of its own, the store's connections closed after it."""
+    async def go() -> T:
+        try:
+            return await work()
+        finally:
+            await store.aclose()
+
+    return asyncio.run(go())
+
+
+def _known(store: SessionStore, session_id: str) -> bool:
+    return _sync(store, lambda: store.exists(session_id))
 
 
 async def print_run(agent: Agent[Any], input: str | None, *, console: Console | None = None,
@@ -260,7 +282,7 @@ def run(
         str | None,
         typer.Option("--session", "-s", help="Continue (or create) this session id."),
     ] = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     model: ModelOption = None,
     json_output: JsonOption = False,
     max_turns: Annotated[
@@ -291,7 +313,7 @@ def resume(
             "--answer", help="ID=TEXT: the answer to a pending question (repeatable); on a "
             "terminal, the questions not answered here are asked.")
     ] = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     model: ModelOption = None,
     json_output: JsonOption = False,
     context: ContextOption = None,
@@ -299,8 +321,10 @@ def resume(
 ) -> None:
     """Continue a run that stopped for a person: approve or reject its calls, answer its
     questions."""
-    if not db.exists() or not SQLiteSession.exists(session, db):
-        raise _unknown_session(session, db)
+    with _errors():
+        store = open_store(db)
+        if not _known(store, session):
+            raise _unknown_session(session, db)
     both = sorted(set(approve or []) & set(reject or []))
     if both:
         raise _fail(f"Call id(s) {both} are both approved and rejected; choose one.")
@@ -308,7 +332,8 @@ def resume(
     answers = _parse_answers(answer)
     with _errors():
         agent = resolve_target(target, agent_name)
-        pending = asyncio.run(PendingRun.from_session(SQLiteSession(session, db), entry=agent))
+        pending = _sync(store, lambda: PendingRun.from_session(store.session(session),
+                                                              entry=agent))
         if pending is None:
             raise UserError(f"Session {session!r} is not waiting for approval or an answer.")
         waiting = {a.call_id for a in pending.approvals}
@@ -323,7 +348,7 @@ def resume(
               answers=answers)
 
 
-def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
+def _run_team(target: str, prompt: str | None, *, session: str | None, db: str,
               model: str | None, json_output: bool, max_turns: int | None,
               context: list[str] | None, approvals: dict[str, bool] | None,
               agent_name: str | None, answers: dict[str, str] | None) -> None:
@@ -336,8 +361,9 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         override = resolve_model(model) if model else None
         info.print(Text(describe_models(agent, model=override), style="dim"), soft_wrap=True)
         check_credentials(agent, model=override)  # a missing key leaves no session behind
-        existed = session is not None and db.exists() and SQLiteSession.exists(session, db)
-        store = SQLiteSession(session_id, db)
+        sessions = open_store(db)
+        existed = session is not None and _known(sessions, session)
+        store = sessions.session(session_id)
         if session is None:
             info.print(Text.assemble(("session ", "dim"), (session_id, "bold"),
                                      (f"  (continue it with --session {session_id})", "dim")))
@@ -367,7 +393,7 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: Path,
         previous = get_trace_processors()
         add_trace_processor(processor)
         try:
-            result = _stream(agent, prompt, options, on_event)
+            result = _stream(agent, prompt, options, on_event, sessions)
         except KeyboardInterrupt:
             printer.close()
             err.print(Text(f"Interrupted; continue with --session {session_id}.",
@@ -439,7 +465,7 @@ def graph(
 # -- sessions -----------------------------------------------------------------------------------
 
 
-def _children(db: Path, session_id: str) -> dict[str, list[SessionInfo]]:
+async def _children(store: SessionStore, session_id: str) -> dict[str, list[SessionInfo]]:
     """Every descendant of ``session_id``, as a map from a parent id to its children."""
     found: dict[str, list[SessionInfo]] = {}
     todo = [session_id]
@@ -447,13 +473,14 @@ def _children(db: Path, session_id: str) -> dict[str, list[SessionInfo]]:
         parent = todo.pop()
         if parent in found:
             continue
-        found[parent] = SQLiteSession.list_sessions(db, parent_id=parent)
+        kids = await store.list_sessions(parent_id=parent, limit=100_000)
+        found[parent] = sorted(kids, key=lambda i: i.created_at)
         todo.extend(c.session_id for c in found[parent])
     return found
 
 
-def _unknown_session(session_id: str, db: Path) -> typer.Exit:
-    db_hint = "" if db == DEFAULT_DB_PATH else f" --db {db}"
+def _unknown_session(session_id: str, db: str) -> typer.Exit:
+    db_hint = "" if db == DEFAULT_DB else f" --db {db}"
     return _fail(
         f"No session {session_id!r} in {db}. List the session ids with "
         f"`relayrace sessions list{db_hint}`."
@@ -461,17 +488,24 @@ def _unknown_session(session_id: str, db: Path) -> typer.Exit:
 
 
 @sessions_app.command("list")
-def list_sessions(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = False) -> None:
+def list_sessions(db: DbOption = DEFAULT_DB, json_output: JsonOption = False) -> None:
     """List the top-level sessions with their sizes and child-session counts."""
-    if not db.exists():
+    if "://" not in db and not Path(db).exists():
         if not json_output:
             _stdout().print(f"No sessions yet (no database at {db}).")
         return
     with _errors():
-        rows = []
-        for info in SQLiteSession.list_sessions(db):
-            tree = _children(db, info.session_id)
-            rows.append((info, sum(len(v) for v in tree.values())))
+        store = open_store(db)
+
+        async def listed() -> list[tuple[SessionInfo, int]]:
+            infos = await store.list_sessions(limit=100_000)
+            rows = []
+            for info in sorted(infos, key=lambda i: i.created_at):
+                tree = await _children(store, info.session_id)
+                rows.append((info, sum(len(v) for v in tree.values())))
+            return rows
+
+        rows = _sync(store, listed)
     if json_output:
         for info, count in rows:
             typer.echo(json.dumps({**dataclasses.asdict(info), "child_sessions": count}))
@@ -486,19 +520,20 @@ def list_sessions(db: DbOption = DEFAULT_DB_PATH, json_output: JsonOption = Fals
 @sessions_app.command("show")
 def show_session(
     session_id: Annotated[str, typer.Argument(help="The session id (see `sessions list`).")],
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     json_output: JsonOption = False,
 ) -> None:
     """Show a session's conversation and the tree of its child sessions."""
     with _errors():
-        if not db.exists() or not SQLiteSession.exists(session_id, db):
+        store = open_store(db)
+        if not _known(store, session_id):
             raise _unknown_session(session_id, db)
-        session = SQLiteSession(session_id, db)
+        session = store.session(session_id)
         if json_output:
-            sys.stdout.write(asyncio.run(session.export_jsonl()))
+            sys.stdout.write(_sync(store, session.export_jsonl))
             return
-        events = asyncio.run(session.get_events())
-        children = _children(db, session_id)
+        events = _sync(store, session.get_events)
+        children = _sync(store, lambda: _children(store, session_id))
     out = _stdout()
     info = session.info
     out.print(Text.assemble(("session ", "dim"), session_label(info),

