@@ -115,7 +115,7 @@ def test_the_console_shows_sessions_conversations_traces_and_steers_runs(
         # Model and tool output is text on the page, never markup.
         page.click("#tab-conversation")
         page.click("#new-session")
-        page.wait_for_function("document.querySelectorAll('#sessions li').length >= 1")
+        page.locator("#session-status.idle").wait_for()  # the new, empty session is open
         hostile = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>"
         page.fill("#input", hostile)
         page.click("#send")

@@ -54,6 +54,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"sessions": 1000, "turns": 3, "store": "sqlite"},
         {"sessions": 100, "turns": 3, "store": "sqlite"},
     ),
+    "s4_postgres": (
+        "S4 1,000 sessions x 3 turns, PostgreSQL session store",
+        {"sessions": 1000, "turns": 3, "store": "postgres"},
+        {"sessions": 100, "turns": 3, "store": "postgres"},
+    ),
     "s5": (
         "S5 long context, 200 turns x 2 KB",
         {"turns": 200, "msg_bytes": 2048},
@@ -70,6 +75,7 @@ WARMUP: dict[str, dict[str, Any]] = {
     "s3": {"children": 2, "child_sleep": 0.0},
     "s4_mem": {"sessions": 3, "turns": 2, "store": "memory"},
     "s4_sqlite": {"sessions": 3, "turns": 2, "store": "sqlite"},
+    "s4_postgres": {"sessions": 3, "turns": 2, "store": "postgres"},
     "s5": {"turns": 3, "msg_bytes": 2048},
 }
 
@@ -396,3 +402,13 @@ def median(values: list[float]) -> float:
         return float("nan")
     mid = n // 2
     return s[mid] if n % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def postgres_url() -> str:
+    """The PostgreSQL server bench/durable.py started (``BENCH_POSTGRES_URL``)."""
+    import os
+
+    url = os.environ.get("BENCH_POSTGRES_URL")
+    if not url:
+        raise NotImplementedError("s4_postgres needs BENCH_POSTGRES_URL: run bench/durable.py")
+    return url

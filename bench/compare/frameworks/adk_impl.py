@@ -241,6 +241,11 @@ class _App:
 async def build_chat(script, store: str, db_path: str):
     if store == "memory":
         service = InMemorySessionService()
+    elif store == "postgres":
+        from frameworks import NotSupported
+
+        raise NotSupported("not measured on PostgreSQL (bench/durable.py compares LangGraph and "
+                           "the OpenAI Agents SDK there, as issue 18 asks)")
     else:
         if os.environ.get("BENCH_ADK_SQLITE") == "sqlite_session_service":
             from google.adk.sessions.sqlite_session_service import SqliteSessionService

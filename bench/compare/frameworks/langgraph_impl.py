@@ -226,6 +226,19 @@ async def build_chat(script, store: str, db_path: str):
     stack = contextlib.AsyncExitStack()
     if store == "memory":
         saver = InMemorySaver()
+    elif store == "postgres":
+        from common import postgres_url
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import AsyncConnectionPool
+
+        # A pool of 10, as relayrace's store has, with the settings LangGraph's docs give.
+        pool = AsyncConnectionPool(postgres_url(), max_size=10, open=False, kwargs={
+            "autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+        await pool.open()
+        stack.push_async_callback(pool.close)
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
     else:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 

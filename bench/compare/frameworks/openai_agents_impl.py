@@ -252,21 +252,49 @@ class _SQLiteChat:
         self.sess.close()
 
 
+class _SharedChat(_SQLiteChat):
+    """A session on the shared engine: the app disposes of the engine."""
+
+    async def close(self) -> None:
+        pass
+
+
 class _App:
     def __init__(self, agent: Agent, store: str, db_path: str) -> None:
         self.agent = agent
         self.store = store
         self.db_path = db_path
+        self._engine: Any = None
 
     async def session(self, session_id: int):
         if self.store == "memory":
             return _MemoryChat(self.agent)
+        if self.store == "postgres":
+            from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+            return _SharedChat(self.agent, SQLAlchemySession(
+                f"s{session_id}", engine=await self.engine(), create_tables=False))
         from agents import SQLiteSession
 
         return _SQLiteChat(self.agent, SQLiteSession(f"s{session_id}", db_path=self.db_path))
 
+    async def engine(self) -> Any:
+        """One SQLAlchemy engine (pool of 10) for every session, its tables made once."""
+        if self._engine is None:
+            from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+            from common import postgres_url
+            from sqlalchemy.ext.asyncio import create_async_engine
+
+            url = postgres_url().replace("postgresql://", "postgresql+psycopg://", 1)
+            self._engine = create_async_engine(url, pool_size=10, max_overflow=0,
+                                               pool_timeout=300)
+            await SQLAlchemySession("setup", engine=self._engine,
+                                    create_tables=True).get_items()
+        return self._engine
+
     async def close(self) -> None:
-        pass
+        if self._engine is not None:
+            await self._engine.dispose()
 
 
 async def build_chat(script, store: str, db_path: str):

@@ -197,5 +197,5 @@ class _App:
 
 async def build_chat(script, store: str, db_path: str):
     if store != "memory":
-        raise NotSupported("pydantic-ai has no SQLite-backed session store")
+        raise NotSupported(f"pydantic-ai has no {store} session store")
     return _App(Agent(_model(script, "a0"), instructions="Chat.", name="a0"))

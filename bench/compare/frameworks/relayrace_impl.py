@@ -164,19 +164,40 @@ class _Chat:
                 return
 
 
+class _NoClose(_Chat):
+    """A session of a shared store: the store closes its pool, not each session."""
+
+    async def close(self) -> None:
+        pass
+
+
 class _App:
     def __init__(self, agent: Agent, store: str, db_path: str) -> None:
         self.agent = agent
         self.store = store
         self.db_path = db_path
+        self._postgres: Any = None
 
     async def session(self, session_id: int):
         if self.store == "memory":
             return _Chat(self.agent, MemorySession())
+        if self.store == "postgres":
+            return _NoClose(self.agent, self.postgres().session(f"s{session_id}"))
         return _Chat(self.agent, SQLiteSession(f"s{session_id}", self.db_path))
 
+    def postgres(self) -> Any:
+        """One store (one connection pool) for every session, as a deployment has."""
+        if self._postgres is None:
+            from common import postgres_url
+
+            from relayrace.sessions import open_store
+
+            self._postgres = open_store(postgres_url())
+        return self._postgres
+
     async def close(self) -> None:
-        pass
+        if self._postgres is not None:
+            await self._postgres.aclose()
 
 
 async def build_chat(script, store: str, db_path: str):

