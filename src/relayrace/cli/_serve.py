@@ -3,6 +3,7 @@ web console."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from typing import Annotated
@@ -66,5 +67,8 @@ def serve(
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "
                    f"(API keys: {'required' if keys else 'none'})", err=True)
+        # What was loaded to start is kept out of the collector's later passes: a full
+        # collection of a busy server then walks the requests' objects, not the modules'.
+        gc.freeze()
         uvicorn.run(app, host=host, port=port, log_level="warning",
                     timeout_graceful_shutdown=2)

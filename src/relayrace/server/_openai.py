@@ -22,6 +22,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals import PendingRun
+from ..events import (
+    AgentEvent,
+    DelegationEvent,
+    GuardrailTriggeredEvent,
+    HandoffEvent,
+    MessageEvent,
+    StatusEvent,
+    TextDeltaEvent,
+    ToolResultEvent,
+)
 from ..messages import Message
 from ._errors import ApiError
 
@@ -138,33 +148,31 @@ def _final(result: dict[str, Any], session_id: str) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
-def _render(event: dict[str, Any]) -> str:
+def _render(event: AgentEvent) -> str:
     """An event as the CLI shows it, for the streamed content ("" for nothing to show)."""
-    kind, path = event.get("kind"), event.get("path", "")
+    kind, path = type(event), event.path
     depth = path.count("/")
     pad = "  " * depth
-    if kind == "text_delta":
-        return str(event.get("delta", "")) if depth == 0 else ""
-    if kind == "message":
-        message = event.get("message", {})
-        calls = message.get("tool_calls") or []
-        return "".join(f"\n{pad}⚙ {c.get('name')}({c.get('arguments', '')[:200]})\n"
-                       for c in calls)
-    if kind == "tool_result":
-        content = str(event.get("message", {}).get("content", ""))
+    e: Any = event
+    if kind is TextDeltaEvent:
+        return str(e.delta) if depth == 0 else ""
+    if kind is MessageEvent:
+        return "".join(f"\n{pad}⚙ {c.name}({c.arguments[:200]})\n"
+                       for c in e.message.tool_calls)
+    if kind is ToolResultEvent:
+        content = e.message.content
         short = content if len(content) <= 200 else content[:199] + "…"
-        return f"{pad}→ {event.get('tool_name')}: {short}\n"
-    if kind == "handoff":
-        verb = "returned to" if event.get("is_return") else "→"
-        return (f"\n{pad}↪ handoff {event.get('agent')} {verb} {event.get('to_agent')}: "
-                f"{event.get('reason', '')}\n")
-    if kind == "delegation":
-        outcome = "ok" if event.get("ok") else f"failed: {event.get('error')}"
-        return f"{pad}⇢ {event.get('agent')} delegated to {event.get('child_agent')} {outcome}\n"
-    if kind == "status":
-        return f"{pad}⋯ {event.get('agent')}: {event.get('text')}\n"
-    if kind == "guardrail":
-        return f"{pad}⛨ guardrail {event.get('guardrail')} {event.get('action')}\n"
+        return f"{pad}→ {e.tool_name}: {short}\n"
+    if kind is HandoffEvent:
+        verb = "returned to" if e.is_return else "→"
+        return f"\n{pad}↪ handoff {e.agent} {verb} {e.to_agent}: {e.reason}\n"
+    if kind is DelegationEvent:
+        outcome = "ok" if e.ok else f"failed: {e.error}"
+        return f"{pad}⇢ {e.agent} delegated to {e.child_agent} {outcome}\n"
+    if kind is StatusEvent:
+        return f"{pad}⋯ {e.agent}: {e.text}\n"
+    if kind is GuardrailTriggeredEvent:
+        return f"{pad}⛨ guardrail {e.guardrail} {e.action}\n"
     return ""
 
 
@@ -178,9 +186,8 @@ async def _chunks(run: Any, model: str, completion_id: str) -> AsyncIterator[str
                                          "finish_reason": finish}]}, ensure_ascii=False) + "\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    async for _, line in run.follow(0):
-        event = json.loads(line)
-        if event.get("kind") == "run_end":
+    async for _, event in run.follow(0):
+        if isinstance(event, dict):  # how the run ended
             if event.get("status") in ("failed", "cancelled"):
                 yield chunk({"content": f"\n[the run {event['status']}: {event.get('error')}]"})
             elif event.get("status") == "waiting":

@@ -8,9 +8,10 @@ live, so it misses nothing. A run's events stay in memory while it runs and for 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +38,10 @@ class RunRecord:
     agent: str
     status: str = "running"
     """``running``, then ``finished``, ``waiting`` (for a person), ``failed`` or ``cancelled``."""
-    events: list[str] = field(default_factory=list)
-    """The run's events as JSON, in order; an event's SSE id is its position + 1."""
+    events: list[AgentEvent | dict[str, Any]] = field(default_factory=list)
+    """The run's events in order (the last, how it ended, a dict); an event's SSE id is its
+    position + 1."""
+    _lines: list[str | None] = field(default_factory=list)  # their JSON, made when first asked
     result: dict[str, Any] | None = None
     error: str | None = None
     trace_id: str = ""
@@ -59,13 +62,25 @@ class RunRecord:
                 "trace_id": self.trace_id, "created_at": self.created_at,
                 "finished_at": self.finished_at, "event_count": len(self.events)}
 
-    def _add(self, line: str) -> None:
-        self.events.append(line)
+    def _add(self, event: AgentEvent | dict[str, Any]) -> None:
+        self.events.append(event)
+        self._lines.append(None)
         self.changed.set()
         self.changed = asyncio.Event()
 
-    async def follow(self, after: int = 0) -> AsyncIterator[tuple[int, str]]:
-        """The events after the ``after``-th, as (id, JSON), live until the run ends."""
+    def line(self, number: int) -> str:
+        """The JSON of event ``number`` (1-based, as its SSE id)."""
+        line = self._lines[number - 1]
+        if line is None:
+            event = self.events[number - 1]
+            line = json.dumps(event, ensure_ascii=False) if isinstance(event, dict) \
+                else dump_events([event])[0]
+            self._lines[number - 1] = line
+        return line
+
+    async def follow(self, after: int = 0
+                     ) -> AsyncIterator[tuple[int, AgentEvent | dict[str, Any]]]:
+        """The events after the ``after``-th, as (id, event), live until the run ends."""
         position = max(0, after)
         while True:
             waiter = self.changed
@@ -148,8 +163,9 @@ class RunManager:
         self.keep = keep
         self.model = model
         self.max_turns = max_turns
-        self.runs: OrderedDict[str, RunRecord] = OrderedDict()
+        self.runs: dict[str, RunRecord] = {}
         self.active: dict[str, RunRecord] = {}  # session id -> its running run
+        self._finished: deque[str] = deque()  # finished runs' ids, oldest first
         self.traces = TraceStore()
         add_trace_processor(self.traces)
 
@@ -171,7 +187,6 @@ class RunManager:
         if approvals or answers:
             options.update(approvals=approvals or {}, answers=answers or {})
         run.task = asyncio.ensure_future(self._drive(run, agent, input, options))
-        self._evict()
         return run
 
     async def _drive(self, run: RunRecord, agent: Agent[Any], input: Any,
@@ -195,11 +210,14 @@ class RunManager:
             if self.active.get(run.session_id) is run:
                 del self.active[run.session_id]
             run._add(_end_event(run))
+            self._finished.append(run.run_id)
+            while len(self._finished) > self.keep:  # the oldest finished runs go
+                self.runs.pop(self._finished.popleft(), None)
 
     def _record(self, run: RunRecord, event: AgentEvent) -> None:
         if not run.trace_id and isinstance(event, RunStartedEvent):
             run.trace_id = event.trace_id
-        run._add(dump_events([event])[0])
+        run._add(event)
 
     async def cancel(self, run: RunRecord) -> None:
         """Cancel the run and wait until its session is left valid."""
@@ -208,20 +226,13 @@ class RunManager:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def _evict(self) -> None:
-        finished = [r for r in self.runs.values() if r.done]
-        for old in finished[:max(0, len(finished) - self.keep)]:
-            del self.runs[old.run_id]
-
     async def aclose(self) -> None:
         """Cancel the runs still going (each leaves its session valid)."""
         for run in list(self.active.values()):
             await self.cancel(run)
 
 
-def _end_event(run: RunRecord) -> str:
+def _end_event(run: RunRecord) -> dict[str, Any]:
     """The stream's last event: how the run ended."""
-    import json
-
-    return json.dumps({"kind": "run_end", "run_id": run.run_id, "status": run.status,
-                       "result": run.result, "error": run.error}, ensure_ascii=False)
+    return {"kind": "run_end", "run_id": run.run_id, "status": run.status,
+            "result": run.result, "error": run.error}
