@@ -99,6 +99,7 @@ def test_the_console_shows_sessions_conversations_traces_and_steers_runs(
         question.locator("input").fill("Ada")
         question.get_by_role("button", name="Answer").click()
         page.get_by_text("You said: Ada").first.wait_for()
+        page.locator("#session-status.finished").wait_for()  # the run followed to its end
 
         # The trace of the last run, as a waterfall with bars of real width.
         page.click("#tab-trace")
@@ -106,9 +107,11 @@ def test_the_console_shows_sessions_conversations_traces_and_steers_runs(
         kinds = page.locator("#trace .span-row").evaluate_all(
             "rows => rows.map(r => r.dataset.kind)")
         assert kinds[0] == "run" and {"agent", "model", "tool"} <= set(kinds)
-        widths = page.locator("#trace .span-bar").evaluate_all(
-            "bars => bars.map(b => b.getBoundingClientRect().width)")
-        assert widths and all(w > 0 for w in widths)
+        # Every bar laid out with a real width (measured in the page, once it has settled).
+        page.wait_for_function("""() => {
+            const bars = [...document.querySelectorAll('#trace .span-bar')];
+            return bars.length >= 4 && bars.every(b => b.getBoundingClientRect().width > 0);
+        }""")
         assert "ms" in page.locator("#trace").inner_text()
         shot(page, tmp_path / "trace.png")
 
