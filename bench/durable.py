@@ -67,16 +67,30 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def new_database(server: str) -> str:
+    """A new, empty database on ``server``: every measurement starts from nothing."""
+    import secrets
+
+    import psycopg
+
+    name = "bench_" + secrets.token_hex(4)
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.replace("/postgres?", f"/{name}?", 1)
+
+
 def measure_peers(url: str, rounds: int, quick: bool) -> dict[str, Any]:
     import run as compare
 
-    env = os.environ | {"BENCH_POSTGRES_URL": url, "PYTHONHASHSEED": "0"}
     runs: list[dict[str, Any]] = []
     cells = [("relayrace", "s4_sqlite"), *[(fw, "s4_postgres") for fw in PEERS]]
     for r in range(rounds):
         for framework, scenario in cells:
             _say(f"[durable] round {r + 1}/{rounds}: {framework} {scenario}")
+            database = new_database(url)
+            env = os.environ | {"BENCH_POSTGRES_URL": database, "PYTHONHASHSEED": "0"}
             result = compare.run_worker(_worker_name(framework), scenario, quick, 900, env)
+            result["database"] = database
             result["label"] = framework
             runs.append(result)
             if not result.get("ok"):
@@ -96,12 +110,12 @@ def measure_scaling(url: str, workers: list[int], sessions: int) -> dict[int, fl
     out: dict[int, float] = {}
     for n in workers:
         per = sessions // n
+        database = new_database(url)
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
             f.write(SCALE_WORKER)
             script = f.name
         started = time.perf_counter()
-        procs = [subprocess.Popen([sys.executable, script, url, str(10_000 * (n + 1) +
-                                                                     i * per), str(per)],
+        procs = [subprocess.Popen([sys.executable, script, database, str(i * per), str(per)],
                                   stdout=subprocess.PIPE, text=True) for i in range(n)]
         for p in procs:
             p.wait(900)
@@ -144,7 +158,9 @@ def main() -> None:
         url = str(server.get_uri())
         try:
             peers = measure_peers(url, rounds, args.quick)
-            work = database_work(url)
+            work = database_work(next(r["database"] for r in reversed(peers["runs"])
+                                      if r["label"] == "relayrace" and r.get("ok")
+                                      and r["scenario"] == "s4_postgres"))
             scaling = measure_scaling(url, [int(w) for w in args.workers.split(",")], sessions)
         finally:
             server.cleanup()

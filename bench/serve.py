@@ -272,6 +272,7 @@ async def stream_memory(side: Any, streams: int) -> float:
 
 
 def start_servers(tmp: Path) -> tuple[Served, Served]:
+    tmp.mkdir(exist_ok=True)
     team = tmp / "relayrace_team.py"
     team.write_text(RELAYRACE_TEAM)
     port = free_port()
@@ -322,6 +323,11 @@ def main() -> None:
                 results["memory_kb_per_stream"][side.label] = kb
                 print(f"{'memory/stream':>16} {side.label:>10}: {kb:8.1f} KB "
                       f"({streams} open streams)", flush=True)
+            # Fresh servers for the load: the slow runs left above must not wake up in it.
+            for side in sides:
+                side.served.stop()
+            relayrace, adk = start_servers(Path(tmp) / "load")
+            sides = [Relayrace(relayrace), Adk(adk)]
             adk_ids = asyncio.run(adk_sessions(adk.base, 2000))
             for mode in ("one-shot", "streamed"):
                 stream = "true" if mode == "streamed" else "false"

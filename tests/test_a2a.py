@@ -358,3 +358,11 @@ async def test_a_report_the_remote_returns_is_the_childs_report(
     assert report.summary == "Two invoices are open."
     assert report.key_findings == ["INV-1 is open", "INV-2 is open"]
     assert report.confidence == "high"
+
+
+async def test_the_sdk_client_sees_a_failed_run_as_a_failed_task(client: Any) -> None:
+    events = [e async for e in client.send_message(_message("go", agent="broken"))]
+    last = events[-1].status_update
+    assert state_name(last.status.state) == "failed"
+    said = "".join(p.text for p in last.status.message.parts)
+    assert "provider is down" in said and "Traceback" not in said

@@ -153,6 +153,15 @@ async def test_export_and_import_round_trip(store: SessionStore) -> None:
     copy = store.session("copy")
     await copy.append(load_events(exported.splitlines()))
     assert await copy.export_jsonl() == exported
+    # A long log imported in one batch (more events than one SQL statement takes).
+    many = [MessageEvent(agent="a", path="a", message=Message.user(f"m{n}"))
+            for n in range(2500)]
+    bulk = store.session("bulk")
+    await bulk.append(many)
+    again = await restarted(store)
+    assert [m.content for m in messages_of(await again.session("bulk").get_events())] == [
+        f"m{n}" for n in range(2500)]
+    await again.aclose()
 
 
 async def test_children_are_linked_listed_opened_and_deleted_with_their_parent(

@@ -13,6 +13,7 @@ Tracing: disabled (``set_tracing_disabled(True)``); its default processor export
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from agents import Agent, Runner, function_tool, set_tracing_disabled
@@ -265,6 +266,7 @@ class _App:
         self.store = store
         self.db_path = db_path
         self._engine: Any = None
+        self._engine_lock = asyncio.Lock()
 
     async def session(self, session_id: int):
         if self.store == "memory":
@@ -279,17 +281,21 @@ class _App:
         return _SQLiteChat(self.agent, SQLiteSession(f"s{session_id}", db_path=self.db_path))
 
     async def engine(self) -> Any:
-        """One SQLAlchemy engine (pool of 10) for every session, its tables made once."""
-        if self._engine is None:
-            from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
-            from common import postgres_url
-            from sqlalchemy.ext.asyncio import create_async_engine
+        """One SQLAlchemy engine (pool of 10) for every session, its tables made once (all
+        sessions start at once: the first makes them, the others wait)."""
+        async with self._engine_lock:
+            if self._engine is None:
+                from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+                from common import postgres_url
+                from sqlalchemy.ext.asyncio import create_async_engine
 
-            url = postgres_url().replace("postgresql://", "postgresql+psycopg://", 1)
-            self._engine = create_async_engine(url, pool_size=10, max_overflow=0,
-                                               pool_timeout=300)
-            await SQLAlchemySession("setup", engine=self._engine,
-                                    create_tables=True).get_items()
+                url = postgres_url().replace("postgresql://", "postgresql+psycopg://", 1)
+                engine = create_async_engine(url, pool_size=10, max_overflow=0,
+                                             pool_timeout=300)
+                # The SDK makes its tables on a session's first use when asked: once, here.
+                await SQLAlchemySession("setup", engine=engine,
+                                        create_tables=True)._ensure_tables()
+                self._engine = engine
         return self._engine
 
     async def close(self) -> None:

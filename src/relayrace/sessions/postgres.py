@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS relayrace_leases (
 }
 """Each schema version's DDL, applied in order to bring a database up to ``SCHEMA_VERSION``."""
 
+_ONE_STATEMENT = 2000  # events appended in one statement (5 parameters each, of 65,535)
 _MIGRATION_LOCK = 0x72656C6179  # the advisory lock that serializes migrations ("relay")
 _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
 _SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM relayrace_events e WHERE e.session_id "
@@ -116,14 +117,17 @@ class _Pools:
             weakref.WeakKeyDictionary())
         self._migrated: set[str] = set()
 
-    async def get(self, url: str, size: int) -> AsyncConnectionPool:
+    async def get(self, url: str, size: int, busy_timeout: float) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
         pools = self._pools.setdefault(loop, {})
         pool = pools.get(url)
         if pool is None:
+            # The lock timeout is a setting of each connection, sent as it opens: no round
+            # trip per statement.
             pool = pools[url] = AsyncConnectionPool(
-                url, min_size=1, max_size=size, open=False, timeout=30.0,
-                kwargs={"autocommit": True}, name="relayrace")
+                url, min_size=1, max_size=size, open=False, timeout=30.0, name="relayrace",
+                kwargs={"autocommit": True,
+                        "options": f"-c lock_timeout={int(busy_timeout * 1000)}"})
             await pool.open()
         if url not in self._migrated:
             await _migrate(pool)
@@ -191,9 +195,8 @@ class PostgresSession(Session):
         """``fn(connection)`` with a pooled connection; the database's failures as typed
         errors."""
         try:
-            pool = await _pools.get(self.url, self.pool_size)
+            pool = await _pools.get(self.url, self.pool_size, self.busy_timeout)
             async with pool.connection() as conn:
-                await conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
                 return await fn(conn)
         except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
             raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
@@ -281,25 +284,42 @@ class PostgresSession(Session):
             sid, seq = self.session_id, self._seq
 
             async def write(conn: psycopg.AsyncConnection[Any]) -> int:
-                async with conn.transaction():
-                    if not self._stored:
-                        i = self.info
-                        await conn.execute(
-                            f"INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, "
-                            "%s, %s, %s) ON CONFLICT (session_id) DO NOTHING",
-                            (sid, i.parent_id, i.parent_tool_call_id, i.path, i.key,
-                             i.created_at, i.owner))
-                    start = seq
-                    if start is None:  # nothing read or written yet: append at the end
-                        row = await (await conn.execute(_LAST, (sid,))).fetchone()
-                        start = row[0] if row else 0
-                    async with conn.cursor() as cur:
+                start = seq
+                if start is None:  # nothing read or written yet: append at the end
+                    row = await (await conn.execute(_LAST, (sid,))).fetchone()
+                    start = row[0] if row else 0
+                rows = [(sid, start + n, e.kind, e.time, line)  # type: ignore[attr-defined]
+                        for n, (e, line) in enumerate(zip(events, lines, strict=True), 1)]
+                if len(rows) > _ONE_STATEMENT:  # beyond a statement's parameters: a block
+                    async with conn.transaction(), conn.cursor() as cur:
+                        if not self._stored:
+                            i = self.info
+                            await cur.execute(
+                                f"INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, %s, "
+                                "%s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING",
+                                (sid, i.parent_id, i.parent_tool_call_id, i.path, i.key,
+                                 i.created_at, i.owner))
                         await cur.executemany(
                             "INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
-                            "VALUES (%s, %s, %s, %s, %s)",
-                            [(sid, start + n, e.kind, e.time, line)  # type: ignore[attr-defined]
-                             for n, (e, line) in enumerate(zip(events, lines, strict=True), 1)])
+                            "VALUES (%s, %s, %s, %s, %s)", rows)
                     return start
+                values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+                flat = [v for r in rows for v in r]
+                # One statement, so one round trip, atomic without a transaction block: the
+                # session's row (when new) and every event land together or not at all.
+                if self._stored:
+                    await conn.execute(f"INSERT INTO relayrace_events (session_id, seq, kind, "
+                                       f"time, data) VALUES {values}", flat)
+                else:
+                    i = self.info
+                    await conn.execute(
+                        f"WITH made AS (INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, "
+                        "%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING) "
+                        f"INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
+                        f"VALUES {values}",
+                        [sid, i.parent_id, i.parent_tool_call_id, i.path, i.key, i.created_at,
+                         i.owner, *flat])
+                return start
 
             try:
                 start = await self._run(write)
