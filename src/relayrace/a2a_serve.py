@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
+from ._asgi import serve_asgi
 from .a2a import DATA_KEY, _texts, sdk
 from .agent import Agent
 from .approvals import PendingRun
@@ -286,17 +287,4 @@ def _decisions(pending: PendingRun, text: str, given: dict[str, Any]
 async def serve_a2a(app: Any, *, port: int, host: str = "127.0.0.1",
                     sock: socket.socket | None = None) -> None:
     """Serve ``app`` (from `create_a2a_app`) on ``host:port`` until cancelled."""
-    import asyncio
-
-    import uvicorn
-
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            timeout_graceful_shutdown=1)
-    web = uvicorn.Server(config)
-    serving = asyncio.ensure_future(web.serve(sockets=[sock] if sock is not None else None))
-    try:
-        await asyncio.shield(serving)
-    except asyncio.CancelledError:
-        web.should_exit = True
-        await serving
-        raise
+    await serve_asgi(app, port=port, host=host, sock=sock)

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import re
@@ -19,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic_core import to_jsonable_python
 
+from ._asgi import serve_asgi
 from .agent import Agent
 from .exceptions import UserError
 from .mcp import _sdk
@@ -128,15 +128,4 @@ async def serve_http(server: Any, *, port: int, host: str = "127.0.0.1",
 
     ``sock`` is an already bound socket to serve on instead (e.g. one bound to port 0).
     """
-    import uvicorn
-
-    config = uvicorn.Config(server.streamable_http_app(), host=host, port=port,
-                            log_level="warning", timeout_graceful_shutdown=1)
-    web = uvicorn.Server(config)
-    serving = asyncio.ensure_future(web.serve(sockets=[sock] if sock is not None else None))
-    try:
-        await asyncio.shield(serving)
-    except asyncio.CancelledError:
-        web.should_exit = True
-        await serving
-        raise
+    await serve_asgi(server.streamable_http_app(), port=port, host=host, sock=sock)
