@@ -185,17 +185,20 @@ async def _chunks(run: Any, model: str, completion_id: str) -> AsyncIterator[str
             "model": model, "choices": [{"index": 0, "delta": delta,
                                          "finish_reason": finish}]}, ensure_ascii=False) + "\n\n"
 
-    yield chunk({"role": "assistant", "content": ""})
-    async for _, event in run.follow(0):
-        if isinstance(event, dict):  # how the run ended
-            if event.get("status") in ("failed", "cancelled"):
-                yield chunk({"content": f"\n[the run {event['status']}: {event.get('error')}]"})
-            elif event.get("status") == "waiting":
-                yield chunk({"content": "\n" + _final(event.get("result") or {},
-                                                      run.session_id)})
-            break
-        shown = _render(event)
-        if shown:
-            yield chunk({"content": shown})
-    yield chunk({}, "stop")
-    yield "data: [DONE]\n\n"
+    out = [chunk({"role": "assistant", "content": ""})]
+    async for batch in run.follow(0):
+        for _, event in batch:
+            if isinstance(event, dict):  # how the run ended: the last event
+                if event.get("status") in ("failed", "cancelled"):
+                    out.append(chunk({"content": f"\n[the run {event['status']}: "
+                                                 f"{event.get('error')}]"}))
+                elif event.get("status") == "waiting":
+                    out.append(chunk({"content": "\n" + _final(event.get("result") or {},
+                                                               run.session_id)}))
+                out += [chunk({}, "stop"), "data: [DONE]\n\n"]
+                break
+            shown = _render(event)
+            if shown:
+                out.append(chunk({"content": shown}))
+        yield "".join(out)  # what arrived together is written together
+        out = []

@@ -79,17 +79,20 @@ class RunRecord:
         return line
 
     async def follow(self, after: int = 0
-                     ) -> AsyncIterator[tuple[int, AgentEvent | dict[str, Any]]]:
-        """The events after the ``after``-th, as (id, event), live until the run ends."""
+                     ) -> AsyncIterator[list[tuple[int, AgentEvent | dict[str, Any]]]]:
+        """The events after the ``after``-th, as (id, event), live until the run ends: in
+        batches of what has arrived, so a stream writes once per burst, not once per event."""
         position = max(0, after)
         while True:
             waiter = self.changed
-            while position < len(self.events):
-                position += 1
-                yield position, self.events[position - 1]
-            if self.done:
+            if position < len(self.events):
+                batch = list(enumerate(self.events[position:], position + 1))
+                position += len(batch)
+                yield batch
+            if self.done and position >= len(self.events):
                 return
-            await waiter.wait()
+            if position >= len(self.events):
+                await waiter.wait()
 
 
 class TraceStore:
