@@ -270,8 +270,12 @@ def uvicorn_server(app: Any) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # Idle keep-alive connections stay open for the test: with uvicorn's 5 s default, a slow
+    # machine lets one lapse just as the client's pool hands it out again (a ReadError that
+    # says nothing about the server).
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                           timeout_graceful_shutdown=1, backlog=2048))
+                                           timeout_graceful_shutdown=1, backlog=2048,
+                                           timeout_keep_alive=300))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     for _ in range(200):
