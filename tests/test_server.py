@@ -425,3 +425,31 @@ def test_relayrace_serve_starts_and_answers(tmp_path: Path) -> None:
         process.wait(10)
         if process.stderr is not None:
             process.stderr.close()
+
+
+async def test_first_messages_of_different_conversations_never_share_a_session(
+        client: httpx.AsyncClient) -> None:
+    async def say(messages: list[dict[str, str]]) -> tuple[str, str]:
+        reply = await client.post("/v1/chat/completions", json={"model": "front",
+                                                                 "messages": messages})
+        assert reply.status_code == 200, reply.text
+        return reply.headers["X-Relayrace-Session"], reply.json()["choices"][0][
+            "message"]["content"]
+
+    first = [{"role": "user", "content": "hello"}]
+    alice, answer = await say(first)
+    bob, _ = await say(first)  # the same first words, another conversation
+    assert alice != bob
+    again, _ = await say([*first, {"role": "assistant", "content": answer},
+                          {"role": "user", "content": "research relays"}])
+    assert again in (alice, bob)  # the conversation whose answer this is goes on
+    events = (await client.get(f"/api/sessions/{again}")).json()["events"]
+    assert [e["message"]["content"] for e in events if e["kind"] == "message"
+            and e["message"]["role"] == "user"] == ["hello", "research relays"]
+    stranger, _ = await say([{"role": "user", "content": "hi"},
+                             {"role": "assistant", "content": "an answer nobody gave"},
+                             {"role": "user", "content": "go on"}])
+    assert stranger not in (alice, bob)  # an unknown history starts a session seeded with it
+    seeded = (await client.get(f"/api/sessions/{stranger}")).json()["events"]
+    assert [e["message"]["content"] for e in seeded if e["kind"] == "message"][:3] == [
+        "hi", "an answer nobody gave", "go on"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class Server:
     max_body: int
     created: dict[str, dict[str, str]] = field(default_factory=dict)
     """Sessions created through the API that have no events yet: id -> owner and agent."""
+    conversations: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """OpenAI-protocol conversations without a session header: the transcript that ends with
+    an answer (its hash) -> the session that gave it."""
 
     @property
     def default(self) -> Agent[Any]:

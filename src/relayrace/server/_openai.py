@@ -1,8 +1,9 @@
 """The OpenAI-compatible endpoints: ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
 Each served entry agent is a model id. The conversation lives in a relayrace session: the one
-the ``X-Relayrace-Session`` header names, or else one derived from the request's earlier
-messages (so a client that resends the whole conversation each turn continues its session).
+the ``X-Relayrace-Session`` header names, or else the one whose last answer ends the messages
+the client sent before its new one (a client that resends the whole conversation each turn
+continues its session; a first message starts a new one).
 Streamed content shows handoffs, tool calls and delegations as the CLI does; the final answer
 is the assistant message.
 """
@@ -14,7 +15,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -33,6 +34,7 @@ from ..events import (
     ToolResultEvent,
 )
 from ..messages import Message
+from ..sessions import new_session_id
 from ._errors import ApiError
 
 __all__ = ["router"]
@@ -40,6 +42,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1")
 
 SESSION_HEADER = "X-Relayrace-Session"
+_CONVERSATIONS = 10_000  # transcripts remembered per server (a forgotten one is reseeded)
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
@@ -95,8 +98,12 @@ async def chat(request: Request, body: ChatRequest) -> Any:
     if named is not None and not _SESSION_ID.match(named):
         raise ApiError(400, f"{SESSION_HEADER} is 1 to 128 letters, digits, '.', '_' or '-'.",
                        "invalid_request_error")
-    session_id = named or "oai-" + hashlib.sha256(json.dumps(
-        [owner, body.model, said[:-1]]).encode()).hexdigest()[:24]
+    # Without the header, a conversation is found by what was said before its last message:
+    # each answer is remembered under the transcript that ends with it, which is what the
+    # client sends back with its next message. A first message starts a new session.
+    known = server.conversations.get(_transcript_key(owner, body.model, said[:-1])) \
+        if named is None and len(said) > 1 else None
+    session_id = named or known or "oai-" + new_session_id()
     info = await server.store.get_info(session_id)
     if info is not None and info.owner != owner:
         raise ApiError(404, f"No session {session_id!r}.", "not_found")
@@ -113,8 +120,15 @@ async def chat(request: Request, body: ChatRequest) -> Any:
     run = server.runs.start(agent, session, owner, run_input)
     headers = {SESSION_HEADER: session_id, "X-Relayrace-Run": run.run_id}
     completion_id = "chatcmpl-" + secrets.token_hex(12)
+    def remember(answer: str) -> None:
+        conversations = server.conversations
+        conversations[_transcript_key(owner, body.model, [*said, ("assistant", answer)])] = \
+            session_id
+        while len(conversations) > _CONVERSATIONS:  # the least recently answered go first
+            conversations.popitem(last=False)
+
     if body.stream:
-        return StreamingResponse(_chunks(run, body.model, completion_id),
+        return StreamingResponse(_chunks(run, body.model, completion_id, remember),
                                  media_type="text/event-stream", headers=headers)
     assert run.task is not None
     import asyncio
@@ -124,15 +138,21 @@ async def chat(request: Request, body: ChatRequest) -> Any:
         raise ApiError(502, f"The run failed: {run.error}", "run_failed", headers=headers)
     result = run.result or {}
     usage = result.get("usage") or {}
+    answer = _final(result, session_id)
+    remember(answer)
     return JSONResponse({
         "id": completion_id, "object": "chat.completion", "created": int(time.time()),
         "model": body.model,
         "choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": _final(result, session_id)}}],
+            "role": "assistant", "content": answer}}],
         "usage": {"prompt_tokens": usage.get("input_tokens", 0),
                   "completion_tokens": usage.get("output_tokens", 0),
                   "total_tokens": usage.get("total_tokens", 0)},
     }, headers=headers)
+
+
+def _transcript_key(owner: str, model: str, said: Sequence[tuple[str, str]]) -> str:
+    return hashlib.sha256(json.dumps([owner, model, said]).encode()).hexdigest()
 
 
 def _final(result: dict[str, Any], session_id: str) -> str:
@@ -176,10 +196,13 @@ def _render(event: AgentEvent) -> str:
     return ""
 
 
-async def _chunks(run: Any, model: str, completion_id: str) -> AsyncIterator[str]:
+async def _chunks(run: Any, model: str, completion_id: str,
+                  remember: Callable[[str], None]) -> AsyncIterator[str]:
     created = int(time.time())
+    content: list[str] = []  # what the client is shown, to find the conversation next time
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        content.append(delta.get("content") or "")
         return "data: " + json.dumps({
             "id": completion_id, "object": "chat.completion.chunk", "created": created,
             "model": model, "choices": [{"index": 0, "delta": delta,
@@ -196,6 +219,7 @@ async def _chunks(run: Any, model: str, completion_id: str) -> AsyncIterator[str
                     out.append(chunk({"content": "\n" + _final(event.get("result") or {},
                                                                run.session_id)}))
                 out += [chunk({}, "stop"), "data: [DONE]\n\n"]
+                remember("".join(content))
                 break
             shown = _render(event)
             if shown:
