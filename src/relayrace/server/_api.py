@@ -21,6 +21,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api")
 
+CREATED_KEPT = 10_000
+"""Sessions created and not yet run that the server remembers (the oldest go first)."""
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -105,6 +108,8 @@ async def create_session(request: Request, body: NewSession) -> dict[str, Any]:
     agent = _agent_of(request, body.agent)
     session = server.store.session(owner=_owner(request))
     server.created[session.session_id] = {"owner": _owner(request), "agent": agent.name}
+    while len(server.created) > CREATED_KEPT:
+        server.created.popitem(last=False)
     return {"session_id": session.session_id, "agent": agent.name}
 
 

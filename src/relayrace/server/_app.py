@@ -45,8 +45,9 @@ class Server:
     keys: Keys
     limiter: RateLimiter | None
     max_body: int
-    created: dict[str, dict[str, str]] = field(default_factory=dict)
-    """Sessions created through the API that have no events yet: id -> owner and agent."""
+    created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
+    """Sessions created through the API that have no events yet: id -> owner and agent (the
+    oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
     conversations: OrderedDict[str, str] = field(default_factory=OrderedDict)
     """OpenAI-protocol conversations without a session header: the transcript that ends with
     an answer (its hash) -> the session that gave it."""
@@ -99,6 +100,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
             yield
         finally:
             await runs.aclose()
+            await server.store.aclose()
             set_trace_processors([p for p in get_trace_processors()
                                   if p is not runs.traces and p is not exporter])
 
