@@ -5,6 +5,7 @@ own client against relayrace's server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
@@ -41,12 +42,12 @@ HERE = Path(__file__).resolve().parent
 AGENTS = ["billing", "slowpoke", "broken", "careful", "desk", "reporter"]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """``relayrace a2a serve`` in its own process on a free port: (its URL, its database)."""
-    db = tmp_path_factory.mktemp("a2a") / "server.db"
+@contextlib.contextmanager
+def serving(db: Path, port: int = 0) -> Iterator[str]:
+    """``relayrace a2a serve`` in its own process on ``port`` (0: a free one): its URL."""
     command = [sys.executable, "-m", "relayrace.cli", "a2a", "serve", str(HERE / "a2a_team.py"),
-               *[a for name in AGENTS for a in ("--agent", name)], "--port", "0", "--db", str(db)]
+               *[a for name in AGENTS for a in ("--agent", name)], "--port", str(port),
+               "--db", str(db)]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
                                env=os.environ | {"PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
@@ -66,13 +67,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     try:
         if found is None:
             pytest.fail(f"the A2A server did not start: {lines}")
-        yield found.group(1), db
+        yield found.group(1)
     finally:
         process.terminate()
         process.wait(timeout=10)
         reader.join(5)
         assert process.stderr is not None
         process.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The test team served in its own process: (its URL, its database)."""
+    db = tmp_path_factory.mktemp("a2a") / "server.db"
+    with serving(db) as url:
+        yield url, db
 
 
 def remote(url: str, agent: str, **options: Any) -> RemoteAgent:
@@ -366,3 +375,35 @@ async def test_the_sdk_client_sees_a_failed_run_as_a_failed_task(client: Any) ->
     assert state_name(last.status.state) == "failed"
     said = "".join(p.text for p in last.status.message.parts)
     assert "provider is down" in said and "Traceback" not in said
+
+
+async def test_a_remote_that_restarted_goes_on_with_the_conversation(tmp_path: Path) -> None:
+    # The restarted remote no longer knows the task waiting for input: the answer goes to
+    # the same context, where the relayrace server's session still holds the question.
+    db = tmp_path / "server.db"
+    with serving(db) as url:
+        model = ScriptedModel([tool_call("transfer_to_billing", {"reason": "a refund"}),
+                               text("Back with you."),
+                               tool_call("billing", {"query": "I want a refund"}),
+                               text("Refunded.")])
+        billing = remote(url, "billing")
+        assistant = Agent("assistant", instructions="x", model=model, sub_agents=[billing],
+                          tools=[billing.as_tool(report=False)])
+        chat = MemorySession()
+        asked = await Runner.run(assistant, "I want a refund", session=chat)
+        assert asked.final_output == "Which invoice should I refund?"
+    with serving(db, int(url.rsplit(":", 1)[1])):
+        done = await Runner.run(assistant, "INV-7", session=chat)
+        assert done.last_agent.name == "assistant" and done.final_output == "Back with you."
+        returned = [e for e in chat.events if isinstance(e, HandoffEvent) and e.is_return]
+        assert "Refund issued for invoice INV-7." in returned[0].reason
+        delegated = MemorySession()
+        stopped = await Runner.run(assistant, "refund", session=delegated)
+        assert stopped.pending is not None
+        [question] = stopped.pending.questions
+    with serving(db, int(url.rsplit(":", 1)[1])):
+        resumed = await Runner.resume(stopped.pending, answers={question.id: "INV-3"})
+    assert resumed.final_output == "Refunded."
+    results = [e for e in delegated.events if isinstance(e, ToolResultEvent)]
+    assert not results[-1].is_error
+    assert results[-1].message.content == "Refund issued for invoice INV-3."

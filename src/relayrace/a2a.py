@@ -168,23 +168,37 @@ class RemoteAgent(Agent[Any, str]):
     async def send(self, text: str, *, context_id: str, task_id: str = "",
                    data: Any = None) -> AsyncIterator[StatusUpdate | RemoteResult]:
         """Send one message to the remote and follow its task: its progress, then the
-        `RemoteResult` last. Transport failures and timeouts are `ModelProviderError`s."""
+        `RemoteResult` last. Transport failures and timeouts are `ModelProviderError`s.
+
+        A remote that no longer knows ``task_id`` (it restarted, or let the task expire)
+        gets the message again as a new task of the same context: a relayrace server then
+        answers the run that waits in the context's session."""
+        card = await self.card()
+        try:
+            async for item in self._exchange(card, text, context_id, task_id, data):
+                yield item
+        except _TaskGone:
+            async for item in self._exchange(card, text, context_id, "", data):
+                yield item
+
+    async def _exchange(self, card: AgentCard, text: str, context_id: str, task_id: str,
+                        data: Any) -> AsyncIterator[StatusUpdate | RemoteResult]:
         import httpx
         from a2a.client import ClientConfig, create_client
-        from a2a.client.errors import A2AClientError
         from a2a.types.a2a_pb2 import Message as A2AMessage
         from a2a.types.a2a_pb2 import Part, Role, SendMessageRequest
+        from a2a.utils.errors import A2AError, TaskNotFoundError
 
         parts = [Part(text=text)]
         if data is not None:
             parts.append(_data_part(data))
         message = A2AMessage(message_id=secrets.token_hex(16), context_id=context_id,
                              task_id=task_id, role=Role.ROLE_USER, parts=parts)
-        card = await self.card()
+        result = RemoteResult(state="unknown")
+        client: Any = None
         async with httpx.AsyncClient(headers=self.headers, timeout=self.exchange_timeout) as http:
-            client = await create_client(card, ClientConfig(httpx_client=http))
-            result = RemoteResult(state="unknown")
             try:
+                client = await create_client(card, ClientConfig(httpx_client=http))
                 async with asyncio.timeout(self.exchange_timeout):
                     request = SendMessageRequest(message=message)
                     if self.metadata:
@@ -198,13 +212,21 @@ class RemoteAgent(Agent[Any, str]):
                     await _cancel(client, result.task_id)
                 raise ModelTimeout(f"The remote agent {self.name!r} at {self.url} did not "
                                    f"finish within {self.exchange_timeout} s.") from exc
-            except (A2AClientError, httpx.HTTPError, ValueError) as exc:
-                raise ModelProviderError(f"The remote agent {self.name!r} at {self.url} could "
-                                         f"not be reached or answered badly: {exc}",
-                                         provider="a2a") from exc
+            except TaskNotFoundError as exc:
+                if task_id and not result.task_id:
+                    raise _TaskGone from exc
+                raise self._unreachable(exc) from exc
+            except (A2AError, httpx.HTTPError, ValueError) as exc:
+                raise self._unreachable(exc) from exc
             finally:
-                await client.close()
+                if client is not None:
+                    await client.close()
         yield result
+
+    def _unreachable(self, exc: Exception) -> ModelProviderError:
+        return ModelProviderError(f"The remote agent {self.name!r} at {self.url} could not be "
+                                  f"reached or answered badly: {type(exc).__name__}: {exc}",
+                                  provider="a2a")
 
     async def open_task(self, context_id: str) -> str:
         """The remote task of ``context_id`` that waits for input, if the remote lists one."""
@@ -225,6 +247,10 @@ class RemoteAgent(Agent[Any, str]):
         except Exception:  # a remote without task listing: the message starts a new task
             return ""
         return found.tasks[0].id if found.tasks else ""
+
+
+class _TaskGone(Exception):
+    """The remote does not know the task a message continues."""
 
 
 class _RemoteChild(Agent[Any, str]):
