@@ -407,3 +407,33 @@ async def test_a_remote_that_restarted_goes_on_with_the_conversation(tmp_path: P
     results = [e for e in delegated.events if isinstance(e, ToolResultEvent)]
     assert not results[-1].is_error
     assert results[-1].message.content == "Refund issued for invoice INV-3."
+
+
+async def test_the_server_remembers_its_latest_tasks_and_forgotten_contexts_go_on() -> None:
+    from a2a.utils.errors import TaskNotFoundError
+
+    from a2a_team import billing
+    from relayrace.a2a_serve import create_a2a_app
+
+    url = "http://a2a.test"
+    app = create_a2a_app(billing, url=url, store="memory://", max_tasks=2)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=url,
+                                 timeout=30) as http:
+        sdk_client = await create_client(url, ClientConfig(httpx_client=http))
+        asked = [e async for e in sdk_client.send_message(_message("I want a refund"))]
+        waiting = asked[-1].status_update
+        assert state_name(waiting.status.state) == "input-required"
+        for n in (1, 2):
+            [e async for e in sdk_client.send_message(_message(f"Is INV-{n} paid?"))]
+        with pytest.raises(TaskNotFoundError):  # two newer tasks: the first is forgotten
+            await sdk_client.get_task(GetTaskRequest(id=waiting.task_id))
+        # ... but its context's session still waits for the answer.
+        done = [e async for e in sdk_client.send_message(_message(
+            "INV-4", context_id=waiting.context_id))]
+        assert state_name(done[-1].status_update.status.state) == "completed"
+        answer = [e.artifact_update.artifact for e in done
+                  if e.WhichOneof("payload") == "artifact_update"]
+        assert answer[0].parts[0].text == "Refund issued for invoice INV-4."
+        await sdk_client.close()
+    with pytest.raises(UserError, match="max_tasks"):
+        create_a2a_app(billing, url=url, store="memory://", max_tasks=0)
