@@ -437,3 +437,24 @@ async def test_the_server_remembers_its_latest_tasks_and_forgotten_contexts_go_o
         await sdk_client.close()
     with pytest.raises(UserError, match="max_tasks"):
         create_a2a_app(billing, url=url, store="memory://", max_tasks=0)
+
+
+async def test_a_remote_call_to_approve_in_a_delegation_is_the_runs_pending_approval(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    careful = remote(url, "careful")
+    for approve, said in ((True, "Result: refunded INV-9"), (False, "Result: Rejected")):
+        model = ScriptedModel([tool_call("careful", {"query": "Refund INV-9"}), text("Done.")])
+        boss = Agent("boss", instructions="x", model=model,
+                     tools=[careful.as_tool(report=False)])
+        session = MemorySession()
+        stopped = await Runner.run(boss, "refund INV-9", session=session)
+        assert stopped.pending is not None and not stopped.pending.questions
+        [approval] = stopped.pending.approvals
+        assert approval.tool_name == "remote_tool_call" and approval.path == "boss/careful"
+        assert '"tool": "refund"' in approval.arguments and "INV-9" in approval.arguments
+        done = await Runner.resume(stopped.pending, approvals={approval.call_id: approve})
+        assert done.final_output == "Done."
+        [result] = [e for e in session.events if isinstance(e, ToolResultEvent)]
+        assert not result.is_error and result.message.content.startswith(said)
+        assert_valid_protocol(messages_of(session.events))

@@ -31,16 +31,21 @@ from .handoffs import FINISH_TASK
 from .messages import Message, ToolCall
 from .models.interface import Model, ModelRequest, ModelResponse, StatusUpdate
 from .reports import SUBMIT_REPORT
-from .tools import ask_user
+from .tools import FunctionTool, ask_user
 from .usage import Usage
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import AgentCard
 
-__all__ = ["RemoteAgent", "RemoteResult"]
+__all__ = ["RemoteAgent", "RemoteResult", "remote_tool_call"]
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
-_ASK_PREFIX = "a2a-ask-"  # an ask_user call made for a remote question: the id names the task
+# The calls a delegated remote child makes for its remote task's input-required state: an
+# ask_user call per question, a remote_tool_call (needing approval) per call to approve. Their
+# ids are ``prefix + nonce:task id:remote id`` (the log keeps them, so a resume finds the task).
+_ASK_PREFIX = "a2a-ask-"
+_APPROVE_PREFIX = "a2a-approve-"
+_APPROVED = "approved"
 DATA_KEY = "relayrace"
 """The key of the data part that carries relayrace's own view of a message (the conversation
 handed over, a report), so a relayrace server reads it as it was meant."""
@@ -144,7 +149,8 @@ class RemoteAgent(Agent[Any, str]):
         super().__init__(name, instructions="", description=description or "",
                          model=self.remote_model, mode="task")
         self._child = _RemoteChild(name, instructions="", description=self.description,
-                                   model=self.remote_model, tools=[ask_user])
+                                   model=self.remote_model,
+                                   tools=[ask_user, remote_tool_call])
 
     remote = True
 
@@ -249,6 +255,17 @@ class RemoteAgent(Agent[Any, str]):
         return found.tasks[0].id if found.tasks else ""
 
 
+def _remote_tool_call(tool: str, arguments: str, call_id: str) -> str:
+    """A call the remote agent waits to make until a person approves it: ``tool`` with
+    ``arguments``, the remote's call ``call_id``."""
+    return _APPROVED
+
+
+remote_tool_call = FunctionTool(_remote_tool_call, name="remote_tool_call", confirm=True)
+"""What a delegated `RemoteAgent` calls for each call its remote task needs approved: the run
+stops with it pending (``result.pending.approvals``) and the decision goes to the remote."""
+
+
 class _TaskGone(Exception):
     """The remote does not know the task a message continues."""
 
@@ -302,9 +319,11 @@ def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
             result.text = "\n".join(t for t in (result.text, text) if t)
             result.data.extend(data)
         if task.status.HasField("message"):
-            said, _ = _texts(task.status.message.parts)
+            said, data = _texts(task.status.message.parts)
             if result.state != "completed" and said:
                 result.text = said
+            if result.state == "input-required":
+                result.data.extend(data)
         return None
     if kind == "artifact_update":
         text, data = _texts(event.artifact_update.artifact.parts)
@@ -316,11 +335,13 @@ def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
         update = event.status_update
         result.task_id = result.task_id or update.task_id
         result.state = state_name(update.status.state)
-        said, _ = _texts(update.status.message.parts) if update.status.HasField("message") \
+        said, data = _texts(update.status.message.parts) if update.status.HasField("message") \
             else ("", [])
         if result.state in ("input-required", "failed", "rejected", "canceled",
                             "auth-required") and said:
             result.text = said
+        if result.state == "input-required":
+            result.data.extend(data)
         if said and result.state in ("working", "submitted"):
             return StatusUpdate(said, result.state)
     return None
@@ -383,12 +404,10 @@ class _RemoteModel(Model):
         mine = [i for i, m in enumerate(messages)
                 if m.role == "assistant" and m.name == self.agent.name]
         last = mine[-1] if mine else -1
-        if last >= 0 and messages[last].tool_calls:
-            call = messages[last].tool_calls[0]
-            if call.name == "ask_user" and call.id.startswith(_ASK_PREFIX):
-                answer = next((m.content for m in messages[last + 1:]
-                               if m.role == "tool" and m.tool_call_id == call.id), "")
-                return answer, call.id[len(_ASK_PREFIX):].rsplit("-", 1)[0], None
+        if last >= 0:
+            asked = _what_was_asked(messages[last].tool_calls, messages[last + 1:])
+            if asked is not None:
+                return asked
         if last < 0:  # the conversation handed over (or the task given), as it was filtered
             return _transcript(messages), "", {DATA_KEY: {"messages": _said(messages)}}
         new = "\n".join(m.content for m in messages[last + 1:] if m.role == "user")
@@ -402,11 +421,8 @@ class _RemoteModel(Model):
         calls: tuple[ToolCall, ...] = ()
         text = result.text
         if result.state == "input-required":
-            if "ask_user" in offered:  # a delegated child: the run's pending question
-                call_id = f"{_ASK_PREFIX}{result.task_id}-{secrets.token_hex(4)}"
-                calls = (ToolCall(id=call_id, name="ask_user",
-                                  arguments=json.dumps({"question": text or "(no question)"})),)
-                text = ""
+            if "ask_user" in offered:  # a delegated child: the run's pending request(s)
+                calls, text = _requests(result), ""
             else:  # the active agent of a chat: the next user turn answers it
                 self._open[context_id] = result.task_id
         elif result.state == "completed":
@@ -432,6 +448,70 @@ class _RemoteModel(Model):
                 raise ModelProviderError(why, provider="a2a")
         return ModelResponse(message=Message.assistant(text, calls, name=name),
                              usage=Usage(requests=1), model=self.name)
+
+
+def _pending_of(result: RemoteResult) -> dict[str, Any]:
+    """What a relayrace remote's input-required state waits for (its data part), if said."""
+    for d in result.data:
+        mine = d.get(DATA_KEY) if isinstance(d, dict) else None
+        if isinstance(mine, dict) and isinstance(mine.get("pending"), dict):
+            pending: dict[str, Any] = mine["pending"]
+            return pending
+    return {}
+
+
+def _requests(result: RemoteResult) -> tuple[ToolCall, ...]:
+    """The calls a delegated child makes for its remote task's input-required state: one
+    ``ask_user`` per question and one ``remote_tool_call`` per call to approve (a remote that
+    does not list them asks its status message's text)."""
+    pending, task = _pending_of(result), result.task_id
+
+    def call_id(prefix: str, remote_id: str) -> str:
+        return f"{prefix}{secrets.token_hex(4)}:{task}:{remote_id}"
+
+    calls = [ToolCall(id=call_id(_ASK_PREFIX, str(q.get("id", ""))), name="ask_user",
+                      arguments=json.dumps({"question": str(q.get("question", ""))}
+                                           | _choices(q.get("choices"))))
+             for q in pending.get("questions") or () if isinstance(q, dict)]
+    calls += [ToolCall(id=call_id(_APPROVE_PREFIX, str(a.get("call_id", ""))),
+                       name=remote_tool_call.name, arguments=json.dumps({
+                           "tool": str(a.get("tool", "")), "arguments": str(a.get("arguments", "")),
+                           "call_id": str(a.get("call_id", ""))}))
+              for a in pending.get("approvals") or () if isinstance(a, dict)]
+    if not calls:
+        calls = [ToolCall(id=call_id(_ASK_PREFIX, ""), name="ask_user",
+                          arguments=json.dumps({"question": result.text or "(no question)"}))]
+    return tuple(calls)
+
+
+def _choices(choices: Any) -> dict[str, Any]:
+    """``ask_user``'s choices argument for a remote question's choices, if they are some."""
+    if isinstance(choices, list) and choices and all(isinstance(c, str) and c for c in choices):
+        return {"choices": choices}
+    return {}
+
+
+def _what_was_asked(calls: Sequence[ToolCall], after: Sequence[Message]
+                    ) -> tuple[str, str, Any] | None:
+    """The answer to the requests `_requests` made (what to send, the task it goes to, the
+    decisions by the remote's ids), once the run has them; None if the calls were others."""
+    ours = [c for c in calls if c.id.startswith((_ASK_PREFIX, _APPROVE_PREFIX))]
+    if not ours:
+        return None
+    said = {m.tool_call_id: m.content for m in after if m.role == "tool"}
+    answers: dict[str, str] = {}
+    approvals: dict[str, bool] = {}
+    task_id = ""
+    for call in ours:
+        _, task_id, remote_id = call.id.split(":", 2)
+        if call.id.startswith(_APPROVE_PREFIX):
+            approvals[remote_id] = said.get(call.id) == _APPROVED
+        else:
+            answers[remote_id] = said.get(call.id, "")
+    text = "\n".join([*answers.values(), *("yes" if ok else "no" for ok in approvals.values())])
+    if "" in answers:  # a remote that did not list its question: the text answers it
+        return text, task_id, None
+    return text, task_id, {DATA_KEY: {"answers": answers, "approvals": approvals}}
 
 
 def _said(messages: Sequence[Message]) -> list[dict[str, Any]]:
