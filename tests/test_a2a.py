@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -458,3 +459,71 @@ async def test_a_remote_call_to_approve_in_a_delegation_is_the_runs_pending_appr
         [result] = [e for e in session.events if isinstance(e, ToolResultEvent)]
         assert not result.is_error and result.message.content.startswith(said)
         assert_valid_protocol(messages_of(session.events))
+
+
+async def test_a_foreign_remotes_data_parts_are_part_of_the_tool_result() -> None:
+    # An A2A agent that is not relayrace, written with the a2a-sdk: it answers with a text
+    # part and a data part, after a progress update.
+    import socket
+
+    from a2a.helpers.proto_helpers import new_task_from_user_message
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types.a2a_pb2 import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        TaskState,
+    )
+    from google.protobuf.json_format import ParseDict
+    from google.protobuf.struct_pb2 import Value
+    from starlette.applications import Starlette
+
+    from relayrace.a2a_serve import serve_a2a
+
+    class Weather(AgentExecutor):
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            up = TaskUpdater(event_queue, task.id, task.context_id)
+            await up.update_status(TaskState.TASK_STATE_WORKING,
+                                   up.new_agent_message([Part(text="looking outside")]))
+            await up.add_artifact([Part(text="Sunny."), Part(data=ParseDict(
+                {"celsius": 21, "sky": "clear"}, Value()))])
+            await up.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    card = AgentCard(name="weather", description="The weather.", version="1",
+                     supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC",
+                                                          protocol_version="1.0")],
+                     capabilities=AgentCapabilities(streaming=True),
+                     skills=[AgentSkill(id="weather", name="weather", description="Weather.")],
+                     default_input_modes=["text/plain"], default_output_modes=["text/plain"])
+    handler = DefaultRequestHandler(agent_executor=Weather(), task_store=InMemoryTaskStore(),
+                                    agent_card=card)
+    app = Starlette(routes=[*create_agent_card_routes(card),
+                            *create_jsonrpc_routes(handler, rpc_url="/")])
+    serving_task = asyncio.ensure_future(serve_a2a(app, port=0, sock=sock))
+    try:
+        weather = RemoteAgent(url, name="weather", timeout=10)
+        model = ScriptedModel([tool_call("weather", {"query": "Weather in Oslo?"}), text("ok")])
+        boss = Agent("boss", instructions="x", model=model,
+                     tools=[weather.as_tool(report=False)])
+        events = [e async for e in Runner.stream(boss, "weather?")]
+    finally:
+        serving_task.cancel()
+        await asyncio.gather(serving_task, return_exceptions=True)
+    [result] = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert not result.is_error
+    said, data = result.message.content.split("\n")
+    assert said == "Sunny." and json.loads(data) == {"celsius": 21, "sky": "clear"}
+    assert [e.text for e in events if isinstance(e, StatusEvent)] == ["looking outside"]

@@ -93,6 +93,18 @@ def state_name(state: int) -> str:
     return _STATES.get(TaskState.Name(state), "unknown")
 
 
+def _plain(value: Any) -> Any:
+    """A data part's value with its whole numbers as ints: protobuf's Struct, A2A's data
+    carrier, holds every number as a double (``21`` arrives as ``21.0``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
     from google.protobuf.json_format import MessageToDict
 
@@ -102,7 +114,7 @@ def _texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            data.append(MessageToDict(part.data))
+            data.append(_plain(MessageToDict(part.data)))
         elif kind == "url":
             texts.append(part.url)
     return "\n".join(t for t in texts if t), data
@@ -426,6 +438,10 @@ class _RemoteModel(Model):
             else:  # the active agent of a chat: the next user turn answers it
                 self._open[context_id] = result.task_id
         elif result.state == "completed":
+            structured = [d for d in result.data if not (isinstance(d, dict) and DATA_KEY in d)]
+            if structured:  # the remote's data parts are part of its answer, as JSON
+                value = structured[0] if len(structured) == 1 else structured
+                text = "\n".join(t for t in (text, json.dumps(value, ensure_ascii=False)) if t)
             report = next((d[DATA_KEY]["report"] for d in result.data if isinstance(d, dict)
                            and isinstance(d.get(DATA_KEY), dict)
                            and isinstance(d[DATA_KEY].get("report"), dict)), None)
