@@ -379,6 +379,9 @@ def _transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
+_OPEN_LIMIT = 4096
+
+
 class _RemoteModel(Model):
     """Answers a `RemoteAgent`'s turns by exchanging A2A messages with the remote agent."""
 
@@ -387,7 +390,9 @@ class _RemoteModel(Model):
     def __init__(self, agent: RemoteAgent) -> None:
         self.agent = agent
         self.name = f"a2a:{agent.url}"
-        self._open: dict[str, str] = {}  # context id -> its task waiting for input
+        # context id -> its task waiting for input; at most _OPEN_LIMIT conversations (one
+        # forgotten is found again on the remote, by `RemoteAgent.open_task`)
+        self._open: dict[str, str] = {}
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
@@ -437,6 +442,8 @@ class _RemoteModel(Model):
                 calls, text = _requests(result), ""
             else:  # the active agent of a chat: the next user turn answers it
                 self._open[context_id] = result.task_id
+                if len(self._open) > _OPEN_LIMIT:
+                    del self._open[next(iter(self._open))]
         elif result.state == "completed":
             structured = [d for d in result.data if not (isinstance(d, dict) and DATA_KEY in d)]
             if structured:  # the remote's data parts are part of its answer, as JSON
