@@ -5,6 +5,8 @@ own client against relayrace's server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import re
 import subprocess
@@ -41,12 +43,12 @@ HERE = Path(__file__).resolve().parent
 AGENTS = ["billing", "slowpoke", "broken", "careful", "desk", "reporter"]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """``relayrace a2a serve`` in its own process on a free port: (its URL, its database)."""
-    db = tmp_path_factory.mktemp("a2a") / "server.db"
+@contextlib.contextmanager
+def serving(db: Path, port: int = 0) -> Iterator[str]:
+    """``relayrace a2a serve`` in its own process on ``port`` (0: a free one): its URL."""
     command = [sys.executable, "-m", "relayrace.cli", "a2a", "serve", str(HERE / "a2a_team.py"),
-               *[a for name in AGENTS for a in ("--agent", name)], "--port", "0", "--db", str(db)]
+               *[a for name in AGENTS for a in ("--agent", name)], "--port", str(port),
+               "--db", str(db)]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
                                env=os.environ | {"PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
@@ -66,13 +68,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     try:
         if found is None:
             pytest.fail(f"the A2A server did not start: {lines}")
-        yield found.group(1), db
+        yield found.group(1)
     finally:
         process.terminate()
         process.wait(timeout=10)
         reader.join(5)
         assert process.stderr is not None
         process.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The test team served in its own process: (its URL, its database)."""
+    db = tmp_path_factory.mktemp("a2a") / "server.db"
+    with serving(db) as url:
+        yield url, db
 
 
 def remote(url: str, agent: str, **options: Any) -> RemoteAgent:
@@ -366,3 +376,154 @@ async def test_the_sdk_client_sees_a_failed_run_as_a_failed_task(client: Any) ->
     assert state_name(last.status.state) == "failed"
     said = "".join(p.text for p in last.status.message.parts)
     assert "provider is down" in said and "Traceback" not in said
+
+
+async def test_a_remote_that_restarted_goes_on_with_the_conversation(tmp_path: Path) -> None:
+    # The restarted remote no longer knows the task waiting for input: the answer goes to
+    # the same context, where the relayrace server's session still holds the question.
+    db = tmp_path / "server.db"
+    with serving(db) as url:
+        model = ScriptedModel([tool_call("transfer_to_billing", {"reason": "a refund"}),
+                               text("Back with you."),
+                               tool_call("billing", {"query": "I want a refund"}),
+                               text("Refunded.")])
+        billing = remote(url, "billing")
+        assistant = Agent("assistant", instructions="x", model=model, sub_agents=[billing],
+                          tools=[billing.as_tool(report=False)])
+        chat = MemorySession()
+        asked = await Runner.run(assistant, "I want a refund", session=chat)
+        assert asked.final_output == "Which invoice should I refund?"
+    with serving(db, int(url.rsplit(":", 1)[1])):
+        done = await Runner.run(assistant, "INV-7", session=chat)
+        assert done.last_agent.name == "assistant" and done.final_output == "Back with you."
+        returned = [e for e in chat.events if isinstance(e, HandoffEvent) and e.is_return]
+        assert "Refund issued for invoice INV-7." in returned[0].reason
+        delegated = MemorySession()
+        stopped = await Runner.run(assistant, "refund", session=delegated)
+        assert stopped.pending is not None
+        [question] = stopped.pending.questions
+    with serving(db, int(url.rsplit(":", 1)[1])):
+        resumed = await Runner.resume(stopped.pending, answers={question.id: "INV-3"})
+    assert resumed.final_output == "Refunded."
+    results = [e for e in delegated.events if isinstance(e, ToolResultEvent)]
+    assert not results[-1].is_error
+    assert results[-1].message.content == "Refund issued for invoice INV-3."
+
+
+async def test_the_server_remembers_its_latest_tasks_and_forgotten_contexts_go_on() -> None:
+    from a2a.utils.errors import TaskNotFoundError
+
+    from a2a_team import billing
+    from relayrace.a2a_serve import create_a2a_app
+
+    url = "http://a2a.test"
+    app = create_a2a_app(billing, url=url, store="memory://", max_tasks=2)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=url,
+                                 timeout=30) as http:
+        sdk_client = await create_client(url, ClientConfig(httpx_client=http))
+        asked = [e async for e in sdk_client.send_message(_message("I want a refund"))]
+        waiting = asked[-1].status_update
+        assert state_name(waiting.status.state) == "input-required"
+        for n in (1, 2):
+            [e async for e in sdk_client.send_message(_message(f"Is INV-{n} paid?"))]
+        with pytest.raises(TaskNotFoundError):  # two newer tasks: the first is forgotten
+            await sdk_client.get_task(GetTaskRequest(id=waiting.task_id))
+        # ... but its context's session still waits for the answer.
+        done = [e async for e in sdk_client.send_message(_message(
+            "INV-4", context_id=waiting.context_id))]
+        assert state_name(done[-1].status_update.status.state) == "completed"
+        answer = [e.artifact_update.artifact for e in done
+                  if e.WhichOneof("payload") == "artifact_update"]
+        assert answer[0].parts[0].text == "Refund issued for invoice INV-4."
+        await sdk_client.close()
+    with pytest.raises(UserError, match="max_tasks"):
+        create_a2a_app(billing, url=url, store="memory://", max_tasks=0)
+
+
+async def test_a_remote_call_to_approve_in_a_delegation_is_the_runs_pending_approval(
+        server: tuple[str, Path]) -> None:
+    url, _ = server
+    careful = remote(url, "careful")
+    for approve, said in ((True, "Result: refunded INV-9"), (False, "Result: Rejected")):
+        model = ScriptedModel([tool_call("careful", {"query": "Refund INV-9"}), text("Done.")])
+        boss = Agent("boss", instructions="x", model=model,
+                     tools=[careful.as_tool(report=False)])
+        session = MemorySession()
+        stopped = await Runner.run(boss, "refund INV-9", session=session)
+        assert stopped.pending is not None and not stopped.pending.questions
+        [approval] = stopped.pending.approvals
+        assert approval.tool_name == "remote_tool_call" and approval.path == "boss/careful"
+        assert '"tool": "refund"' in approval.arguments and "INV-9" in approval.arguments
+        done = await Runner.resume(stopped.pending, approvals={approval.call_id: approve})
+        assert done.final_output == "Done."
+        [result] = [e for e in session.events if isinstance(e, ToolResultEvent)]
+        assert not result.is_error and result.message.content.startswith(said)
+        assert_valid_protocol(messages_of(session.events))
+
+
+async def test_a_foreign_remotes_data_parts_are_part_of_the_tool_result() -> None:
+    # An A2A agent that is not relayrace, written with the a2a-sdk: it answers with a text
+    # part and a data part, after a progress update.
+    import socket
+
+    from a2a.helpers.proto_helpers import new_task_from_user_message
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types.a2a_pb2 import (
+        AgentCapabilities,
+        AgentCard,
+        AgentInterface,
+        AgentSkill,
+        TaskState,
+    )
+    from google.protobuf.json_format import ParseDict
+    from google.protobuf.struct_pb2 import Value
+    from starlette.applications import Starlette
+
+    from relayrace.a2a_serve import serve_a2a
+
+    class Weather(AgentExecutor):
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+            up = TaskUpdater(event_queue, task.id, task.context_id)
+            await up.update_status(TaskState.TASK_STATE_WORKING,
+                                   up.new_agent_message([Part(text="looking outside")]))
+            await up.add_artifact([Part(text="Sunny."), Part(data=ParseDict(
+                {"celsius": 21, "sky": "clear"}, Value()))])
+            await up.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    card = AgentCard(name="weather", description="The weather.", version="1",
+                     supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC",
+                                                          protocol_version="1.0")],
+                     capabilities=AgentCapabilities(streaming=True),
+                     skills=[AgentSkill(id="weather", name="weather", description="Weather.")],
+                     default_input_modes=["text/plain"], default_output_modes=["text/plain"])
+    handler = DefaultRequestHandler(agent_executor=Weather(), task_store=InMemoryTaskStore(),
+                                    agent_card=card)
+    app = Starlette(routes=[*create_agent_card_routes(card),
+                            *create_jsonrpc_routes(handler, rpc_url="/")])
+    serving_task = asyncio.ensure_future(serve_a2a(app, port=0, sock=sock))
+    try:
+        weather = RemoteAgent(url, name="weather", timeout=10)
+        model = ScriptedModel([tool_call("weather", {"query": "Weather in Oslo?"}), text("ok")])
+        boss = Agent("boss", instructions="x", model=model,
+                     tools=[weather.as_tool(report=False)])
+        events = [e async for e in Runner.stream(boss, "weather?")]
+    finally:
+        serving_task.cancel()
+        await asyncio.gather(serving_task, return_exceptions=True)
+    [result] = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert not result.is_error
+    said, data = result.message.content.split("\n")
+    assert said == "Sunny." and json.loads(data) == {"celsius": 21, "sky": "clear"}
+    assert [e.text for e in events if isinstance(e, StatusEvent)] == ["looking outside"]

@@ -31,16 +31,21 @@ from .handoffs import FINISH_TASK
 from .messages import Message, ToolCall
 from .models.interface import Model, ModelRequest, ModelResponse, StatusUpdate
 from .reports import SUBMIT_REPORT
-from .tools import ask_user
+from .tools import FunctionTool, ask_user
 from .usage import Usage
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import AgentCard
 
-__all__ = ["RemoteAgent", "RemoteResult"]
+__all__ = ["RemoteAgent", "RemoteResult", "remote_tool_call"]
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
-_ASK_PREFIX = "a2a-ask-"  # an ask_user call made for a remote question: the id names the task
+# The calls a delegated remote child makes for its remote task's input-required state: an
+# ask_user call per question, a remote_tool_call (needing approval) per call to approve. Their
+# ids are ``prefix + nonce:task id:remote id`` (the log keeps them, so a resume finds the task).
+_ASK_PREFIX = "a2a-ask-"
+_APPROVE_PREFIX = "a2a-approve-"
+_APPROVED = "approved"
 DATA_KEY = "relayrace"
 """The key of the data part that carries relayrace's own view of a message (the conversation
 handed over, a report), so a relayrace server reads it as it was meant."""
@@ -88,6 +93,18 @@ def state_name(state: int) -> str:
     return _STATES.get(TaskState.Name(state), "unknown")
 
 
+def _plain(value: Any) -> Any:
+    """A data part's value with its whole numbers as ints: protobuf's Struct, A2A's data
+    carrier, holds every number as a double (``21`` arrives as ``21.0``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
     from google.protobuf.json_format import MessageToDict
 
@@ -97,7 +114,7 @@ def _texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            data.append(MessageToDict(part.data))
+            data.append(_plain(MessageToDict(part.data)))
         elif kind == "url":
             texts.append(part.url)
     return "\n".join(t for t in texts if t), data
@@ -144,7 +161,8 @@ class RemoteAgent(Agent[Any, str]):
         super().__init__(name, instructions="", description=description or "",
                          model=self.remote_model, mode="task")
         self._child = _RemoteChild(name, instructions="", description=self.description,
-                                   model=self.remote_model, tools=[ask_user])
+                                   model=self.remote_model,
+                                   tools=[ask_user, remote_tool_call])
 
     remote = True
 
@@ -168,23 +186,37 @@ class RemoteAgent(Agent[Any, str]):
     async def send(self, text: str, *, context_id: str, task_id: str = "",
                    data: Any = None) -> AsyncIterator[StatusUpdate | RemoteResult]:
         """Send one message to the remote and follow its task: its progress, then the
-        `RemoteResult` last. Transport failures and timeouts are `ModelProviderError`s."""
+        `RemoteResult` last. Transport failures and timeouts are `ModelProviderError`s.
+
+        A remote that no longer knows ``task_id`` (it restarted, or let the task expire)
+        gets the message again as a new task of the same context: a relayrace server then
+        answers the run that waits in the context's session."""
+        card = await self.card()
+        try:
+            async for item in self._exchange(card, text, context_id, task_id, data):
+                yield item
+        except _TaskGone:
+            async for item in self._exchange(card, text, context_id, "", data):
+                yield item
+
+    async def _exchange(self, card: AgentCard, text: str, context_id: str, task_id: str,
+                        data: Any) -> AsyncIterator[StatusUpdate | RemoteResult]:
         import httpx
         from a2a.client import ClientConfig, create_client
-        from a2a.client.errors import A2AClientError
         from a2a.types.a2a_pb2 import Message as A2AMessage
         from a2a.types.a2a_pb2 import Part, Role, SendMessageRequest
+        from a2a.utils.errors import A2AError, TaskNotFoundError
 
         parts = [Part(text=text)]
         if data is not None:
             parts.append(_data_part(data))
         message = A2AMessage(message_id=secrets.token_hex(16), context_id=context_id,
                              task_id=task_id, role=Role.ROLE_USER, parts=parts)
-        card = await self.card()
+        result = RemoteResult(state="unknown")
+        client: Any = None
         async with httpx.AsyncClient(headers=self.headers, timeout=self.exchange_timeout) as http:
-            client = await create_client(card, ClientConfig(httpx_client=http))
-            result = RemoteResult(state="unknown")
             try:
+                client = await create_client(card, ClientConfig(httpx_client=http))
                 async with asyncio.timeout(self.exchange_timeout):
                     request = SendMessageRequest(message=message)
                     if self.metadata:
@@ -198,13 +230,21 @@ class RemoteAgent(Agent[Any, str]):
                     await _cancel(client, result.task_id)
                 raise ModelTimeout(f"The remote agent {self.name!r} at {self.url} did not "
                                    f"finish within {self.exchange_timeout} s.") from exc
-            except (A2AClientError, httpx.HTTPError, ValueError) as exc:
-                raise ModelProviderError(f"The remote agent {self.name!r} at {self.url} could "
-                                         f"not be reached or answered badly: {exc}",
-                                         provider="a2a") from exc
+            except TaskNotFoundError as exc:
+                if task_id and not result.task_id:
+                    raise _TaskGone from exc
+                raise self._unreachable(exc) from exc
+            except (A2AError, httpx.HTTPError, ValueError) as exc:
+                raise self._unreachable(exc) from exc
             finally:
-                await client.close()
+                if client is not None:
+                    await client.close()
         yield result
+
+    def _unreachable(self, exc: Exception) -> ModelProviderError:
+        return ModelProviderError(f"The remote agent {self.name!r} at {self.url} could not be "
+                                  f"reached or answered badly: {type(exc).__name__}: {exc}",
+                                  provider="a2a")
 
     async def open_task(self, context_id: str) -> str:
         """The remote task of ``context_id`` that waits for input, if the remote lists one."""
@@ -225,6 +265,21 @@ class RemoteAgent(Agent[Any, str]):
         except Exception:  # a remote without task listing: the message starts a new task
             return ""
         return found.tasks[0].id if found.tasks else ""
+
+
+def _remote_tool_call(tool: str, arguments: str, call_id: str) -> str:
+    """A call the remote agent waits to make until a person approves it: ``tool`` with
+    ``arguments``, the remote's call ``call_id``."""
+    return _APPROVED
+
+
+remote_tool_call = FunctionTool(_remote_tool_call, name="remote_tool_call", confirm=True)
+"""What a delegated `RemoteAgent` calls for each call its remote task needs approved: the run
+stops with it pending (``result.pending.approvals``) and the decision goes to the remote."""
+
+
+class _TaskGone(Exception):
+    """The remote does not know the task a message continues."""
 
 
 class _RemoteChild(Agent[Any, str]):
@@ -276,9 +331,11 @@ def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
             result.text = "\n".join(t for t in (result.text, text) if t)
             result.data.extend(data)
         if task.status.HasField("message"):
-            said, _ = _texts(task.status.message.parts)
+            said, data = _texts(task.status.message.parts)
             if result.state != "completed" and said:
                 result.text = said
+            if result.state == "input-required":
+                result.data.extend(data)
         return None
     if kind == "artifact_update":
         text, data = _texts(event.artifact_update.artifact.parts)
@@ -290,11 +347,13 @@ def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
         update = event.status_update
         result.task_id = result.task_id or update.task_id
         result.state = state_name(update.status.state)
-        said, _ = _texts(update.status.message.parts) if update.status.HasField("message") \
+        said, data = _texts(update.status.message.parts) if update.status.HasField("message") \
             else ("", [])
         if result.state in ("input-required", "failed", "rejected", "canceled",
                             "auth-required") and said:
             result.text = said
+        if result.state == "input-required":
+            result.data.extend(data)
         if said and result.state in ("working", "submitted"):
             return StatusUpdate(said, result.state)
     return None
@@ -320,6 +379,9 @@ def _transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
+_OPEN_LIMIT = 4096
+
+
 class _RemoteModel(Model):
     """Answers a `RemoteAgent`'s turns by exchanging A2A messages with the remote agent."""
 
@@ -328,7 +390,9 @@ class _RemoteModel(Model):
     def __init__(self, agent: RemoteAgent) -> None:
         self.agent = agent
         self.name = f"a2a:{agent.url}"
-        self._open: dict[str, str] = {}  # context id -> its task waiting for input
+        # context id -> its task waiting for input; at most _OPEN_LIMIT conversations (one
+        # forgotten is found again on the remote, by `RemoteAgent.open_task`)
+        self._open: dict[str, str] = {}
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         response: ModelResponse | None = None
@@ -357,12 +421,10 @@ class _RemoteModel(Model):
         mine = [i for i, m in enumerate(messages)
                 if m.role == "assistant" and m.name == self.agent.name]
         last = mine[-1] if mine else -1
-        if last >= 0 and messages[last].tool_calls:
-            call = messages[last].tool_calls[0]
-            if call.name == "ask_user" and call.id.startswith(_ASK_PREFIX):
-                answer = next((m.content for m in messages[last + 1:]
-                               if m.role == "tool" and m.tool_call_id == call.id), "")
-                return answer, call.id[len(_ASK_PREFIX):].rsplit("-", 1)[0], None
+        if last >= 0:
+            asked = _what_was_asked(messages[last].tool_calls, messages[last + 1:])
+            if asked is not None:
+                return asked
         if last < 0:  # the conversation handed over (or the task given), as it was filtered
             return _transcript(messages), "", {DATA_KEY: {"messages": _said(messages)}}
         new = "\n".join(m.content for m in messages[last + 1:] if m.role == "user")
@@ -376,14 +438,17 @@ class _RemoteModel(Model):
         calls: tuple[ToolCall, ...] = ()
         text = result.text
         if result.state == "input-required":
-            if "ask_user" in offered:  # a delegated child: the run's pending question
-                call_id = f"{_ASK_PREFIX}{result.task_id}-{secrets.token_hex(4)}"
-                calls = (ToolCall(id=call_id, name="ask_user",
-                                  arguments=json.dumps({"question": text or "(no question)"})),)
-                text = ""
+            if "ask_user" in offered:  # a delegated child: the run's pending request(s)
+                calls, text = _requests(result), ""
             else:  # the active agent of a chat: the next user turn answers it
                 self._open[context_id] = result.task_id
+                if len(self._open) > _OPEN_LIMIT:
+                    del self._open[next(iter(self._open))]
         elif result.state == "completed":
+            structured = [d for d in result.data if not (isinstance(d, dict) and DATA_KEY in d)]
+            if structured:  # the remote's data parts are part of its answer, as JSON
+                value = structured[0] if len(structured) == 1 else structured
+                text = "\n".join(t for t in (text, json.dumps(value, ensure_ascii=False)) if t)
             report = next((d[DATA_KEY]["report"] for d in result.data if isinstance(d, dict)
                            and isinstance(d.get(DATA_KEY), dict)
                            and isinstance(d[DATA_KEY].get("report"), dict)), None)
@@ -406,6 +471,70 @@ class _RemoteModel(Model):
                 raise ModelProviderError(why, provider="a2a")
         return ModelResponse(message=Message.assistant(text, calls, name=name),
                              usage=Usage(requests=1), model=self.name)
+
+
+def _pending_of(result: RemoteResult) -> dict[str, Any]:
+    """What a relayrace remote's input-required state waits for (its data part), if said."""
+    for d in result.data:
+        mine = d.get(DATA_KEY) if isinstance(d, dict) else None
+        if isinstance(mine, dict) and isinstance(mine.get("pending"), dict):
+            pending: dict[str, Any] = mine["pending"]
+            return pending
+    return {}
+
+
+def _requests(result: RemoteResult) -> tuple[ToolCall, ...]:
+    """The calls a delegated child makes for its remote task's input-required state: one
+    ``ask_user`` per question and one ``remote_tool_call`` per call to approve (a remote that
+    does not list them asks its status message's text)."""
+    pending, task = _pending_of(result), result.task_id
+
+    def call_id(prefix: str, remote_id: str) -> str:
+        return f"{prefix}{secrets.token_hex(4)}:{task}:{remote_id}"
+
+    calls = [ToolCall(id=call_id(_ASK_PREFIX, str(q.get("id", ""))), name="ask_user",
+                      arguments=json.dumps({"question": str(q.get("question", ""))}
+                                           | _choices(q.get("choices"))))
+             for q in pending.get("questions") or () if isinstance(q, dict)]
+    calls += [ToolCall(id=call_id(_APPROVE_PREFIX, str(a.get("call_id", ""))),
+                       name=remote_tool_call.name, arguments=json.dumps({
+                           "tool": str(a.get("tool", "")), "arguments": str(a.get("arguments", "")),
+                           "call_id": str(a.get("call_id", ""))}))
+              for a in pending.get("approvals") or () if isinstance(a, dict)]
+    if not calls:
+        calls = [ToolCall(id=call_id(_ASK_PREFIX, ""), name="ask_user",
+                          arguments=json.dumps({"question": result.text or "(no question)"}))]
+    return tuple(calls)
+
+
+def _choices(choices: Any) -> dict[str, Any]:
+    """``ask_user``'s choices argument for a remote question's choices, if they are some."""
+    if isinstance(choices, list) and choices and all(isinstance(c, str) and c for c in choices):
+        return {"choices": choices}
+    return {}
+
+
+def _what_was_asked(calls: Sequence[ToolCall], after: Sequence[Message]
+                    ) -> tuple[str, str, Any] | None:
+    """The answer to the requests `_requests` made (what to send, the task it goes to, the
+    decisions by the remote's ids), once the run has them; None if the calls were others."""
+    ours = [c for c in calls if c.id.startswith((_ASK_PREFIX, _APPROVE_PREFIX))]
+    if not ours:
+        return None
+    said = {m.tool_call_id: m.content for m in after if m.role == "tool"}
+    answers: dict[str, str] = {}
+    approvals: dict[str, bool] = {}
+    task_id = ""
+    for call in ours:
+        _, task_id, remote_id = call.id.split(":", 2)
+        if call.id.startswith(_APPROVE_PREFIX):
+            approvals[remote_id] = said.get(call.id) == _APPROVED
+        else:
+            answers[remote_id] = said.get(call.id, "")
+    text = "\n".join([*answers.values(), *("yes" if ok else "no" for ok in approvals.values())])
+    if "" in answers:  # a remote that did not list its question: the text answers it
+        return text, task_id, None
+    return text, task_id, {DATA_KEY: {"answers": answers, "approvals": approvals}}
 
 
 def _said(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -82,30 +82,65 @@ def agent_card(agents: Sequence[Agent[Any]], *, url: str, name: str | None = Non
 
 def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
                    store: SessionStore | str | None = None, model: Model | str | None = None,
-                   max_turns: int | None = None, name: str | None = None) -> Any:
+                   max_turns: int | None = None, name: str | None = None,
+                   max_tasks: int = 10_000) -> Any:
     """A Starlette app serving ``agents`` over A2A (JSON-RPC at ``/``, the card at
     ``/.well-known/agent-card.json``); ``url`` is where clients reach it.
 
     Sessions live in ``store`` (a `SessionStore` or what `open_store` reads; default: the
     SQLite file ``.relayrace/sessions.db``). A message goes to the first agent unless its
-    metadata names another (``{"agent": name}``).
+    metadata names another (``{"agent": name}``). The server remembers its ``max_tasks``
+    most recently updated tasks (in memory); a message on a context whose task was
+    forgotten, or sent before a restart, goes on in the context's session all the same.
     """
     sdk()
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-    from a2a.server.tasks import InMemoryTaskStore
     from starlette.applications import Starlette
 
     served = [agents] if isinstance(agents, Agent) else list(agents)
+    if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1:
+        raise UserError(f"max_tasks is how many tasks the server remembers, an int >= 1; "
+                        f"got {max_tasks!r}.")
     if not served:
         raise UserError("An A2A server needs at least one agent to serve.")
     sessions = store if isinstance(store, SessionStore) else open_store(store)
     card = agent_card(served, url=url, name=name)
     executor = _executor_class()(served, sessions, model, max_turns)
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+    handler = DefaultRequestHandler(agent_executor=executor,
+                                    task_store=_recent_tasks_class()(max_tasks),
                                     agent_card=card)
     return Starlette(routes=[*create_agent_card_routes(card),
                              *create_jsonrpc_routes(handler, rpc_url="/")])
+
+
+def _recent_tasks_class() -> type:
+    from collections import OrderedDict
+
+    from a2a.server.tasks import InMemoryTaskStore
+
+    class RecentTasks(InMemoryTaskStore):
+        """The SDK's in-memory task store, holding the ``limit`` most recently saved tasks:
+        a long-running server's memory stays bounded (the sessions keep the conversations)."""
+
+        def __init__(self, limit: int) -> None:
+            super().__init__()
+            self.limit = limit
+            self.order: OrderedDict[str, Any] = OrderedDict()  # task id -> its call context
+
+        async def save(self, task: Any, context: Any) -> None:
+            await super().save(task, context)
+            self.order[task.id] = context
+            self.order.move_to_end(task.id)
+            while len(self.order) > self.limit:
+                old, owner = self.order.popitem(last=False)
+                await super().delete(old, owner)
+
+        async def delete(self, task_id: str, context: Any) -> None:
+            self.order.pop(task_id, None)
+            await super().delete(task_id, context)
+
+    return RecentTasks
 
 
 def _executor_class() -> type:
