@@ -2,6 +2,8 @@
 
     python bench/chaos.py                 # the long form: 100 trials
     python bench/chaos.py --trials 8      # a short form (the test suite runs one)
+    python bench/chaos.py --workers       # durable runs: 3 workers on PostgreSQL, 50 kills
+                                          # (bench/chaos_workers.py)
 
 Each trial runs one team on a fresh ``SQLiteSession``: ``triage`` transfers to ``ops``, which
 calls two side-effecting tools in parallel beside a delegated ``researcher`` child (itself
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,19 +54,27 @@ HERE = Path(__file__).resolve()
 COMPLETE, AWAITING = 0, 3  # a worker's exit codes: the run finished; it waits for approval
 MAX_ATTEMPTS = 40
 LEASE_TTL, WAIT = 0.5, 5.0  # seconds
+Effect = Callable[[RunContext[Any], str], None]
 FOLLOW_UP_RATE = 0.25  # after a kill, how often the user writes again instead of resuming
 
 
 # -- the worker: one process running or resuming the team ------------------------------------
 
 
-def _team(ledger: Path) -> Agent[Any]:
+def _ledger_effect(ledger: Path) -> Effect:
     def effect(ctx: RunContext[Any], name: str) -> None:
         line = json.dumps([ctx.session.session_id, ctx.tool_call_id, name]) + "\n"
         with ledger.open("a") as f:  # the side effect: durable before the tool returns
             f.write(line)
             f.flush()
             os.fsync(f.fileno())
+
+    return effect
+
+
+def team(effect: Effect, answered: Callable[[ModelRequest], None] | None = None,
+         delay: float = 0.01) -> Agent[Any]:
+    """The chaos team; ``effect`` records each side effect, ``answered`` each model answer."""
 
     @tool
     async def work(ctx: RunContext[Any], tag: str) -> str:
@@ -106,6 +117,12 @@ def _team(ledger: Path) -> Agent[Any]:
         return "call_" + os.urandom(6).hex()
 
     def play(request: ModelRequest) -> Any:
+        turn = _turn(request)
+        if answered is not None:
+            answered(request)
+        return turn
+
+    def _turn(request: ModelRequest) -> Any:
         seen = list(request.messages)
         if request.agent == "triage":
             if not called(seen, "transfer_to_ops"):
@@ -125,7 +142,7 @@ def _team(ledger: Path) -> Agent[Any]:
             return tool_call("charge", {"amount": 42}, id=uid())
         return "All done."
 
-    model = FunctionModel(play, delay=0.01)
+    model = FunctionModel(play, delay=delay)
     researcher = Agent("researcher", instructions="Research.", model=model, tools=[fetch])
     ops = Agent("ops", instructions="Do the work.", model=model,
                 tools=[work, charge, researcher.as_tool()],
@@ -134,16 +151,16 @@ def _team(ledger: Path) -> Agent[Any]:
 
 
 async def _work(db: Path, ledger: Path, follow_up: bool) -> int:
-    team = _team(ledger)
+    chaos_team = team(_ledger_effect(ledger))
     # A killed worker's lease on the session lapses after LEASE_TTL; the next one waits it out.
     session = SQLiteSession("chaos", db, lease_ttl=LEASE_TTL)
     print("ready", flush=True)
     if follow_up and await session.get_events():
         # The user writes again instead of resuming: what the crash cut short is answered.
-        result = await Runner.run(team, "Any news?", session=session,
+        result = await Runner.run(chaos_team, "Any news?", session=session,
                                   wait_for_session=WAIT)
         return AWAITING if result.pending is not None else COMPLETE
-    pending = await PendingRun.from_session(session, entry=team)
+    pending = await PendingRun.from_session(session, entry=chaos_team)
     if pending is not None:
         # The person approves each call, except one whose earlier attempt's outcome is unknown
         # and whose effect they find already done (they check, as the note asks).
@@ -156,7 +173,7 @@ async def _work(db: Path, ledger: Path, follow_up: bool) -> int:
         finished = [e for e in events if e.kind == "run_finished"]
         if finished and finished[-1].status == "completed":  # type: ignore[attr-defined]
             return COMPLETE
-        result = await Runner.run(team, None if events else "Charge me after the work.",
+        result = await Runner.run(chaos_team, None if events else "Charge me after the work.",
                                   session=session, wait_for_session=WAIT)
     return AWAITING if result.pending is not None else COMPLETE
 
@@ -346,6 +363,10 @@ def run(trials: int, *, seed: int = 0, kill_rate: float = 0.8) -> Figures:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["worker"]:
         return asyncio.run(_work(Path(argv[1]), Path(argv[2]), argv[3] == "follow-up"))
+    if any(a == "--workers" or a.startswith("--workers=") for a in argv):
+        import chaos_workers  # durable runs: worker processes on PostgreSQL (DBOS)
+
+        return chaos_workers.main(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--seed", type=int, default=int(time.time()))

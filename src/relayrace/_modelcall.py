@@ -9,6 +9,7 @@ from ._builders import new_message_event, new_request
 from ._context import request_messages
 from ._guarding import GuardedStream, cost_block, guard_finish, guard_text
 from ._state import Toolset, listed_toolset_of
+from ._steps import model_step
 from ._structured import Partials, ask, mode_of
 from ._toolexec import finish_task_definition, tools_off
 from .events import StatusEvent, TextDeltaEvent
@@ -123,11 +124,12 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
         if state.emit is None:
-            response = await model.request(request)
+            response = await model_step(loop, name, lambda: model.request(request))
         else:
             if guarded:
                 shown = GuardedStream(loop, agent)
-            response = await _stream_model(loop, model, request, agent, path, shown, partials)
+            response = await model_step(loop, name, lambda: _stream_model(
+                loop, model, request, agent, path, shown, partials))
     except BaseException as exc:
         budget.close_request(estimate, path, local, None)
         state.trace.end(span, exc)

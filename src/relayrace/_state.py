@@ -17,6 +17,7 @@ from .messages import Message, ToolCall
 from .models.interface import Model, ToolDefinition
 from .output import OUTPUT_TOOL
 from .sessions.base import Session
+from .steps import StepRunner
 from .tools import Tool
 from .tools import Toolset as ListedTools
 from .tracing import Trace
@@ -105,11 +106,11 @@ class RunState:
     """What a run shares with every child it delegates to."""
 
     __slots__ = ("approvals", "budget", "context", "emit", "memory_owner", "model_override",
-                 "trace")
+                 "steps", "trace")
 
     def __init__(self, context: Any, trace: Trace, limits: UsageLimits | None = None,
                  emit: Emit | None = None, model_override: Model | None = None,
-                 approvals: Decisions | None = None) -> None:
+                 approvals: Decisions | None = None, steps: StepRunner | None = None) -> None:
         self.context = context
         self.trace = trace
         self.budget = Budget(limits)
@@ -117,6 +118,9 @@ class RunState:
         self.model_override = model_override
         self.approvals = approvals
         """The decisions of a resumed run (``None`` unless it resumes after approval)."""
+        self.steps = steps
+        """Where a durable run records its model requests and tool calls (``None``: not
+        durable)."""
         self.memory_owner = ""
         """Whose memory agents with ``memory=`` keep: the run's ``user_id``, else its top
         session's id."""

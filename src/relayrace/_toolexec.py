@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from ._context import cut_long
 from ._guarding import guard_text, input_block
 from ._state import listed_toolset_of
+from ._steps import attempt_tool, recorded_call
 from .approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
 from .events import ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
 from .handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
 from .messages import Message, ToolCall
 from .routing import Finish, TransferTo
-from .tools import Tool, ToolRetry, parse_arguments, render_tool_output
+from .tools import Tool, ToolRetry, parse_arguments
 from .usage import CHARS_PER_TOKEN
 
 if TYPE_CHECKING:
@@ -116,6 +117,10 @@ async def _run_tools(
         if tool is not None:
             needs_approval = tool.requires_approval
             started = unknown.get(call.id) if unknown else None
+            if started is not None and recorded_call(loop, call):
+                # A durable run's earlier attempt finished it: its recorded outcome is taken.
+                ordinary.append((i, tool, call))
+                continue
             # A call that stopped for a person after it last started (``asked``) did not end.
             if started is not None and not tool.idempotent and call.id not in asked:
                 if not needs_approval:
@@ -553,10 +558,7 @@ async def _call_tool(
     if state.approvals is not None:
         ctx.answers = state.approvals.take_answers(loop.log.session.session_id, call)
     try:
-        value = await tool.invoke(ctx, call.arguments)
-    except ToolRetry as exc:
-        state.trace.end(span, f"ToolRetry: {exc}")
-        return _Outcome(loop.tool_result(agent, call, str(exc), is_error=True))
+        done = await attempt_tool(loop, tool, ctx, call)
     except UserQuestion as asked:  # the call waits for the user's answer
         state.trace.end(span)
         question = _question(loop, agent, call, ctx.call_key, asked)
@@ -568,15 +570,18 @@ async def _call_tool(
     except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
         state.trace.end(span, exc)
         raise
-    except Exception as exc:  # a crashing tool is reported to the model, not to the caller
-        state.trace.end(span, exc)
-        return _Outcome(loop.tool_result(
-            agent, call, f"Error: tool {tool.name} failed: {type(exc).__name__}: {exc}",
-            is_error=True, tb=traceback.format_exc()))
+    kind = done.kind
+    if kind == "retry":
+        state.trace.end(span, f"ToolRetry: {done.text}")
+        return _Outcome(loop.tool_result(agent, call, done.text, is_error=True))
+    if kind == "error":  # a crashing tool is reported to the model, not to the caller
+        state.trace.end(span, done.text)
+        return _Outcome(loop.tool_result(agent, call, f"Error: tool {tool.name} failed: "
+                                         f"{done.text}", is_error=True, tb=done.tb))
     state.trace.end(span)
-    if isinstance(value, TransferTo | Finish):
-        return _Outcome(None, signal=value)
-    text = render_tool_output(value)
+    if kind != "value":
+        return _Outcome(None, signal=done.signal())
+    text = done.text
     limit = tool.max_result_tokens or agent.max_result_tokens
     if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
         return _Outcome(cut_long(loop, agent, call, text, limit))

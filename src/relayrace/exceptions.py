@@ -21,6 +21,7 @@ Every error derives from one root, so ``except RelayraceError`` catches them all
     │   └── HandoffLoopError          agents pass control back and forth without doing work
     ├── GuardrailTripwireTriggered    a guardrail wrapped in ``Tripwire`` blocked something
     ├── MCPServerError                an MCP server could not be started or reached, or broke a call
+    ├── DurableRunError               a durable run cannot be submitted, found or waited for
     ├── PatternStepFailed             a fan-out subtask (``on_error="cancel"``), pipeline stage or
     │                                 chain link (``on_error="fail"``) failed
     └── SessionError              a session's store refused a run or a write (``retryable``)
@@ -41,6 +42,7 @@ __all__ = [
     "AnswerError",
     "CircularReferenceError",
     "ConfigError",
+    "DurableRunError",
     "GuardrailTripwireTriggered",
     "HandoffError",
     "HandoffLoopError",
@@ -302,6 +304,16 @@ class SessionStoreUnavailable(SessionError):
             f"Session {session_id!r}: {store} could not be reached ({reason}). Nothing of this "
             "write was stored; check that the database is up and the URL is right, then run "
             "again on the session."))
+
+
+class DurableRunError(RelayraceError):
+    """A durable run (``relayrace.durable``) cannot be submitted, found or waited for: no
+    worker runs its team in this process, its run id names no run, its workflow failed, or a
+    wait for its result timed out. ``run_id`` names the run."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        super().__init__(f"Durable run {run_id!r}: {message}")
+        self.run_id = run_id
 
 
 class MCPServerError(RelayraceError):

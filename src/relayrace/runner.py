@@ -22,6 +22,7 @@ from .models.interface import Model
 from .reports import DelegationReport
 from .sessions import MemorySession, Session
 from .sessions.base import Lease, check_wait
+from .steps import StepRunner
 from .tools import describe_validation_error
 from .tracing import Trace
 from .usage import RunUsage, UsageLimits
@@ -156,6 +157,7 @@ class Runner:
         wait_for_session: float | None = None,
         user_id: str | None = None,
         answers: dict[str, str] | None = None,
+        steps: StepRunner | None = None,
     ) -> RunResult[Any]:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -180,7 +182,7 @@ class Runner:
         decisions = None if approvals is None and answers is None else await Decisions.bind(
             session, agent, approvals or {}, given_for, answers)
         state = RunState(context, Trace(), usage_limits, emit,
-                         infer_model(model) if model is not None else None, decisions)
+                         infer_model(model) if model is not None else None, decisions, steps)
         state.memory_owner = user_id or session.session_id
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
         start: Agent[Any] | None

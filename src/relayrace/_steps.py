@@ -1,0 +1,128 @@
+"""A run's model requests and tool calls as steps, under keys stable across attempts.
+
+Without a ``StepRunner`` (the usual run) a step is just the call. With one (a durable run),
+each request and each call of a tool that does its own work goes through it: a process that
+died after a step finished, and before the session log took its outcome, leaves the outcome
+with the runner, and the next attempt gets it back instead of paying for the request or
+running the call again. Tools that run delegated children are not steps themselves: the
+children's requests and calls are.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import TypeAdapter
+
+from .approvals import Interrupted, UserQuestion
+from .exceptions import UsageLimitExceeded
+from .models.interface import ModelResponse
+from .routing import Finish, TransferTo
+from .tools import Tool, ToolRetry, render_tool_output
+
+if TYPE_CHECKING:
+    from ._engine import AgentLoop
+    from .context import RunContext
+    from .messages import ToolCall
+    from .steps import StepRunner
+
+__all__ = ["Attempt", "attempt_tool", "model_step", "recorded_call"]
+
+# What stops a run rather than answering a call: never a step's recorded value.
+_STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one call of a tool came to, in a form a step can record."""
+
+    kind: Literal["value", "retry", "error", "transfer", "finish", "again"]
+    """A value (``text``, rendered); ``ToolRetry`` (``text``: its message); a crash
+    (``text``: ``Type: message``, ``tb``: the traceback); a ``TransferTo`` (``text``: the
+    target) or a ``Finish``; ``again``: the call stopped the run (a question, a child waiting
+    for a person, a budget), so an attempt that replays it calls the tool again."""
+    text: str = ""
+    tb: str = ""
+    reason: str = ""
+    summary: str = ""
+
+    def signal(self) -> TransferTo | Finish:
+        """The routing value a ``transfer`` or ``finish`` attempt returned."""
+        if self.kind == "transfer":
+            return TransferTo(self.text, self.reason)
+        return Finish(self.reason, self.summary)
+
+
+_attempts: TypeAdapter[Attempt] = TypeAdapter(Attempt)
+_responses: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+
+
+async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
+    try:
+        value = await tool.invoke(ctx, call.arguments)
+    except ToolRetry as exc:
+        return Attempt("retry", str(exc))
+    except _STOPS:
+        raise
+    except Exception as exc:  # a crashing tool is reported to the model, not to the caller
+        return Attempt("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    if isinstance(value, TransferTo):
+        return Attempt("transfer", value.target, reason=value.reason)
+    if isinstance(value, Finish):
+        return Attempt("finish", reason=value.reason, summary=value.summary)
+    return Attempt("value", render_tool_output(value))
+
+
+def _tool_key(loop: AgentLoop, call: ToolCall) -> str:
+    # The batch's place in the conversation and the provider's call id: the same in every
+    # attempt, since a resumed run rebuilds the conversation from the log. The tool's name
+    # is for people reading DBOS's records.
+    return f"{loop.log.session.session_id}/tool/{loop.calls.batch_at}/{call.id}/{call.name}"
+
+
+async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
+                       call: ToolCall) -> Attempt:
+    """Call ``tool`` (a step of a durable run, when it is one); raise what stops the run."""
+    steps = loop.state.steps
+    if steps is None or tool.delegates:
+        return await _attempt(tool, ctx, call)
+    stopped: list[BaseException] = []
+
+    async def live() -> str:
+        try:
+            done = await _attempt(tool, ctx, call)
+        except _STOPS as exc:
+            stopped.append(exc)
+            done = Attempt("again")
+        return _attempts.dump_json(done).decode()
+
+    done = _attempts.validate_json(await steps.step(_tool_key(loop, call), live))
+    if stopped:
+        raise stopped[0]
+    if done.kind == "again":  # it stopped the run last time: it asks (or stops) again
+        return await _attempt(tool, ctx, call)
+    return done
+
+
+def recorded_call(loop: AgentLoop, call: ToolCall) -> bool:
+    """Whether an earlier attempt of this durable run recorded ``call``'s outcome (so a call
+    the log shows started and unanswered finished after all)."""
+    steps = loop.state.steps
+    return steps is not None and steps.recorded(_tool_key(loop, call)) is not None
+
+
+async def model_step(loop: AgentLoop, agent_name: str,
+                     request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
+    """``request()``'s response (a step of a durable run, when it is one)."""
+    steps: StepRunner | None = loop.state.steps
+    if steps is None:
+        return await request()
+
+    async def live() -> str:
+        return _responses.dump_json(await request()).decode()
+
+    key = f"{loop.log.session.session_id}/model/{len(loop.views.transcript)}/{agent_name}"
+    return _responses.validate_json(await steps.step(key, live))

@@ -1,0 +1,197 @@
+"""``relayrace worker`` and ``relayrace submit``: durable runs on DBOS (``relayrace.durable``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from ._target import resolve_model, resolve_target
+
+__all__ = ["submit", "worker"]
+
+_DB_HELP = ("The database: a SQLite file (default: .relayrace/sessions.db, DBOS's records "
+            "beside it) or postgresql://USER@HOST/DB, shared by every worker.")
+_QUEUE_HELP = "The DBOS queue (default: relayrace-<agent name>); submitters use the same."
+
+
+def worker(
+    target: Annotated[str, typer.Argument(
+        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+    agent_name: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+    db: Annotated[str | None, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help=_QUEUE_HELP)] = None,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", min=1, help="Runs this worker runs at a time.")] = 8,
+    queue_concurrency: Annotated[int | None, typer.Option(
+        "--queue-concurrency", min=1, help="Runs of the whole queue at a time, across "
+        "workers (default: no bound).")] = None,
+    heartbeat: Annotated[float, typer.Option(
+        "--heartbeat", min=0.05, help="Seconds between this worker's heartbeats.")] = 2.0,
+    dead_after: Annotated[float, typer.Option(
+        "--dead-after", help="Seconds of silence after which a worker is dead and a live one "
+        "takes its runs over.")] = 15.0,
+    drain: Annotated[float, typer.Option(
+        "--drain", min=0, help="On SIGTERM or Ctrl-C, seconds to let running runs finish "
+        "before handing the rest back to the queue.")] = 30.0,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help="Use this model for every agent: provider:model, or "
+        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+    max_turns: Annotated[int | None, typer.Option(
+        "--max-turns", min=1, help="Model turns allowed per run.")] = None,
+    executor_id: Annotated[str | None, typer.Option(
+        "--id", help="This worker's id (default: host-pid-random); a worker started again "
+        "with the same id recovers its own runs at once.")] = None,
+) -> None:
+    """Work a team's durable runs from its queue until SIGTERM or Ctrl-C, then drain."""
+    from . import _errors
+
+    durable_runner = _durable_runner()
+
+    with _errors():
+        agent = resolve_target(target, agent_name)
+        runner = durable_runner(
+            agent, db=db, queue=queue, worker_concurrency=concurrency,
+            concurrency=queue_concurrency, heartbeat=heartbeat, dead_after=dead_after,
+            executor_id=executor_id, model=resolve_model(model) if model else None,
+            max_turns=max_turns)
+        asyncio.run(_work(runner, drain))
+
+
+def _durable_runner() -> Any:
+    try:  # imported here: DBOS is an extra
+        from ..durable import DurableRunner
+    except ImportError as exc:
+        from . import _fail
+
+        raise _fail(f"Durable runs need DBOS: pip install 'relayrace[durable]' ({exc}).") \
+            from None
+    return DurableRunner
+
+
+async def _work(runner: Any, drain: float) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await runner.start()
+    Console(stderr=True, highlight=False).print(Text(
+        f"worker {runner.executor_id} works queue {runner.queue} "
+        f"({runner.worker_concurrency} at a time) on {runner.dbos_url}", style="dim"),
+        soft_wrap=True)
+    try:
+        await stop.wait()
+    finally:
+        await runner.stop(drain=drain)
+
+
+def submit(
+    target: Annotated[str, typer.Argument(
+        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+    prompt: Annotated[str | None, typer.Argument(
+        help="The user message ('-' reads stdin); leave it out to resume with --approve, "
+        "--reject or --answer.")] = None,
+    agent_name: Annotated[str | None, typer.Option(
+        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+    session: Annotated[str | None, typer.Option(
+        "--session", "-s", help="Run in (or resume) this session.")] = None,
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="The run's id: submitting the same id again starts nothing.")] = None,
+    approve: Annotated[list[str] | None, typer.Option(
+        "--approve", help="A pending call id to approve (repeatable).")] = None,
+    reject: Annotated[list[str] | None, typer.Option(
+        "--reject", help="A pending call id to reject (repeatable).")] = None,
+    answer: Annotated[list[str] | None, typer.Option(
+        "--answer", help="ID=TEXT: the answer to a pending question (repeatable).")] = None,
+    db: Annotated[str | None, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help=_QUEUE_HELP)] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait/--no-wait", help="Wait for the run to end and print how it ended.")] = True,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0, help="Seconds to wait at most.")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
+) -> None:
+    """Put a run on a team's queue for its workers (`relayrace worker`); with --approve,
+    --reject or --answer, put on the run that goes on from where --session stopped."""
+    from . import EXIT_APPROVAL, _errors, _fail, _parse_answers
+
+    durable_runner = _durable_runner()
+
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
+    answers = _parse_answers(answer)
+    resuming = bool(decisions or answers)
+    if resuming and (prompt is not None or session is None):
+        raise _fail("To resume, give --session and the decisions, without a prompt.")
+    if not resuming and not prompt:
+        raise _fail("Give the user message (or --session with --approve, --reject or "
+                    "--answer to resume).")
+    with _errors():
+        agent = resolve_target(target, agent_name)
+        runner = durable_runner(agent, db=db, queue=queue, work=False)
+        ended = asyncio.run(_submit(runner, prompt, session, run_id, decisions, answers,
+                                    wait, timeout))
+    if json_output:
+        typer.echo(json.dumps(ended))
+    else:
+        _show(ended)
+    status = ended.get("status")
+    if status == "failed":
+        raise typer.Exit(1)
+    if status == "interrupted":
+        raise typer.Exit(EXIT_APPROVAL)
+
+
+async def _submit(runner: Any, prompt: str | None, session: str | None, run_id: str | None,
+                  decisions: dict[str, bool], answers: dict[str, str], wait: bool,
+                  limit: float | None) -> dict[str, Any]:
+    async with runner:
+        if prompt is None:
+            assert session is not None
+            run = await runner.resume(session, approvals=decisions, answers=answers,
+                                      run_id=run_id)
+        else:
+            run = await runner.submit(prompt, session_id=session, run_id=run_id)
+        if not wait:
+            return {"run_id": run.run_id, "session_id": run.session_id, "status": "queued"}
+        result = await runner.result(run.run_id, wait=limit)
+        ended: dict[str, Any] = {
+            "run_id": result.run_id, "session_id": result.session_id, "status": result.status,
+            "output": result.output, "last_agent": result.last_agent, "error": result.error}
+        if result.pending is not None:
+            ended["pending"] = json.loads(result.pending.to_json())
+        return ended
+
+
+def _show(ended: dict[str, Any]) -> None:
+    out = Console(highlight=False)
+    where = f"run {ended['run_id']} · session {ended['session_id']}"
+    status = ended["status"]
+    if status == "queued":
+        out.print(Text(f"queued {where}", style="dim"), soft_wrap=True)
+    elif status == "completed":
+        out.print(ended["output"], soft_wrap=True)
+        out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
+                                (ended["last_agent"], "bold"), (f" · {where}", "dim")))
+    elif status == "failed":
+        out.print(Text(f"✗ {where} failed: {ended['error']}", style="bold red"), soft_wrap=True)
+    else:
+        pending = ended.get("pending") or {}
+        out.print(Text(f"⏸ {where} waits for a person:", style="bold yellow"))
+        for a in pending.get("approvals", []):
+            out.print(Text(f"  {a['path']} {a['tool_name']}({a['arguments']}) "
+                           f"[call {a['call_id']}]", style="yellow"), soft_wrap=True)
+        for q in pending.get("questions", []):
+            out.print(Text(f"  {q['path']} asks: {q['question']} [question {q['id']}]",
+                           style="yellow"), soft_wrap=True)
+        out.print(Text(f"Go on with: relayrace submit TARGET --session {ended['session_id']} "
+                       "--approve ID (or --reject ID, --answer ID=TEXT)", style="dim"),
+                  soft_wrap=True)

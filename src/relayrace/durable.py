@@ -1,0 +1,441 @@
+"""Durable, distributed runs on DBOS: a queue of runs, workers, and steps that happen once.
+
+A `DurableRunner` turns each run of a team into a DBOS workflow on a DBOS queue. Workers
+(``relayrace worker``, or a ``DurableRunner`` started with ``work=True``) take runs from the
+queue; anyone with the database's URL submits them (``submit``, ``resume``, the CLI's
+``relayrace submit``). Inside a run, each model request and each tool call is a DBOS step under
+a key stable across attempts (``relayrace.steps``): when a worker dies, another one continues
+the run from its session log, and a step that finished before the crash returns its recorded
+value instead of running again (a tool's side effect is not repeated, a model call is not paid
+for twice). A run that stops for a person ends its workflow: it holds no process while it
+waits, and ``resume`` (from any process, days later) enqueues the run that goes on.
+
+Everything lives in one database: SQLite files by default (``.relayrace/sessions.db`` and, for
+DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many machines
+(``db="postgresql://..."``: relayrace's tables and DBOS's ``dbos`` schema).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
+from pydantic_core import to_json
+
+from ._state import Decisions
+from ._version import __version__
+from ._workers import Heartbeat
+from .agent import Agent
+from .approvals import PendingRun
+from .exceptions import DurableRunError, RelayraceError, UserError
+from .models.interface import Model
+from .runner import Runner, RunResult
+from .sessions.base import new_session_id
+from .sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
+from .steps import StepRunner
+from .usage import UsageLimits
+
+__all__ = ["DurableResult", "DurableRunner", "SubmittedRun"]
+
+WORKFLOW = "relayrace.run"
+"""The DBOS workflow every durable run is."""
+
+_worker: DurableRunner | None = None  # the runner whose team this process's workflows run
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def _run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
+    worker, run_id = _worker, DBOS.workflow_id or ""
+    if worker is None:
+        raise DurableRunError(run_id, "this process runs DBOS without a working DurableRunner; "
+                                      "start one with work=True (or `relayrace worker`).")
+    return await worker._execute(run_id, spec)
+
+
+_GAP = "relayrace.unfinished"  # the no-op step in the place of one a dead process left running
+
+
+async def _never() -> str:  # a recorded step is replayed, never run
+    raise AssertionError("a replayed step ran")
+
+
+async def _nothing() -> str:
+    return ""
+
+
+class _DbosSteps(StepRunner):
+    """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self, done: dict[str, str]) -> None:
+        self._done = done
+
+    @classmethod
+    async def replay(cls, client: DBOSClient, run_id: str) -> _DbosSteps:
+        """Take in what earlier attempts of ``run_id`` recorded.
+
+        DBOS numbers a workflow's steps as they start and checks each number's name when the
+        workflow runs again; this attempt asks for other steps, in another order. So every
+        number an earlier attempt used goes through DBOS again first, in order: a recorded step
+        returns its value, and a number whose step never finished (it was running when the
+        process died) is filled with a no-op step. This attempt's own steps come after them.
+        """
+        recorded = {info["function_id"]: info["function_name"]
+                    for info in await client.list_workflow_steps_async(run_id)}
+        done: dict[str, str] = {}
+        for number in range(1, max(recorded, default=0) + 1):
+            name = recorded.get(number)
+            if name is None:
+                await DBOS.run_step_async({"name": _GAP}, _nothing)
+                continue
+            try:
+                value = await DBOS.run_step_async({"name": name}, _never)
+            except Exception:  # a step that failed records no value: it runs again
+                continue
+            if isinstance(value, str) and name != _GAP:
+                done[name] = value
+        return cls(done)
+
+    async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
+        value = self._done.get(key)
+        if value is not None:
+            return value
+
+        async def call() -> str:
+            return await fn()
+
+        return await DBOS.run_step_async({"name": key, "retries_allowed": False}, call)
+
+    def recorded(self, key: str) -> str | None:
+        return self._done.get(key)
+
+
+@dataclass(slots=True, frozen=True)
+class SubmittedRun:
+    """A run on the queue."""
+
+    run_id: str
+    """Its id (the DBOS workflow's): ``DurableRunner.result`` waits for it."""
+    session_id: str
+    """The session it runs in."""
+
+
+@dataclass(slots=True, kw_only=True)
+class DurableResult:
+    """How a durable run ended."""
+
+    run_id: str
+    """The run."""
+    session_id: str
+    """Its session (the log of everything it did)."""
+    status: Literal["completed", "interrupted", "failed"]
+    """``completed``; ``interrupted``: it waits for a person (``pending``); ``failed``: the
+    run raised (``error``)."""
+    output: str = ""
+    """The final answer: text, or the JSON of a typed agent's value."""
+    last_agent: str = ""
+    """The agent that gave it."""
+    reason: str = ""
+    """Why the run ended, when a rule, tool or guardrail ended it."""
+    error: str = ""
+    """For a failed run: the error's type and message."""
+    pending: PendingRun | None = None
+    """For an interrupted run: what it waits for; answer with ``DurableRunner.resume``."""
+
+
+def _dbos_url(store: SessionStore) -> str:
+    """Where DBOS keeps its records: beside a SQLite store's file, in a PostgreSQL store's
+    database (its ``dbos`` schema)."""
+    if isinstance(store, SQLiteStore):
+        path = store.path.absolute()
+        return f"sqlite:///{path.with_name(path.stem + '.dbos.sqlite')}"
+    url: str = getattr(store, "url")  # noqa: B009 - PostgresStore, imported only with psycopg
+    return url
+
+
+class DurableRunner:
+    """Runs ``agent``'s team durably on DBOS: submit runs from anywhere, work them anywhere.
+
+    ``db`` names the database as ``open_store`` does (``None``: SQLite files under
+    ``.relayrace/``; ``postgresql://...``: one PostgreSQL database for every machine). Every
+    process that submits or works runs of a team uses the same ``db`` and ``queue`` (default
+    ``relayrace-<agent name>``). ``worker_concurrency`` bounds the runs one worker runs at a
+    time; ``concurrency`` the runs of the whole queue (``None``: no bound). A worker writes a
+    heartbeat every ``heartbeat`` seconds; one silent for ``dead_after`` seconds is dead, and
+    a live worker takes its runs over (``relayrace._workers``). ``context``, ``model`` (every
+    agent's, as for ``Runner.run``), ``max_turns`` and ``usage_limits`` apply to every run this
+    worker runs.
+
+    DBOS runs one instance per process, so one ``DurableRunner`` works per process; any number
+    may submit. Use it as ``async with DurableRunner(team, ...) as durable:`` (``work=False``
+    to only submit and wait), or call ``start`` and ``stop``.
+    """
+
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        db: str | os.PathLike[str] | None = None,
+        queue: str | None = None,
+        work: bool = True,
+        worker_concurrency: int = 8,
+        concurrency: int | None = None,
+        heartbeat: float = 2.0,
+        dead_after: float = 15.0,
+        executor_id: str | None = None,
+        context: Any = None,
+        model: Model | str | None = None,
+        max_turns: int | None = None,
+        usage_limits: UsageLimits | None = None,
+        log_level: str = "WARNING",
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise UserError(f"DurableRunner runs an Agent's team, got {type(agent).__name__}.")
+        if worker_concurrency < 1 or (concurrency is not None and concurrency < 1):
+            raise UserError(f"worker_concurrency and concurrency count runs: at least 1, got "
+                            f"{worker_concurrency} and {concurrency}.")
+        if heartbeat <= 0 or dead_after < 2 * heartbeat:
+            raise UserError(f"dead_after must be at least two heartbeats (a worker is dead only "
+                            f"after missing some); got heartbeat={heartbeat}, "
+                            f"dead_after={dead_after}.")
+        self.agent = agent
+        self.store = open_store(db)
+        if isinstance(self.store, MemoryStore):
+            raise UserError("A durable run needs a database that outlives the process: a SQLite "
+                            "file or a postgresql:// URL, not memory://.")
+        # A dead worker's session leases lapse as soon as a live worker may take its runs.
+        self.store.lease_ttl = dead_after  # type: ignore[attr-defined]
+        self.dbos_url = _dbos_url(self.store)
+        self.queue = queue or f"relayrace-{agent.name}"
+        self.work = work
+        self.worker_concurrency = worker_concurrency
+        self.concurrency = concurrency
+        self.heartbeat = heartbeat
+        self.dead_after = dead_after
+        self.executor_id = executor_id or \
+            f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.context = context
+        self.model = model
+        self.max_turns = max_turns
+        self.usage_limits = usage_limits
+        self.log_level = log_level
+        self._client: DBOSClient | None = None
+        self._beat: Heartbeat | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to the database; a worker also launches DBOS and starts taking runs."""
+        global _worker
+        if self._client is not None:
+            return
+        if self.work and _worker is not None:
+            raise UserError("A DurableRunner already works in this process (DBOS runs one "
+                            "instance per process); start this one with work=False to submit.")
+        # Created or migrated by whoever comes first, so a submitter may start before any
+        # worker has (a client alone never migrates).
+        await asyncio.to_thread(DBOS.migrate, self.dbos_url)
+        self._client = await asyncio.to_thread(DBOSClient, system_database_url=self.dbos_url)
+        if not self.work:
+            return
+        _worker = self
+        try:
+            # The first heartbeat is written before DBOS hands this worker any run.
+            self._beat = Heartbeat(self.dbos_url, self.executor_id, every=self.heartbeat,
+                                   dead_after=self.dead_after, take_over=self._take_over)
+            await self._beat.start()
+            config: DBOSConfig = {
+                "name": "relayrace", "system_database_url": self.dbos_url,
+                "executor_id": self.executor_id, "log_level": self.log_level,
+                "application_version": f"relayrace-{__version__}",
+            }
+            DBOS(config=config)
+            DBOS.launch()
+            await DBOS.register_queue_async(
+                self.queue, worker_concurrency=self.worker_concurrency,
+                global_concurrency=self.concurrency, polling_interval_sec=0.5)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self, *, drain: float = 0.0) -> None:
+        """Stop: a worker waits up to ``drain`` seconds for the runs it is running, then hands
+        what is left back to the queue (another worker continues them) and removes its
+        heartbeat."""
+        global _worker
+        if self._beat is not None:
+            await self._beat.stop()
+        if _worker is self:
+            # Off this loop, whose runs may be finishing meanwhile. DBOS made its thread pool
+            # this loop's default executor, and shuts it down: the loop gets a new one.
+            loop = asyncio.get_running_loop()
+            with ThreadPoolExecutor(1) as pool:
+                await loop.run_in_executor(pool, lambda: DBOS.destroy(
+                    workflow_completion_timeout_sec=int(drain)))
+            loop.set_default_executor(ThreadPoolExecutor())
+            _worker = None
+            if self._client is not None:
+                left = await self._client.list_workflows_async(
+                    status="PENDING", executor_id=self.executor_id, load_input=False,
+                    load_output=False)
+                for wf in left:
+                    await self._client.resume_workflow_async(wf.workflow_id,
+                                                             queue_name=self.queue)
+        if self._beat is not None:
+            await asyncio.to_thread(self._beat.leave)
+            self._beat.close()
+            self._beat = None
+        if self._client is not None:
+            await asyncio.to_thread(self._client.destroy)
+            self._client = None
+        await self.store.aclose()
+
+    async def __aenter__(self) -> DurableRunner:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _take_over(self, dead: str) -> int:
+        """Hand the runs of the dead worker ``dead`` back to the queue."""
+        client = self._need_client()
+        runs = await client.list_workflows_async(status="PENDING", executor_id=dead,
+                                                 load_input=False, load_output=False)
+        for wf in runs:
+            await client.resume_workflow_async(wf.workflow_id, queue_name=self.queue)
+        return len(runs)
+
+    def _need_client(self) -> DBOSClient:
+        if self._client is None:
+            raise UserError("This DurableRunner is not started: use `async with "
+                            "DurableRunner(...)` or await start() first.")
+        return self._client
+
+    # -- submitting and waiting -------------------------------------------------------------
+
+    async def submit(self, input: str, *, session_id: str | None = None,
+                     run_id: str | None = None, user_id: str | None = None,
+                     start_agent: str | None = None) -> SubmittedRun:
+        """Put a run of the team on ``input`` on the queue, in ``session_id`` (a new session if
+        none). Submitting a ``run_id`` again starts nothing: the first submission's run is
+        the run (wait for it with ``result``)."""
+        if type(input) is not str or not input:
+            raise UserError(f"A durable run's input is non-empty text, got {input!r}.")
+        session_id = session_id or new_session_id()
+        return await self._enqueue(run_id, {
+            "kind": "run", "agent": self.agent.name, "session_id": session_id, "input": input,
+            "user_id": user_id, "start_agent": start_agent})
+
+    async def resume(self, session_id: str, *, approvals: dict[str, bool] | None = None,
+                     answers: dict[str, str] | None = None,
+                     run_id: str | None = None) -> SubmittedRun:
+        """Put the run that goes on from the stop of ``session_id``'s run on the queue, with
+        the person's ``approvals`` and ``answers`` (as for ``Runner.resume``, checked now:
+        a wrong one raises ``AnswerError`` and nothing is queued)."""
+        session = self.store.session(session_id)
+        pending = await PendingRun.from_session(session, entry=self.agent)
+        if pending is None:
+            raise DurableRunError(run_id or "-", f"session {session_id!r} waits for no "
+                                  "approval or answer; submit a new run instead.")
+        await Decisions.bind(session, self.agent, approvals or {}, pending, answers or {})
+        return await self._enqueue(run_id, {
+            "kind": "resume", "agent": self.agent.name, "session_id": session_id,
+            "approvals": approvals or {}, "answers": answers or {}})
+
+    async def _enqueue(self, run_id: str | None, spec: dict[str, Any]) -> SubmittedRun:
+        client = self._need_client()
+        run_id = run_id or f"run-{secrets.token_hex(8)}"
+        handle: WorkflowHandleAsync[dict[str, Any]] = await client.enqueue_async(
+            {"workflow_name": WORKFLOW, "queue_name": self.queue, "workflow_id": run_id}, spec)
+        status = await handle.get_status()
+        first: dict[str, Any] = status.input["args"][0] if status.input else spec
+        return SubmittedRun(handle.workflow_id, first["session_id"])
+
+    async def result(self, run_id: str, *, wait: float | None = None) -> DurableResult:
+        """Wait for the run ``run_id`` to end (at most ``wait`` seconds; ``None``: as long as
+        it takes, a run waiting for a person included)."""
+        client = self._need_client()
+        if not await client.list_workflows_async(workflow_ids=[run_id], load_input=False,
+                                                 load_output=False):
+            raise DurableRunError(run_id, "no run has this id; submit one first.")
+        handle: WorkflowHandleAsync[dict[str, Any]] = \
+            await client.retrieve_workflow_async(run_id)
+        try:
+            value = await asyncio.wait_for(handle.get_result(polling_interval_sec=0.1), wait)
+        except TimeoutError:
+            raise DurableRunError(run_id, f"still running after {wait} s.") from None
+        except RelayraceError:
+            raise
+        except Exception as exc:
+            raise DurableRunError(run_id, f"its workflow failed: {type(exc).__name__}: "
+                                          f"{exc}") from exc
+        value = dict(value)
+        pending = value.pop("pending", None)
+        result = DurableResult(**value)
+        if pending:  # bound, so that Runner.resume could also take it in this process
+            result.pending = PendingRun.from_json(
+                pending, entry=self.agent, session=self.store.session(result.session_id))
+        return result
+
+    # -- a worker's run ---------------------------------------------------------------------
+
+    async def _execute(self, run_id: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """One attempt of the run ``run_id``: continue it from its session log."""
+        session_id = spec["session_id"]
+        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
+        if spec["agent"] != self.agent.name:
+            return base | {"status": "failed", "error": (
+                f"DurableRunError: the run is for team {spec['agent']!r}, but this worker "
+                f"runs {self.agent.name!r}; give each team its own queue.")}
+        steps = await _DbosSteps.replay(self._need_client(), run_id)
+        info = await self.store.get_info(session_id)
+        size = info.event_count if info is not None else 0
+
+        async def now() -> str:
+            return str(size)
+
+        # The log's size when the run began: if it grew since, an earlier attempt wrote the
+        # run's start (its input, or the decisions it resumed with) and the run continues.
+        fresh = int(await steps.step("begin", now)) == size
+        session = self.store.session(session_id)
+        wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
+        try:
+            if spec["kind"] == "run":
+                result = await Runner._run(
+                    self.agent, spec["input"] if fresh else None, session, self.context,
+                    self.max_turns, None, spec["start_agent"] if fresh else None, self.model,
+                    self.usage_limits, None, wait_for_session=wait, user_id=spec["user_id"],
+                    steps=steps)
+            else:
+                pending = await PendingRun.from_session(session, entry=self.agent) \
+                    if fresh else None
+                if fresh and pending is None:
+                    raise DurableRunError(run_id, f"session {session_id!r} waits for no "
+                                                  "approval or answer any more.")
+                result = await Runner._run(
+                    self.agent, None, session, self.context, self.max_turns, None, None, self.model,
+                    self.usage_limits, None, approvals=spec["approvals"] if fresh else None,
+                    given_for=pending, answers=spec["answers"] if fresh else None,
+                    wait_for_session=wait, steps=steps)
+        except RelayraceError as exc:
+            return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        return base | _ended(result)
+
+
+def _ended(result: RunResult[Any]) -> dict[str, Any]:
+    output = result.final_output
+    return {
+        "status": "interrupted" if result.pending is not None else "completed",
+        "output": output if isinstance(output, str) else to_json(output).decode(),
+        "last_agent": result.last_agent.name, "reason": result.reason,
+        "pending": result.pending.to_json() if result.pending is not None else None,
+    }

@@ -1,0 +1,37 @@
+"""`StepRunner`: where a durable-execution engine records a run.
+
+A run's side effects and costs happen in two places: model requests and tool calls. A durable
+run passes each through a ``StepRunner`` under a key that names it the same way in every
+attempt of the run (its session, the conversation position, the agent or the call id), and
+the runner may record what the step returned. A later attempt of the same run (after its
+process died) asks for the same key and gets the recorded value back instead of calling the
+model or the tool again.
+
+Keys, not the order of calls, identify steps: a resumed run continues from its session log,
+so it asks only for the steps the log does not hold yet, in whatever order its concurrent
+calls reach them. Values are JSON text, so any engine can store them (DBOS checkpoints them;
+a Temporal adapter would return them from activities). ``relayrace.durable`` holds the DBOS
+adapter; ``docs/durable.md`` says what another engine's adapter takes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+
+__all__ = ["StepRunner"]
+
+
+class StepRunner(ABC):
+    """Runs and records the steps of one attempt of a durable run."""
+
+    @abstractmethod
+    async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
+        """The value of the step ``key``: recorded by an earlier attempt, or ``fn()``'s,
+        recorded before it is returned."""
+
+    @abstractmethod
+    def recorded(self, key: str) -> str | None:
+        """The value an earlier attempt recorded for ``key`` (``None``: it recorded none), so
+        a resumed run can tell a call that finished before the crash from one whose outcome
+        is unknown."""

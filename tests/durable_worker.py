@@ -1,0 +1,48 @@
+"""A worker process of tests/test_durable.py: ``python durable_worker.py DB WORKER_ID``.
+
+It works tests/durable_team.py's team (heartbeat 0.2 s, dead after 1 s) and prints ``ready``.
+``RELAYRACE_TEST_CRASH=step:model:AGENT`` (or ``step:tool:TOOL``) kills it (``os._exit``, as a
+SIGKILL would) right after DBOS recorded the first such step, before the session log took it;
+``effect:NAME`` is durable_team's own crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from durable_team import team
+
+from relayrace import durable
+
+CRASH = os.environ.get("RELAYRACE_TEST_CRASH", "")
+HEARTBEAT, DEAD_AFTER = 0.2, 1.0
+
+
+def _crash_after_step(kind: str, name: str) -> None:
+    recorded = durable._DbosSteps.step
+
+    async def step(self: Any, key: str, fn: Any) -> str:
+        value = await recorded(self, key, fn)
+        if f"/{kind}/" in key and key.endswith(f"/{name}"):
+            os._exit(9)
+        return value
+
+    durable._DbosSteps.step = step  # type: ignore[method-assign]
+
+
+async def main(db: str, worker_id: str) -> None:
+    if CRASH.startswith("step:"):
+        _, kind, name = CRASH.split(":")
+        _crash_after_step(kind, name)
+    runner = durable.DurableRunner(team, db=db, executor_id=worker_id, heartbeat=HEARTBEAT,
+                                   dead_after=DEAD_AFTER, worker_concurrency=4)
+    await runner.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,343 @@
+"""Durable runs on DBOS (``relayrace.durable``): workers in their own processes, killed at the
+worst moments; a live worker finishes their runs without repeating a side effect or paying for
+a model answer twice; approvals and questions wait with no process; one run per run id.
+
+The kill points: right after DBOS recorded a model answer or a tool's result and before the
+session log took it (``step:...``, the window a plain session log cannot close), and in a tool
+after its side effect and before it returned (``effect:...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("dbos")
+
+from conftest import assert_valid_protocol  # noqa: E402
+from durable_team import read_ledger, team  # noqa: E402
+
+from relayrace import (  # noqa: E402
+    Agent,
+    AnswerError,
+    DurableRunError,
+    Runner,
+    UserError,
+    ask_user,
+    tool,
+)
+from relayrace.durable import DurableRunner  # noqa: E402
+from relayrace.events import ToolResultEvent, load_events  # noqa: E402
+from relayrace.sessions.base import LogView  # noqa: E402
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+WORKER = HERE / "durable_worker.py"
+HEARTBEAT, DEAD_AFTER, QUEUE_POLL = 0.2, 1.0, 0.5  # as durable_worker.py runs
+INPUT = "Charge me after the work."
+
+
+class Workers:
+    """Worker processes of one test, on one database and one ledger; all killed at the end."""
+
+    def __init__(self, db: str, ledger: Path) -> None:
+        self.db, self.ledger = db, ledger
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, name: str, crash: str = "") -> subprocess.Popen[str]:
+        env = dict(os.environ, RELAYRACE_TEST_LEDGER=str(self.ledger),
+                   RELAYRACE_TEST_CRASH=crash, PYTHONPATH=str(HERE))
+        proc = subprocess.Popen([sys.executable, str(WORKER), self.db, name], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line == "ready\n", proc.communicate()[1][-3000:]
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    w = Workers(str(tmp_path / "sessions.db"), tmp_path / "ledger.jsonl")
+    yield w
+    w.stop()
+
+
+def _sqlite_logs(db: str) -> dict[str, list[Any]]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT session_id, data FROM events ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    logs: dict[str, list[str]] = {}
+    for sid, data in rows:
+        logs.setdefault(sid, []).append(data)
+    return {sid: load_events(lines) for sid, lines in logs.items()}
+
+
+def _check_no_damage(ledger: Path, logs: dict[str, list[Any]], *,
+                     answers_once: bool = True) -> dict[str, str]:
+    """Every side effect once, every model answer paid for once, every log a history a
+    provider accepts; returns each tool's result text by tool name (the last).
+
+    A model answer is paid for twice only when the kill came while it was in flight: after the
+    provider answered and before DBOS recorded it. A worker running several runs is killed
+    with some of them there, so tests of such workers pass ``answers_once=False``."""
+    entries = read_ledger(ledger)
+    effects = Counter(tuple(e[1:3]) for e in entries if e[0] == "effect")
+    assert [k for k, n in effects.items() if n > 1] == []
+    answers = Counter(tuple(e[1:]) for e in entries if e[0] == "model")
+    if answers_once:
+        assert [k for k, n in answers.items() if n > 1] == []
+    results: dict[str, str] = {}
+    for events in logs.values():
+        view = LogView()
+        view.fold(events)
+        assert_valid_protocol(view.messages)
+        for e in events:
+            if isinstance(e, ToolResultEvent):
+                results[e.tool_name] = e.message.content
+    return results
+
+
+async def _approve_and_finish(client: DurableRunner, run_id: str) -> str:
+    result = await client.result(run_id, wait=60)
+    assert result.status == "interrupted", result
+    assert result.pending is not None
+    assert [a.tool_name for a in result.pending.approvals] == ["charge"]
+    again = await client.resume(result.session_id, approvals={
+        a.call_id: True for a in result.pending.approvals})
+    done = await client.result(again.run_id, wait=60)
+    assert done.status == "completed", done
+    assert done.output == "All done."
+    return done.session_id
+
+
+@pytest.mark.parametrize("crash", [
+    "step:model:ops",  # the answer is recorded, the log does not have it yet
+    "step:tool:fetch",  # a delegated child's tool result, recorded, not logged
+    "step:tool:work",  # one of two parallel calls recorded, the other still running
+    "effect:work-slow",  # the side effect happened; the tool never returned
+])
+async def test_a_killed_workers_run_is_finished_by_another_without_repeating_anything(
+        workers: Workers, crash: str) -> None:
+    first = workers.start("a", crash=crash)
+    async with DurableRunner(team, db=workers.db, work=False) as client:
+        run = await client.submit(INPUT, run_id="order-1")
+        assert await asyncio.to_thread(first.wait, 60) == 9  # killed where the test said
+        workers.start("b")
+        await _approve_and_finish(client, run.run_id)
+    # Killed beside the researcher child, the run may lose its answer in flight (see above).
+    alone = crash in ("step:model:ops", "step:tool:fetch")
+    results = _check_no_damage(workers.ledger, _sqlite_logs(workers.db), answers_once=alone)
+    if crash == "step:tool:fetch":  # recorded: its result, not "outcome unknown"
+        assert results["fetch"] == "contents of https://example.org/doc"
+    if crash == "effect:work-slow":  # it ran and never returned: not run again
+        assert results["work"].startswith("Outcome unknown")
+    effects = [e[3] for e in read_ledger(workers.ledger) if e[0] == "effect"]
+    assert effects.count("charge") == 1
+    if crash == "step:model:ops":
+        # The run went on from the recorded answer: the calls it made are the calls logged.
+        assert effects.count("fetch") == 1
+
+
+async def test_a_live_worker_takes_a_dead_workers_run_over_within_the_bound(
+        workers: Workers) -> None:
+    workers.start("live")
+    doomed = workers.start("doomed", crash="step:model:ops")
+    async with DurableRunner(team, db=workers.db, work=False) as client:
+        # Submitted until the doomed worker takes one (the queue hands runs to either).
+        ids = [f"order-{i}" for i in range(6)]
+        for run_id in ids:
+            await client.submit(INPUT, run_id=run_id)
+        await asyncio.to_thread(doomed.wait, 60)
+        died = time.monotonic()
+        results = [await client.result(run_id, wait=60) for run_id in ids]
+        recovered = time.monotonic() - died
+        assert all(r.status == "interrupted" for r in results)
+        for run_id in ids:
+            await _approve_and_finish(client, run_id)
+    assert doomed.returncode == 9
+    # The bound: the heartbeat goes stale (dead_after), a live worker notices at its next
+    # beat, and the queue hands the run out at its next poll; the rest is the run itself.
+    assert recovered < DEAD_AFTER + HEARTBEAT + QUEUE_POLL + 5.0
+    _check_no_damage(workers.ledger, _sqlite_logs(workers.db), answers_once=False)
+
+
+async def test_an_approval_waits_with_no_process_and_any_later_worker_goes_on(
+        workers: Workers) -> None:
+    first = workers.start("a")
+    async with DurableRunner(team, db=workers.db, work=False) as client:
+        run = await client.submit(INPUT)
+        result = await client.result(run.run_id, wait=60)
+        assert result.status == "interrupted"
+        first.kill()
+        first.wait()
+        assert result.pending is not None
+        effects = [e[3] for e in read_ledger(workers.ledger) if e[0] == "effect"]
+        assert "charge" not in effects
+        # Decided while no worker runs: the run waits on the queue, in the database only.
+        again = await client.resume(run.session_id, approvals={
+            a.call_id: True for a in result.pending.approvals})
+        with pytest.raises(DurableRunError, match="still running"):
+            await client.result(again.run_id, wait=1.0)
+        workers.start("b")
+        done = await client.result(again.run_id, wait=60)
+    assert done.status == "completed" and done.output == "All done."
+    _check_no_damage(workers.ledger, _sqlite_logs(workers.db))
+
+
+async def test_submitting_a_run_id_twice_starts_one_run(workers: Workers) -> None:
+    workers.start("a")
+    async with DurableRunner(team, db=workers.db, work=False) as client:
+        first = await client.submit(INPUT, run_id="same")
+        second = await client.submit("Something else entirely.", run_id="same")
+        assert second == first  # the first submission's run, in its session
+        result = await client.result("same", wait=60)
+    assert result.status == "interrupted"
+    triage = [e for e in read_ledger(workers.ledger) if e[0] == "model" and e[2] == "triage"]
+    assert len(triage) == 1
+    logs = _sqlite_logs(workers.db)
+    users = [e.message.content for e in logs[first.session_id]
+             if e.kind == "message" and e.message.role == "user"]
+    assert users == [INPUT]
+
+
+async def test_workers_share_one_postgres_database(tmp_path: Path, postgres_url: str) -> None:
+    workers = Workers(postgres_url, tmp_path / "ledger.jsonl")
+    try:
+        doomed = workers.start("p1", crash="step:tool:fetch")
+        async with DurableRunner(team, db=postgres_url, work=False) as client:
+            ids = [(await client.submit(INPUT, run_id=f"pg-{i}")).run_id for i in range(6)]
+            assert await asyncio.to_thread(doomed.wait, 60) == 9
+            workers.start("p2")
+            workers.start("p3")
+            finished = [await _approve_and_finish(client, run_id) for run_id in ids]
+            store = client.store
+            logs = {}
+            for info in await store.list_sessions(limit=1000):
+                logs[info.session_id] = await store.session(info.session_id).get_events()
+        assert len(set(finished)) == 6
+        _check_no_damage(workers.ledger, logs, answers_once=False)
+        effects = Counter(e[3] for e in read_ledger(workers.ledger) if e[0] == "effect")
+        assert effects["charge"] == 6
+    finally:
+        workers.stop()
+
+
+# -- in this process: questions, errors ------------------------------------------------------
+
+
+@tool
+async def refund(invoice: str) -> str:
+    """Refund an invoice.
+
+    Args:
+        invoice: Which.
+    """
+    return f"refunded {invoice}"
+
+
+async def test_a_question_waits_durably_and_the_answer_goes_on(tmp_path: Path) -> None:
+    def play(request: Any) -> Any:
+        tools = [m for m in request.messages if m.role == "tool"]
+        if not tools:
+            return tool_call("ask_user", {"question": "Which invoice?"})
+        if len(tools) == 1:
+            return tool_call("refund", {"invoice": tools[0].content})
+        return text(f"Done: {tools[-1].content}.")
+
+    agent = Agent("billing", instructions="Refunds.", model=FunctionModel(play),
+                  tools=[ask_user, refund])
+    async with DurableRunner(agent, db=tmp_path / "s.db", heartbeat=0.2,
+                             dead_after=1.0) as durable:
+        run = await durable.submit("Refund my invoice.")
+        asked = await durable.result(run.run_id, wait=30)
+        assert asked.status == "interrupted" and asked.pending is not None
+        [question] = asked.pending.questions
+        with pytest.raises(AnswerError):
+            await durable.resume(run.session_id, answers={"nope": "INV-1"})
+        again = await durable.resume(run.session_id, answers={question.id: "INV-7"})
+        done = await durable.result(again.run_id, wait=30)
+    assert done.status == "completed" and done.output == "Done: refunded INV-7."
+    # The same log a plain Runner would continue: a later turn runs on it in-process.
+    more = await Runner.run(Agent("billing", instructions=".", model=ScriptedModel(
+        [text("Anything else?")])), "Thanks", session=durable.store.session(run.session_id))
+    assert more.final_output == "Anything else?"
+
+
+async def test_a_run_that_fails_says_why(tmp_path: Path) -> None:
+    agent = Agent("empty", instructions=".", model=ScriptedModel([text("")]))
+    async with DurableRunner(agent, db=tmp_path / "s.db") as durable:
+        run = await durable.submit("hi")
+        result = await durable.result(run.run_id, wait=30)
+    assert result.status == "failed"
+    assert result.error.startswith("ModelBehaviorError: ") and "empty turn" in result.error
+
+
+async def test_misuse_is_refused_with_what_would_be_right(tmp_path: Path) -> None:
+    agent = Agent("a", instructions=".", model=ScriptedModel([text("hi")]))
+    with pytest.raises(UserError, match="memory://"):
+        DurableRunner(agent, db="memory://")
+    with pytest.raises(UserError, match="two heartbeats"):
+        DurableRunner(agent, db=tmp_path / "s.db", heartbeat=1.0, dead_after=1.5)
+    idle = DurableRunner(agent, db=tmp_path / "s.db", work=False)
+    with pytest.raises(UserError, match="not started"):
+        await idle.submit("hi")
+    async with idle:
+        with pytest.raises(DurableRunError, match="no run has this id"):
+            await idle.result("nothing")
+        with pytest.raises(DurableRunError, match="waits for no approval"):
+            await idle.resume("no-such-session", approvals={"x": True})
+        with pytest.raises(UserError, match="non-empty text"):
+            await idle.submit("")
+    async with DurableRunner(agent, db=tmp_path / "s.db"):
+        with pytest.raises(UserError, match="already works in this process"):
+            await DurableRunner(agent, db=tmp_path / "s.db").start()
+
+
+def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) -> None:
+    db = str(tmp_path / "sessions.db")
+    env = dict(os.environ, RELAYRACE_TEST_LEDGER=str(tmp_path / "ledger.jsonl"),
+               PYTHONPATH=str(HERE))
+    cli = [sys.executable, "-m", "relayrace.cli"]
+    target = f"{HERE / 'durable_team.py'}:team"
+    worker = subprocess.Popen([*cli, "worker", target, "--db", db, "--heartbeat", "0.2",
+                               "--dead-after", "1", "--drain", "5"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        asked = subprocess.run([*cli, "submit", target, INPUT, "--db", db, "--json",
+                                "--timeout", "60"], env=env, capture_output=True, text=True,
+                               timeout=120)
+        assert asked.returncode == 3, asked.stderr
+        ended = json.loads(asked.stdout)
+        [approval] = ended["pending"]["approvals"]
+        done = subprocess.run([*cli, "submit", target, "--session", ended["session_id"],
+                               "--approve", approval["call_id"], "--db", db, "--timeout", "60"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "All done." in done.stdout and "answered by ops" in done.stdout
+        missing = subprocess.run([*cli, "submit", target, "--db", db], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert missing.returncode == 1 and "Give the user message" in missing.stderr
+    finally:
+        worker.terminate()  # drains, hands back what is left, exits
+        _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    assert "works queue relayrace-triage" in err
