@@ -14,7 +14,6 @@ import sys
 from typing import Any
 
 from durable_team import team
-
 from relayrace import durable
 
 CRASH = os.environ.get("RELAYRACE_TEST_CRASH", "")

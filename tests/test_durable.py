@@ -27,7 +27,6 @@ pytest.importorskip("dbos")
 
 from conftest import assert_valid_protocol  # noqa: E402
 from durable_team import read_ledger, team  # noqa: E402
-
 from relayrace import (  # noqa: E402
     Agent,
     AnswerError,
