@@ -14,9 +14,12 @@ sessions at once), in rounds that alternate between:
 - LangGraph with its PostgreSQL checkpointer (``AsyncPostgresSaver`` on a pool of 10);
 - the OpenAI Agents SDK with its SQLAlchemy session (one engine, a pool of 10, psycopg 3).
 
-Then relayrace on PostgreSQL with N = 1, 2 and 4 worker processes sharing the database (each
-running 1,000 / N of the sessions), to show how throughput scales with processes. Printed:
-wall time and sessions per second, relayrace's ratios, and the database work per session.
+Then relayrace durable on DBOS (``DurableRunner``): the same 1,000 sessions, each turn a
+durable run (a DBOS workflow on the queue, its model request and the run's start recorded as
+steps) submitted by one process and worked by N = 1, 2 and 4 worker processes on the same
+PostgreSQL; and, for comparison, relayrace on PostgreSQL with the sessions split over N plain
+processes. Printed: wall time and sessions per second, relayrace's ratios (PostgreSQL against
+LangGraph's checkpointer; durable against plain PostgreSQL), and the database work per session.
 """
 
 from __future__ import annotations
@@ -60,6 +63,51 @@ async def main(url, first, count):
     await store.aclose()
 
 asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+'''
+
+
+DURABLE_WORKER = '''
+import asyncio, sys
+from relayrace import Agent
+from relayrace.durable import DurableRunner
+from relayrace.testing import FunctionModel, text
+
+
+async def main(url, name):
+    agent = Agent("a0", instructions="Chat.",
+                  model=FunctionModel(lambda r: text("ok"), record=False))
+    runner = DurableRunner(agent, db=url, executor_id=name, worker_concurrency=1000,
+                           poll_interval=0.05)
+    await runner.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await runner.stop()
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+'''
+DURABLE_SUBMITTER = '''
+import asyncio, sys, time
+from relayrace import Agent
+from relayrace.durable import DurableRunner
+from relayrace.testing import FunctionModel, text
+
+
+async def main(url, count):
+    agent = Agent("a0", instructions="Chat.",
+                  model=FunctionModel(lambda r: text("ok"), record=False))
+    async with DurableRunner(agent, db=url, work=False) as durable:
+
+        async def talk(n):
+            for turn in range(3):
+                run = await durable.submit(f"turn {turn}", session_id=f"d{n}")
+                result = await durable.result(run.run_id)
+                assert result.status == "completed", result
+
+        started = time.perf_counter()
+        await asyncio.gather(*[talk(n) for n in range(count)])
+        print("WALL", time.perf_counter() - started, flush=True)
+
+asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 '''
 
 
@@ -111,9 +159,7 @@ def measure_scaling(url: str, workers: list[int], sessions: int) -> dict[int, fl
     for n in workers:
         per = sessions // n
         database = new_database(url)
-        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-            f.write(SCALE_WORKER)
-            script = f.name
+        script = _script(SCALE_WORKER)
         started = time.perf_counter()
         procs = [subprocess.Popen([sys.executable, script, database, str(i * per), str(per)],
                                   stdout=subprocess.PIPE, text=True) for i in range(n)]
@@ -122,6 +168,41 @@ def measure_scaling(url: str, workers: list[int], sessions: int) -> dict[int, fl
         out[n] = time.perf_counter() - started
         os.unlink(script)
         _say(f"[durable] relayrace PostgreSQL, {n} process(es): {out[n]:.2f} s")
+    return out
+
+
+def _script(text: str) -> str:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(text)
+    return f.name
+
+
+def measure_durable(url: str, workers: list[int], sessions: int) -> dict[int, float]:
+    """Wall seconds for ``sessions`` sessions x 3 durable turns worked by N worker processes."""
+    out: dict[int, float] = {}
+    worker, submitter = _script(DURABLE_WORKER), _script(DURABLE_SUBMITTER)
+    try:
+        for n in workers:
+            database = new_database(url)
+            procs = [subprocess.Popen([sys.executable, worker, database, f"w{i}"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                     for i in range(n)]
+            try:
+                for p in procs:
+                    assert p.stdout is not None and p.stdout.readline() == "ready\n"
+                done = subprocess.run([sys.executable, submitter, database, str(sessions)],
+                                      capture_output=True, text=True, timeout=1800)
+                wall = [line for line in done.stdout.splitlines() if line.startswith("WALL")]
+                if not wall:
+                    raise RuntimeError(f"the durable submitter failed: {done.stderr[-2000:]}")
+                out[n] = float(wall[0].split()[1])
+            finally:
+                for p in procs:
+                    p.communicate("", timeout=120)  # stdin closes: the worker stops
+            _say(f"[durable] relayrace durable on DBOS, {n} worker(s): {out[n]:.2f} s")
+    finally:
+        os.unlink(worker)
+        os.unlink(submitter)
     return out
 
 
@@ -161,7 +242,9 @@ def main() -> None:
             work = database_work(next(r["database"] for r in reversed(peers["runs"])
                                       if r["label"] == "relayrace" and r.get("ok")
                                       and r["scenario"] == "s4_postgres"))
-            scaling = measure_scaling(url, [int(w) for w in args.workers.split(",")], sessions)
+            counts = [int(w) for w in args.workers.split(",")]
+            scaling = measure_scaling(url, counts, sessions)
+            durable = measure_durable(url, counts, sessions)
         finally:
             server.cleanup()
     by: dict[str, list[float]] = {}
@@ -181,14 +264,21 @@ def main() -> None:
         print(f"  FAILED {r['label']} {r['scenario']}: {str(r.get('error'))[:300]}")
     print(f"\nrelayrace on PostgreSQL per session: {work['events_per_session']:.1f} events, "
           f"{work['event_bytes_per_session']:.0f} bytes of event data")
-    print("\nrelayrace on PostgreSQL, the same sessions over N processes:")
+    print("\nrelayrace durable on DBOS (each turn a queued run), N worker processes:")
+    base = durable.get(1)
+    for n, wall in durable.items():
+        speedup = f"  ({base / wall:.2f}x of 1 worker)" if base else ""
+        cost = f"; {wall / ref:.2f}x the time of plain PostgreSQL" if ref else ""
+        print(f"  N={n}: {wall:7.2f} s  {sessions / wall:8.0f} sessions/s{speedup}{cost}")
+    print("\nrelayrace on PostgreSQL, the same sessions over N plain processes:")
     base = scaling.get(1)
     for n, wall in scaling.items():
         speedup = f"  ({base / wall:.2f}x of 1 process)" if base else ""
         print(f"  N={n}: {wall:7.2f} s  {sessions / wall:8.0f} sessions/s{speedup}")
     if args.json:
         args.json.write_text(json.dumps({"medians_s": medians, "scaling_s": scaling,
-                                         "work": work, "runs": peers["runs"]}, indent=2))
+                                         "durable_s": durable, "work": work,
+                                         "runs": peers["runs"]}, indent=2))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 It works tests/durable_team.py's team (heartbeat 0.2 s, dead after 1 s) and prints ``ready``.
 ``RELAYRACE_TEST_CRASH=step:model:AGENT`` (or ``step:tool:TOOL``) kills it (``os._exit``, as a
 SIGKILL would) right after DBOS recorded the first such step, before the session log took it;
+``ended`` right after a run's end is logged, before DBOS records the workflow's outcome;
 ``effect:NAME`` is durable_team's own crash.
 """
 
@@ -32,7 +33,19 @@ def _crash_after_step(kind: str, name: str) -> None:
     durable._DbosSteps.step = step  # type: ignore[method-assign]
 
 
+def _crash_after_run() -> None:
+    execute = durable.DurableRunner._execute
+
+    async def run(self: Any, run_id: str, spec: Any) -> Any:
+        await execute(self, run_id, spec)
+        os._exit(9)
+
+    durable.DurableRunner._execute = run  # type: ignore[method-assign]
+
+
 async def main(db: str, worker_id: str) -> None:
+    if CRASH == "ended":
+        _crash_after_run()
     if CRASH.startswith("step:"):
         _, kind, name = CRASH.split(":")
         _crash_after_step(kind, name)

@@ -74,14 +74,16 @@ def new_tool_result_event(agent: str, path: str, message: Message, tool_name: st
     return e
 
 
-def new_run_started_event(agent: str, path: str, trace_id: str) -> RunStartedEvent:
-    """``RunStartedEvent(agent=..., path=..., trace_id=...)``, faster."""
+def new_run_started_event(agent: str, path: str, trace_id: str, run_id: str = ""
+                          ) -> RunStartedEvent:
+    """``RunStartedEvent(agent=..., path=..., trace_id=..., run_id=...)``, faster."""
     e: RunStartedEvent = _new(RunStartedEvent)
     e.agent = agent
     e.path = path
     e.time = _time()
     e.kind = "run_started"
     e.trace_id = trace_id
+    e.run_id = run_id
     return e
 
 

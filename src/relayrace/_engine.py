@@ -40,6 +40,7 @@ from ._state import (
     toolset_of,
     unanswered_calls,
 )
+from ._steps import begin_attempt
 from ._structured import check_output
 from ._toolexec import Route, outcome_unknown, run_tools
 from ._turn import (
@@ -262,6 +263,10 @@ class AgentLoop:
         """
         state = self.state
         log = await self.log.session.view()
+        run_id = ""
+        if state.steps is not None and not self.place.depth:
+            input, start_agent, run_id = await begin_attempt(state.steps, log, input,
+                                                             start_agent)
         views = self.views
         views.transcript.extend(log.messages)
         views.run_start = len(views.transcript)
@@ -302,7 +307,7 @@ class AgentLoop:
         span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
                                  self.place.parent_span, session_id=self.log.session.session_id,
                                  agent=name)
-        self.log.add(new_run_started_event(name, path, state.trace.trace_id))
+        self.log.add(new_run_started_event(name, path, state.trace.trace_id, run_id))
         pending = unanswered_calls(self.views.transcript)
         self.control.begin(resuming=input is None)
         if input is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -26,10 +26,16 @@ from .tools import Tool, ToolRetry, render_tool_output
 if TYPE_CHECKING:
     from ._engine import AgentLoop
     from .context import RunContext
+    from .events import RunFinishedEvent
     from .messages import ToolCall
+    from .sessions.base import LogView
     from .steps import StepRunner
 
-__all__ = ["Attempt", "attempt_tool", "model_step", "recorded_call"]
+__all__ = ["Attempt", "AttemptEnded", "attempt_tool", "begin_attempt", "model_step",
+           "recorded_call"]
+
+In = TypeVar("In")
+A = TypeVar("A")
 
 # What stops a run rather than answering a call: never a step's recorded value.
 _STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
@@ -54,6 +60,30 @@ class Attempt:
         if self.kind == "transfer":
             return TransferTo(self.text, self.reason)
         return Finish(self.reason, self.summary)
+
+
+class AttemptEnded(Exception):
+    """An earlier attempt of this durable run ended it (the session log says how), and the
+    process died before the durable-execution engine took the outcome: nothing runs again."""
+
+    def __init__(self, ended: RunFinishedEvent) -> None:
+        super().__init__(f"the run already ended ({ended.status})")
+        self.ended = ended
+
+
+async def begin_attempt(steps: StepRunner, log: LogView, input: In, start: A
+                        ) -> tuple[In | None, A | None, str]:
+    """Where this attempt of a durable run begins: if the log shows an earlier attempt began
+    (its ``RunStartedEvent`` carries the run id), the run continues from the log (no input
+    again, no other start agent); if that attempt ended the run, ``AttemptEnded``. Returns the
+    input, the start agent and the run id to write in this attempt's ``RunStartedEvent``."""
+    again = log.run_id == steps.run_id
+    if again and log.ended is not None:
+        raise AttemptEnded(log.ended)
+    await steps.start(again)
+    if again:
+        return None, None, steps.run_id
+    return input, start, steps.run_id
 
 
 _attempts: TypeAdapter[Attempt] = TypeAdapter(Attempt)

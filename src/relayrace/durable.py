@@ -30,14 +30,16 @@ from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
 from pydantic_core import to_json
 
 from ._state import Decisions
+from ._steps import AttemptEnded
 from ._version import __version__
 from ._workers import Heartbeat
 from .agent import Agent
 from .approvals import PendingRun
+from .events import RunFinishedEvent
 from .exceptions import DurableRunError, RelayraceError, UserError
 from .models.interface import Model
 from .runner import Runner, RunResult
-from .sessions.base import new_session_id
+from .sessions.base import Session, new_session_id
 from .sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
 from .steps import StepRunner
 from .usage import UsageLimits
@@ -73,24 +75,28 @@ async def _nothing() -> str:
 class _DbosSteps(StepRunner):
     """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
 
-    __slots__ = ("_done",)
+    __slots__ = ("_client", "_done", "run_id")
 
-    def __init__(self, done: dict[str, str]) -> None:
-        self._done = done
+    def __init__(self, client: DBOSClient, run_id: str) -> None:
+        self._client = client
+        self._done: dict[str, str] = {}
+        self.run_id = run_id
 
-    @classmethod
-    async def replay(cls, client: DBOSClient, run_id: str) -> _DbosSteps:
-        """Take in what earlier attempts of ``run_id`` recorded.
+    async def start(self, again: bool) -> None:
+        """Take in what earlier attempts of this run recorded (if one began).
 
         DBOS numbers a workflow's steps as they start and checks each number's name when the
         workflow runs again; this attempt asks for other steps, in another order. So every
         number an earlier attempt used goes through DBOS again first, in order: a recorded step
         returns its value, and a number whose step never finished (it was running when the
         process died) is filled with a no-op step. This attempt's own steps come after them.
+        An attempt that finds no start of the run in the log needs none of this: the run's
+        start is logged before its first step.
         """
+        if not again:
+            return
         recorded = {info["function_id"]: info["function_name"]
-                    for info in await client.list_workflow_steps_async(run_id)}
-        done: dict[str, str] = {}
+                    for info in await self._client.list_workflow_steps_async(self.run_id)}
         for number in range(1, max(recorded, default=0) + 1):
             name = recorded.get(number)
             if name is None:
@@ -101,8 +107,7 @@ class _DbosSteps(StepRunner):
             except Exception:  # a step that failed records no value: it runs again
                 continue
             if isinstance(value, str) and name != _GAP:
-                done[name] = value
-        return cls(done)
+                self._done[name] = value
 
     async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
         value = self._done.get(key)
@@ -116,6 +121,54 @@ class _DbosSteps(StepRunner):
 
     def recorded(self, key: str) -> str | None:
         return self._done.get(key)
+
+
+class _Results:
+    """Waits for runs to end: one query per interval for every run waited for, not one each
+    (a server may wait for thousands)."""
+
+    def __init__(self, client: DBOSClient, interval: float = 0.05) -> None:
+        self._client = client
+        self._interval = interval
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def wait(self, run_id: str) -> dict[str, Any]:
+        future = self._waiting.get(run_id)
+        if future is None:
+            future = self._waiting[run_id] = asyncio.get_running_loop().create_future()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._poll())
+        return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
+
+    async def _poll(self) -> None:
+        while self._waiting:
+            ids = list(self._waiting)
+            found = set()
+            for at in range(0, len(ids), 500):
+                for wf in await self._client.list_workflows_async(
+                        workflow_ids=ids[at:at + 500], load_input=False):
+                    found.add(wf.workflow_id)
+                    if wf.status in ("PENDING", "ENQUEUED", "DELAYED"):
+                        continue
+                    future = self._waiting.pop(wf.workflow_id)
+                    if wf.status == "SUCCESS":
+                        future.set_result(dict(wf.output or {}))
+                    else:
+                        why = f"{type(wf.error).__name__}: {wf.error}" if wf.error else ""
+                        future.set_exception(DurableRunError(
+                            wf.workflow_id, f"its workflow ended {wf.status} {why}".rstrip()))
+            for run_id in set(ids) - found:
+                self._waiting.pop(run_id).set_exception(
+                    DurableRunError(run_id, "no run has this id; submit one first."))
+            await asyncio.sleep(self._interval)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for future in self._waiting.values():
+            future.cancel()
 
 
 @dataclass(slots=True, frozen=True)
@@ -170,7 +223,8 @@ class DurableRunner:
     ``relayrace-<agent name>``). ``worker_concurrency`` bounds the runs one worker runs at a
     time; ``concurrency`` the runs of the whole queue (``None``: no bound). A worker writes a
     heartbeat every ``heartbeat`` seconds; one silent for ``dead_after`` seconds is dead, and
-    a live worker takes its runs over (``relayrace._workers``). ``context``, ``model`` (every
+    a live worker takes its runs over (``relayrace._workers``). A worker looks for new runs on
+    the queue every ``poll_interval`` seconds. ``context``, ``model`` (every
     agent's, as for ``Runner.run``), ``max_turns`` and ``usage_limits`` apply to every run this
     worker runs.
 
@@ -190,6 +244,7 @@ class DurableRunner:
         concurrency: int | None = None,
         heartbeat: float = 2.0,
         dead_after: float = 15.0,
+        poll_interval: float = 0.2,
         executor_id: str | None = None,
         context: Any = None,
         model: Model | str | None = None,
@@ -220,6 +275,7 @@ class DurableRunner:
         self.concurrency = concurrency
         self.heartbeat = heartbeat
         self.dead_after = dead_after
+        self.poll_interval = poll_interval
         self.executor_id = executor_id or \
             f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.context = context
@@ -229,6 +285,7 @@ class DurableRunner:
         self.log_level = log_level
         self._client: DBOSClient | None = None
         self._beat: Heartbeat | None = None
+        self._results: _Results | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -261,7 +318,7 @@ class DurableRunner:
             DBOS.launch()
             await DBOS.register_queue_async(
                 self.queue, worker_concurrency=self.worker_concurrency,
-                global_concurrency=self.concurrency, polling_interval_sec=0.5)
+                global_concurrency=self.concurrency, polling_interval_sec=self.poll_interval)
         except BaseException:
             await self.stop()
             raise
@@ -293,6 +350,9 @@ class DurableRunner:
             await asyncio.to_thread(self._beat.leave)
             self._beat.close()
             self._beat = None
+        if self._results is not None:
+            await self._results.aclose()
+            self._results = None
         if self._client is not None:
             await asyncio.to_thread(self._client.destroy)
             self._client = None
@@ -353,31 +413,25 @@ class DurableRunner:
 
     async def _enqueue(self, run_id: str | None, spec: dict[str, Any]) -> SubmittedRun:
         client = self._need_client()
+        given = run_id is not None
         run_id = run_id or f"run-{secrets.token_hex(8)}"
         handle: WorkflowHandleAsync[dict[str, Any]] = await client.enqueue_async(
             {"workflow_name": WORKFLOW, "queue_name": self.queue, "workflow_id": run_id}, spec)
-        status = await handle.get_status()
+        if not given:
+            return SubmittedRun(run_id, spec["session_id"])
+        status = await handle.get_status()  # the run id may be an earlier submission's
         first: dict[str, Any] = status.input["args"][0] if status.input else spec
-        return SubmittedRun(handle.workflow_id, first["session_id"])
+        return SubmittedRun(run_id, first["session_id"])
 
     async def result(self, run_id: str, *, wait: float | None = None) -> DurableResult:
         """Wait for the run ``run_id`` to end (at most ``wait`` seconds; ``None``: as long as
         it takes, a run waiting for a person included)."""
-        client = self._need_client()
-        if not await client.list_workflows_async(workflow_ids=[run_id], load_input=False,
-                                                 load_output=False):
-            raise DurableRunError(run_id, "no run has this id; submit one first.")
-        handle: WorkflowHandleAsync[dict[str, Any]] = \
-            await client.retrieve_workflow_async(run_id)
+        if self._results is None:
+            self._results = _Results(self._need_client())
         try:
-            value = await asyncio.wait_for(handle.get_result(polling_interval_sec=0.1), wait)
+            value = await asyncio.wait_for(self._results.wait(run_id), wait)
         except TimeoutError:
             raise DurableRunError(run_id, f"still running after {wait} s.") from None
-        except RelayraceError:
-            raise
-        except Exception as exc:
-            raise DurableRunError(run_id, f"its workflow failed: {type(exc).__name__}: "
-                                          f"{exc}") from exc
         value = dict(value)
         pending = value.pop("pending", None)
         result = DurableResult(**value)
@@ -396,39 +450,45 @@ class DurableRunner:
             return base | {"status": "failed", "error": (
                 f"DurableRunError: the run is for team {spec['agent']!r}, but this worker "
                 f"runs {self.agent.name!r}; give each team its own queue.")}
-        steps = await _DbosSteps.replay(self._need_client(), run_id)
-        info = await self.store.get_info(session_id)
-        size = info.event_count if info is not None else 0
-
-        async def now() -> str:
-            return str(size)
-
-        # The log's size when the run began: if it grew since, an earlier attempt wrote the
-        # run's start (its input, or the decisions it resumed with) and the run continues.
-        fresh = int(await steps.step("begin", now)) == size
+        steps = _DbosSteps(self._need_client(), run_id)
         session = self.store.session(session_id)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
         try:
             if spec["kind"] == "run":
+                # The engine continues the run instead if the log shows an attempt began it.
                 result = await Runner._run(
-                    self.agent, spec["input"] if fresh else None, session, self.context,
-                    self.max_turns, None, spec["start_agent"] if fresh else None, self.model,
-                    self.usage_limits, None, wait_for_session=wait, user_id=spec["user_id"],
-                    steps=steps)
+                    self.agent, spec["input"], session, self.context, self.max_turns, None,
+                    spec["start_agent"], self.model, self.usage_limits, None,
+                    wait_for_session=wait, user_id=spec["user_id"], steps=steps)
             else:
-                pending = await PendingRun.from_session(session, entry=self.agent) \
-                    if fresh else None
-                if fresh and pending is None:
+                # Decisions are taken once: by the attempt that finds the stop still open.
+                log = await self.store.session(session_id).view()
+                pending = None if log.run_id == run_id else \
+                    await PendingRun.from_session(session, entry=self.agent)
+                if log.run_id != run_id and pending is None:
                     raise DurableRunError(run_id, f"session {session_id!r} waits for no "
                                                   "approval or answer any more.")
                 result = await Runner._run(
-                    self.agent, None, session, self.context, self.max_turns, None, None, self.model,
-                    self.usage_limits, None, approvals=spec["approvals"] if fresh else None,
-                    given_for=pending, answers=spec["answers"] if fresh else None,
+                    self.agent, None, self.store.session(session_id), self.context,
+                    self.max_turns, None, None, self.model, self.usage_limits, None,
+                    approvals=None if pending is None else spec["approvals"],
+                    given_for=pending, answers=None if pending is None else spec["answers"],
                     wait_for_session=wait, steps=steps)
+        except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
+            return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:
             return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         return base | _ended(result)
+
+    async def _outcome(self, session: Session, ended: RunFinishedEvent) -> dict[str, Any]:
+        """What a run that an earlier attempt ended came to, from its ``RunFinishedEvent``."""
+        if ended.status == "failed":
+            return {"status": "failed", "error": ended.output}
+        pending = await PendingRun.from_session(session, entry=self.agent) \
+            if ended.status == "interrupted" else None
+        return {"status": ended.status, "output": "" if pending else ended.output,
+                "last_agent": ended.agent, "reason": ended.reason,
+                "pending": pending.to_json() if pending is not None else None}
 
 
 def _ended(result: RunResult[Any]) -> dict[str, Any]:

@@ -59,6 +59,9 @@ class RunStartedEvent(AgentEvent):
     kind: Literal["run_started"] = "run_started"
     trace_id: str = ""
     """The trace of this run."""
+    run_id: str = ""
+    """For a durable run (``relayrace.durable``): its id, so that another attempt of the same
+    run finds where it began."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -25,6 +25,14 @@ __all__ = ["StepRunner"]
 class StepRunner(ABC):
     """Runs and records the steps of one attempt of a durable run."""
 
+    run_id: str
+    """The durable run this is an attempt of: the engine writes it in the run's
+    ``RunStartedEvent``, so a later attempt finds where the run began in the session log."""
+
+    async def start(self, again: bool) -> None:  # noqa: B027 - most runners need nothing here
+        """Called once, before the run's first step: ``again`` when the session log shows an
+        earlier attempt of this run began (so it may have recorded steps)."""
+
     @abstractmethod
     async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
         """The value of the step ``key``: recorded by an earlier attempt, or ``fn()``'s,

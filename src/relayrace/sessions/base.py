@@ -19,6 +19,7 @@ from ..events import (
     HandoffEvent,
     MessageEvent,
     QuestionAskedEvent,
+    RunFinishedEvent,
     RunStartedEvent,
     ToolResultEvent,
     ToolStartedEvent,
@@ -78,8 +79,8 @@ class LogView:
     them in the order of their calls, as the run that made them did.
     """
 
-    __slots__ = ("_order", "active", "archives", "asked", "compactions", "handoff", "messages",
-                 "returns", "size", "started")
+    __slots__ = ("_order", "active", "archives", "asked", "compactions", "ended", "handoff",
+                 "messages", "returns", "run_id", "size", "started")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -102,6 +103,10 @@ class LogView:
         """How many archives the log holds (compression summaries)."""
         self.size = 0
         """How many events have been folded in (a store compares it with its own count)."""
+        self.run_id = ""
+        """The durable run id of the last run that started (``""``: not a durable run)."""
+        self.ended: RunFinishedEvent | None = None
+        """How the last run that started ended (``None``: it did not, or none started)."""
         # The last turn's calls: their positions, and where its results begin in messages.
         self._order: tuple[dict[str, int], int] | None = None
 
@@ -135,8 +140,12 @@ class LogView:
                         returns.pop()
                 elif e.returns_to:  # type: ignore[attr-defined]
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
-            elif kind is RunStartedEvent and e.agent != self.active:
-                self.active, self.handoff = e.agent, None
+            elif kind is RunStartedEvent:
+                self.run_id, self.ended = e.run_id, None  # type: ignore[attr-defined]
+                if e.agent != self.active:
+                    self.active, self.handoff = e.agent, None
+            elif kind is RunFinishedEvent:
+                self.ended = e  # type: ignore[assignment]
             elif kind is ContextCompactedEvent:
                 self.compactions[e.agent] = e  # type: ignore[assignment]
                 self.archives += 1
