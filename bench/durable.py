@@ -77,7 +77,7 @@ async def main(url, name):
     agent = Agent("a0", instructions="Chat.",
                   model=FunctionModel(lambda r: text("ok"), record=False))
     runner = DurableRunner(agent, db=url, executor_id=name, worker_concurrency=1000,
-                           poll_interval=0.05)
+                           poll_interval=0.05, pool_size=5)
     await runner.start()
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
@@ -166,6 +166,8 @@ def measure_scaling(url: str, workers: list[int], sessions: int) -> dict[int, fl
         for p in procs:
             p.wait(900)
         out[n] = time.perf_counter() - started
+        if n == 1:
+            WORK["plain"] = db_stats(database)
         os.unlink(script)
         _say(f"[durable] relayrace PostgreSQL, {n} process(es): {out[n]:.2f} s")
     return out
@@ -175,6 +177,20 @@ def _script(text: str) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(text)
     return f.name
+
+
+def db_stats(database: str) -> dict[str, int]:
+    """What the server counted for ``database``: transactions committed, rows written."""
+    import psycopg
+
+    with psycopg.connect(database) as conn:
+        row = conn.execute("SELECT xact_commit, tup_inserted, tup_updated, tup_deleted "
+                           "FROM pg_stat_database WHERE datname = current_database()"
+                           ).fetchone()
+    return dict(zip(("transactions", "inserted", "updated", "deleted"), row, strict=True))
+
+
+WORK: dict[str, dict[str, int]] = {}  # per mode, the database's counters after N=1
 
 
 def measure_durable(url: str, workers: list[int], sessions: int) -> dict[int, float]:
@@ -199,6 +215,8 @@ def measure_durable(url: str, workers: list[int], sessions: int) -> dict[int, fl
             finally:
                 for p in procs:
                     p.communicate("", timeout=120)  # stdin closes: the worker stops
+            if n == 1:
+                WORK["durable"] = db_stats(database)
             _say(f"[durable] relayrace durable on DBOS, {n} worker(s): {out[n]:.2f} s")
     finally:
         os.unlink(worker)
@@ -270,6 +288,11 @@ def main() -> None:
         speedup = f"  ({base / wall:.2f}x of 1 worker)" if base else ""
         cost = f"; {wall / ref:.2f}x the time of plain PostgreSQL" if ref else ""
         print(f"  N={n}: {wall:7.2f} s  {sessions / wall:8.0f} sessions/s{speedup}{cost}")
+    runs = 3 * sessions
+    for mode, counted in WORK.items():
+        print(f"\nPostgreSQL's counters per run, {mode}: " + ", ".join(
+            f"{value / runs:.1f} rows {key}" if key != "transactions"
+            else f"{value / runs:.1f} transactions" for key, value in counted.items()))
     print("\nrelayrace on PostgreSQL, the same sessions over N plain processes:")
     base = scaling.get(1)
     for n, wall in scaling.items():
@@ -278,6 +301,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"medians_s": medians, "scaling_s": scaling,
                                          "durable_s": durable, "work": work,
+                                         "counters": WORK,
                                          "runs": peers["runs"]}, indent=2))
 
 

@@ -7,7 +7,7 @@ handoffs (the first wins), tool calls, a transfer back to the parent, a nested h
 
 from __future__ import annotations
 
-from relayrace.testing import ScriptedModel, text, tool_call
+from relayrace.testing import ScriptedModel, Turn, text, tool_call
 
 CONVERSATION = [
     "Hi, I was charged twice for invoice INV-2041, and since this morning our dashboard "
@@ -18,7 +18,12 @@ CONVERSATION = [
 
 def scripted_model() -> ScriptedModel:
     """A fresh model holding the demo's turns, in the order the agents will ask."""
-    return ScriptedModel([
+    return ScriptedModel(turns(), name="scripted-demo")
+
+
+def turns() -> list[Turn]:
+    """The demo's model turns, in the order the agents ask for them."""
+    return [
         # triage: two handoffs in one parallel batch; billing is first, so billing wins.
         [text("I'll get both of these looked at."),
          tool_call("transfer_to_billing", {"reason": "duplicate charge on INV-2041"}),
@@ -48,4 +53,4 @@ def scripted_model() -> ScriptedModel:
         tool_call("get_account", {}),
         text("We have ops@acme.example as the contact e-mail for ACME GmbH (Team plan, 12 "
              "seats). Tell me if you'd like to change it."),
-    ], name="scripted-demo")
+    ]

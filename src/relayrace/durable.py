@@ -224,9 +224,11 @@ class DurableRunner:
     time; ``concurrency`` the runs of the whole queue (``None``: no bound). A worker writes a
     heartbeat every ``heartbeat`` seconds; one silent for ``dead_after`` seconds is dead, and
     a live worker takes its runs over (``relayrace._workers``). A worker looks for new runs on
-    the queue every ``poll_interval`` seconds. ``context``, ``model`` (every
-    agent's, as for ``Runner.run``), ``max_turns`` and ``usage_limits`` apply to every run this
-    worker runs.
+    the queue every ``poll_interval`` seconds. On PostgreSQL a worker holds about
+    ``2 * pool_size + 5`` connections (DBOS's pool, the session store's, a client's two, the
+    heartbeat's and DBOS's notification listener); a submitter ``pool_size + 2``.
+    ``context``, ``model`` (every agent's, as for ``Runner.run``), ``max_turns`` and
+    ``usage_limits`` apply to every run this worker runs.
 
     DBOS runs one instance per process, so one ``DurableRunner`` works per process; any number
     may submit. Use it as ``async with DurableRunner(team, ...) as durable:`` (``work=False``
@@ -245,6 +247,7 @@ class DurableRunner:
         heartbeat: float = 2.0,
         dead_after: float = 15.0,
         poll_interval: float = 0.2,
+        pool_size: int = 10,
         executor_id: str | None = None,
         context: Any = None,
         model: Model | str | None = None,
@@ -257,6 +260,9 @@ class DurableRunner:
         if worker_concurrency < 1 or (concurrency is not None and concurrency < 1):
             raise UserError(f"worker_concurrency and concurrency count runs: at least 1, got "
                             f"{worker_concurrency} and {concurrency}.")
+        if pool_size < 1 or poll_interval <= 0:
+            raise UserError(f"pool_size counts connections (at least 1) and poll_interval is "
+                            f"seconds (above 0); got {pool_size} and {poll_interval}.")
         if heartbeat <= 0 or dead_after < 2 * heartbeat:
             raise UserError(f"dead_after must be at least two heartbeats (a worker is dead only "
                             f"after missing some); got heartbeat={heartbeat}, "
@@ -276,6 +282,9 @@ class DurableRunner:
         self.heartbeat = heartbeat
         self.dead_after = dead_after
         self.poll_interval = poll_interval
+        self.pool_size = pool_size
+        if hasattr(self.store, "pool_size"):  # PostgreSQL: one pool of this size per process
+            self.store.pool_size = pool_size
         self.executor_id = executor_id or \
             f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.context = context
@@ -300,7 +309,8 @@ class DurableRunner:
         # Created or migrated by whoever comes first, so a submitter may start before any
         # worker has (a client alone never migrates).
         await asyncio.to_thread(DBOS.migrate, self.dbos_url)
-        self._client = await asyncio.to_thread(DBOSClient, system_database_url=self.dbos_url)
+        self._client = await asyncio.to_thread(DBOSClient, system_database_url=self.dbos_url,
+                                               system_database_pool_size=2)
         if not self.work:
             return
         _worker = self
@@ -312,6 +322,7 @@ class DurableRunner:
             config: DBOSConfig = {
                 "name": "relayrace", "system_database_url": self.dbos_url,
                 "executor_id": self.executor_id, "log_level": self.log_level,
+                "sys_db_pool_size": self.pool_size,
                 "application_version": f"relayrace-{__version__}",
             }
             DBOS(config=config)

@@ -46,12 +46,15 @@ def worker(
         "path/to/file.py:VARIABLE naming a Model object.")] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per run.")] = None,
+    context: Annotated[list[str] | None, typer.Option(
+        "--context", "-c", help="A context variable KEY=VALUE every run gets (repeatable).")
+    ] = None,
     executor_id: Annotated[str | None, typer.Option(
         "--id", help="This worker's id (default: host-pid-random); a worker started again "
         "with the same id recovers its own runs at once.")] = None,
 ) -> None:
     """Work a team's durable runs from its queue until SIGTERM or Ctrl-C, then drain."""
-    from . import _errors
+    from . import _errors, _parse_context
 
     durable_runner = _durable_runner()
 
@@ -61,7 +64,7 @@ def worker(
             agent, db=db, queue=queue, worker_concurrency=concurrency,
             concurrency=queue_concurrency, heartbeat=heartbeat, dead_after=dead_after,
             executor_id=executor_id, model=resolve_model(model) if model else None,
-            max_turns=max_turns)
+            max_turns=max_turns, context=_parse_context(context))
         asyncio.run(_work(runner, drain))
 
 
