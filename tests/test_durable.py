@@ -341,3 +341,43 @@ def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) 
         _, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "works queue relayrace-triage" in err
+
+
+async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) -> None:
+    """`relayrace serve --durable`: the API's runs go to the queue; a worker runs them; the
+    server follows each through the session log, approvals included."""
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from relayrace.server import create_app
+    from test_server import sse
+
+    workers.start("a")
+    app = create_app(team, store=workers.db, durable=True)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        sid = (await c.post("/api/sessions", json={})).json()["session_id"]
+        stopped = (await c.post(f"/api/sessions/{sid}/runs", json={"input": INPUT})).json()
+        assert stopped["status"] == "waiting", stopped
+        assert stopped["event_count"] > 0  # the worker's events, read from the log
+        [approval] = stopped["result"]["pending"]["approvals"]
+        assert approval["tool"] == "charge"
+        queued = await c.post(f"/api/sessions/{sid}/pending",
+                              json={"approvals": {approval["call_id"]: True}})
+        assert queued.status_code == 202
+        run_id = queued.json()["run_id"]
+        for _ in range(600):
+            run = (await c.get(f"/api/runs/{run_id}")).json()
+            if run["status"] != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert run["status"] == "finished", run
+        assert run["result"]["final_output"] == "All done."
+        assert run["result"]["last_agent"] == "ops" and run["result"]["usage"]["requests"] > 0
+        events = sse((await c.get(f"/api/runs/{run_id}/events")).text)
+        kinds = [e["kind"] for _, e in events]
+        assert kinds[0] == "run_started" and kinds[-1] == "run_end"
+        assert "tool_result" in kinds  # the charge, as the worker logged it
+    effects = [e[3] for e in read_ledger(workers.ledger) if e[0] == "effect"]
+    assert effects.count("charge") == 1
+

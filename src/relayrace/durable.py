@@ -23,7 +23,7 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
@@ -31,7 +31,6 @@ from pydantic_core import to_json
 
 from ._state import Decisions
 from ._steps import AttemptEnded
-from ._version import __version__
 from ._workers import Heartbeat
 from .agent import Agent
 from .approvals import PendingRun
@@ -42,12 +41,15 @@ from .runner import Runner, RunResult
 from .sessions.base import Session, new_session_id
 from .sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
 from .steps import StepRunner
-from .usage import UsageLimits
+from .usage import Usage, UsageLimits
 
 __all__ = ["DurableResult", "DurableRunner", "SubmittedRun"]
 
 WORKFLOW = "relayrace.run"
 """The DBOS workflow every durable run is."""
+RECORDS_VERSION = "relayrace-steps-1"
+"""The DBOS application version of every worker: workers of any relayrace release take any
+run, since steps are found by key, not by the code's shape; it changes only if the keys do."""
 
 _worker: DurableRunner | None = None  # the runner whose team this process's workflows run
 
@@ -202,6 +204,9 @@ class DurableResult:
     """For a failed run: the error's type and message."""
     pending: PendingRun | None = None
     """For an interrupted run: what it waits for; answer with ``DurableRunner.resume``."""
+    usage: Usage = field(default_factory=Usage)
+    """Requests and tokens of the run (delegated children included), as the attempt that
+    ended it counted them."""
 
 
 def _dbos_url(store: SessionStore) -> str:
@@ -323,7 +328,7 @@ class DurableRunner:
                 "name": "relayrace", "system_database_url": self.dbos_url,
                 "executor_id": self.executor_id, "log_level": self.log_level,
                 "sys_db_pool_size": self.pool_size,
-                "application_version": f"relayrace-{__version__}",
+                "application_version": RECORDS_VERSION,
             }
             DBOS(config=config)
             DBOS.launch()
@@ -445,11 +450,19 @@ class DurableRunner:
             raise DurableRunError(run_id, f"still running after {wait} s.") from None
         value = dict(value)
         pending = value.pop("pending", None)
+        used = value.pop("usage", None)
         result = DurableResult(**value)
+        if used:
+            result.usage = Usage(**used)
         if pending:  # bound, so that Runner.resume could also take it in this process
             result.pending = PendingRun.from_json(
                 pending, entry=self.agent, session=self.store.session(result.session_id))
         return result
+
+    async def cancel(self, run_id: str) -> None:
+        """Cancel the run ``run_id``: a queued run never starts; a running one stops at its
+        next step (its session keeps what it did, and a new run on it continues)."""
+        await self._need_client().cancel_workflow_async(run_id)
 
     # -- a worker's run ---------------------------------------------------------------------
 
@@ -509,4 +522,5 @@ def _ended(result: RunResult[Any]) -> dict[str, Any]:
         "output": output if isinstance(output, str) else to_json(output).decode(),
         "last_agent": result.last_agent.name, "reason": result.reason,
         "pending": result.pending.to_json() if result.pending is not None else None,
+        "usage": asdict(result.usage.total),
     }

@@ -46,6 +46,9 @@ def serve(
     otel: Annotated[bool, typer.Option(
         "--otel", help="Export runs to OpenTelemetry (a request's traceparent is their "
         "parent).")] = False,
+    durable: Annotated[bool, typer.Option(
+        "--durable", help="Queue the API's runs for `relayrace worker` processes on the same "
+        "--db (DBOS) instead of running them in the server.")] = False,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -62,7 +65,7 @@ def serve(
         app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),
                          max_body_bytes=max_body, rate_limit=rate_limit,
                          model=resolve_model(model) if model else None, max_turns=max_turns,
-                         otel=otel)
+                         otel=otel, durable=durable)
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "

@@ -197,8 +197,13 @@ async def _start(request: Request, session: Session, agent: Any, input: Any, *,
     if session.session_id in server.runs.active:
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
                        "cancel it.", "conflict")
-    run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
-                            answers=answers)
+    durable = server.runs.durable.get(agent.name)
+    if durable is not None:  # queued for the workers, followed through the session log
+        run = server.runs.queue(durable, session, _owner(request), input,
+                                approvals=approvals, answers=answers)
+    else:
+        run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
+                                answers=answers)
     if background:
         return JSONResponse(run.summary(), status_code=202)
     assert run.task is not None

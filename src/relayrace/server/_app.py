@@ -58,12 +58,25 @@ class Server:
         return next(iter(self.agents.values()))
 
 
+def _durable_runners(served: list[Agent[Any]], store: SessionStore) -> dict[str, Any]:
+    url = getattr(store, "url", None)
+    if url is None:
+        raise UserError("A durable server queues runs for workers that share its database: "
+                        "give it a SQLite file or a postgresql:// store, not memory://.")
+    try:  # imported here: DBOS is an extra
+        from ..durable import DurableRunner
+    except ImportError as exc:
+        raise UserError(f"A durable server needs DBOS: pip install 'relayrace[durable]' "
+                        f"({exc}).") from None
+    return {a.name: DurableRunner(a, db=url, work=False) for a in served}
+
+
 def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                store: SessionStore | str | None = None, api_keys: Sequence[str] = (),
                cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
-               otel: bool = False) -> FastAPI:
+               otel: bool = False, durable: bool = False) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -75,7 +88,10 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     default); ``max_body_bytes`` bounds a request's body (413 beyond); ``rate_limit``
     (``"60/m"`` or a `RateLimit`) bounds each key's requests (429 with ``Retry-After``).
     ``otel`` exports runs to OpenTelemetry (needs ``relayrace[otel]``): a request's
-    ``traceparent`` then becomes the parent of its run's trace.
+    ``traceparent`` then becomes the parent of its run's trace. With ``durable`` (needs
+    ``relayrace[durable]`` and a store in a database), the API's runs go to the served team's
+    DBOS queue for ``relayrace worker`` processes (`relayrace.durable`); the server follows
+    each through its session log. The OpenAI-compatible endpoints still run in the server.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -93,13 +109,19 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                     limiter=RateLimiter(limit) if limit is not None else None,
                     max_body=max_body_bytes)
     exporter = _otel_processor() if otel else None
+    if durable:
+        runs.durable = _durable_runners(served, server.store)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
+            for runner in runs.durable.values():
+                await runner.start()
             yield
         finally:
             await runs.aclose()
+            for runner in runs.durable.values():
+                await runner.stop()
             await server.store.aclose()
             set_trace_processors([p for p in get_trace_processors()
                                   if p is not runs.traces and p is not exporter])

@@ -20,7 +20,6 @@ from pydantic_core import to_jsonable_python
 
 from ..agent import Agent
 from ..events import AgentEvent, RunStartedEvent, dump_events
-from ..exceptions import RelayraceError
 from ..runner import Runner, RunResult
 from ..sessions import Session
 from ..tracing import Span, add_trace_processor
@@ -171,6 +170,11 @@ class RunManager:
         self._finished: deque[str] = deque()  # finished runs' ids, oldest first
         self.traces = TraceStore()
         add_trace_processor(self.traces)
+        self.durable: dict[str, Any] = {}
+        """With ``relayrace serve --durable``: each served agent's `DurableRunner`, which
+        queues the API's runs for workers."""
+        self.follow_interval = 0.25
+        """Seconds between reads of a queued run's session log, for its events."""
 
     def get(self, run_id: str, owner: str) -> RunRecord | None:
         """The run, if it is ``owner``'s."""
@@ -192,6 +196,60 @@ class RunManager:
         run.task = asyncio.ensure_future(self._drive(run, agent, input, options))
         return run
 
+    def queue(self, durable: Any, session: Session, owner: str, input: Any, *,
+              approvals: dict[str, bool] | None = None,
+              answers: dict[str, str] | None = None) -> RunRecord:
+        """Put a run on ``durable``'s queue (a `relayrace.durable.DurableRunner`) for its
+        workers, and follow it: its events as the session log gets them, then its end."""
+        run = RunRecord(run_id="run-" + secrets.token_hex(8), session_id=session.session_id,
+                        owner=owner, agent=durable.agent.name)
+        self.runs[run.run_id] = run
+        self.active[session.session_id] = run
+        run.task = asyncio.ensure_future(self._follow(run, durable, session, input, approvals,
+                                                      answers))
+        return run
+
+    async def _follow(self, run: RunRecord, durable: Any, session: Session, input: Any,
+                      approvals: dict[str, bool] | None, answers: dict[str, str] | None
+                      ) -> None:
+        try:
+            seen = len(await session.get_events())
+            if input is None:
+                await durable.resume(session.session_id, approvals=approvals,
+                                     answers=answers, run_id=run.run_id)
+            else:
+                await durable.submit(input, session_id=session.session_id, run_id=run.run_id)
+            ending = asyncio.ensure_future(durable.result(run.run_id))
+            try:
+                while True:  # a worker writes the log: its new events are the run's events
+                    await asyncio.wait({ending}, timeout=self.follow_interval)
+                    events = await session.get_events()
+                    for event in events[seen:]:
+                        self._record(run, event)
+                    seen = len(events)
+                    if ending.done():
+                        break
+            except asyncio.CancelledError:
+                ending.cancel()
+                await durable.cancel(run.run_id)
+                raise
+            ended = ending.result()
+            usage = ended.usage
+            run.result = {
+                "final_output": ended.output, "last_agent": ended.last_agent,
+                "reason": ended.reason,
+                "usage": {"requests": usage.requests, "input_tokens": usage.input_tokens,
+                          "output_tokens": usage.output_tokens,
+                          "total_tokens": usage.total_tokens},
+                "pending": None if ended.pending is None else pending_summary(ended.pending)}
+            run.status = {"completed": "finished", "interrupted": "waiting"}.get(
+                ended.status, "failed")
+            run.error = ended.error or None
+        except BaseException as exc:
+            self._failed(run, exc)
+        finally:
+            self._end(run)
+
     async def _drive(self, run: RunRecord, agent: Agent[Any], input: Any,
                      options: dict[str, Any]) -> None:
         stream = Runner.stream(agent, input, **options)
@@ -202,20 +260,28 @@ class RunManager:
             assert result is not None
             run.result = result_summary(result)
             run.status = "waiting" if result.pending is not None else "finished"
-        except asyncio.CancelledError:
-            run.status, run.error = "cancelled", "cancelled by a client"
-        except RelayraceError as exc:
-            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a tool or model bug: reported, and the server goes on
-            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        except BaseException as exc:
+            self._failed(run, exc)
         finally:
-            run.finished_at = time.time()
-            if self.active.get(run.session_id) is run:
-                del self.active[run.session_id]
-            run._add(_end_event(run))
-            self._finished.append(run.run_id)
-            while len(self._finished) > self.keep:  # the oldest finished runs go
-                self.runs.pop(self._finished.popleft(), None)
+            self._end(run)
+
+    @staticmethod
+    def _failed(run: RunRecord, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            run.status, run.error = "cancelled", "cancelled by a client"
+        elif isinstance(exc, Exception):  # a tool or model bug too: reported, the server goes on
+            run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            raise exc
+
+    def _end(self, run: RunRecord) -> None:
+        run.finished_at = time.time()
+        if self.active.get(run.session_id) is run:
+            del self.active[run.session_id]
+        run._add(_end_event(run))
+        self._finished.append(run.run_id)
+        while len(self._finished) > self.keep:  # the oldest finished runs go
+            self.runs.pop(self._finished.popleft(), None)
 
     def _record(self, run: RunRecord, event: AgentEvent) -> None:
         if not run.trace_id and isinstance(event, RunStartedEvent):
