@@ -26,12 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
 from pydantic_core import to_json
 
 from ._state import Decisions
 from ._steps import AttemptEnded
-from ._workers import Heartbeat
+from ._workers import Heartbeat, engine_url
 from .agent import Agent
 from .approvals import PendingRun
 from .events import RunFinishedEvent
@@ -300,6 +301,7 @@ class DurableRunner:
         self._client: DBOSClient | None = None
         self._beat: Heartbeat | None = None
         self._results: _Results | None = None
+        self._engine: sa.Engine | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -314,7 +316,14 @@ class DurableRunner:
         # Created or migrated by whoever comes first, so a submitter may start before any
         # worker has (a client alone never migrates).
         await asyncio.to_thread(DBOS.migrate, self.dbos_url)
+        if not self.dbos_url.startswith("sqlite"):
+            # Without a ping before each checkout (DBOS's default): a round trip less per
+            # operation; a dropped connection fails its operation, which DBOS retries.
+            self._engine = sa.create_engine(
+                engine_url(self.dbos_url), pool_size=2, max_overflow=0, pool_pre_ping=False,
+                connect_args={"application_name": "relayrace", "connect_timeout": 10})
         self._client = await asyncio.to_thread(DBOSClient, system_database_url=self.dbos_url,
+                                               system_database_engine=self._engine,
                                                system_database_pool_size=2)
         if not self.work:
             return
@@ -328,6 +337,7 @@ class DurableRunner:
                 "name": "relayrace", "system_database_url": self.dbos_url,
                 "executor_id": self.executor_id, "log_level": self.log_level,
                 "sys_db_pool_size": self.pool_size,
+                "db_engine_kwargs": {"pool_pre_ping": False},  # as the client's, below
                 "application_version": RECORDS_VERSION,
             }
             DBOS(config=config)
@@ -372,6 +382,9 @@ class DurableRunner:
         if self._client is not None:
             await asyncio.to_thread(self._client.destroy)
             self._client = None
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
         await self.store.aclose()
 
     async def __aenter__(self) -> DurableRunner:
