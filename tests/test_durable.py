@@ -381,3 +381,34 @@ async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) ->
     effects = [e[3] for e in read_ledger(workers.ledger) if e[0] == "effect"]
     assert effects.count("charge") == 1
 
+
+
+def test_one_live_worker_claims_a_dead_one_and_a_dead_claimers_claim_lapses(
+        tmp_path: Path) -> None:
+    from relayrace._workers import Heartbeat
+
+    async def nothing(dead: str) -> int:
+        return 0
+
+    url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    beats = {name: Heartbeat(url, name, every=0.05, dead_after=0.3, take_over=nothing)
+             for name in ("dead", "a", "b")}
+    try:
+        beats["dead"]._create()
+        for beat in beats.values():
+            assert beat.beat()  # the first beat inserts the row
+        time.sleep(0.35)
+        beats["a"].beat()
+        beats["b"].beat()
+        assert beats["a"].claim_dead() == ["dead"]  # one claimer wins...
+        assert beats["b"].claim_dead() == []  # ...the other finds it claimed
+        assert not beats["dead"].beat()  # a worker that wakes finds itself taken over
+        time.sleep(0.35)  # "a" died before releasing: its claim lapses, and its own row
+        beats["b"].beat()
+        assert sorted(beats["b"].claim_dead()) == ["a", "dead"]
+        beats["b"].release("dead")
+        beats["b"].release("a")
+        assert beats["b"].claim_dead() == []
+    finally:
+        for beat in beats.values():
+            beat.close()
