@@ -232,12 +232,20 @@ class PostgresSession(Session):
             self._unfolded = None
 
             async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-                if fresh:
-                    await self._load_info(conn)
-                rows = await (await conn.execute(
-                    "SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s "
-                    "ORDER BY seq", (self.session_id, seen))).fetchall()
-                return [r[0] for r in rows]
+                query = ("SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s "
+                         "ORDER BY seq", (self.session_id, seen))
+                if not fresh:
+                    return [r[0] for r in await (await conn.execute(*query)).fetchall()]
+                # The session's row and its events in one round trip (a run's first read).
+                async with conn.pipeline():
+                    info = await conn.execute(f"{_SELECT} WHERE session_id = %s",
+                                              (self.session_id,))
+                    events = await conn.execute(*query)
+                row = await info.fetchone()
+                if row is not None:
+                    self.info = _info(row)
+                    self._stored = True
+                return [r[0] for r in await events.fetchall()]
 
             view.fold(load_events(await self._run(read)))
             self._view, self._seq, self._failed = view, view.size, None
