@@ -40,6 +40,7 @@ from typing import Any
 
 from chaos import _history_problems, team
 
+from relayrace import DurableRunError
 from relayrace.durable import DurableRunner
 from relayrace.events import RunFinishedEvent, load_events
 from relayrace.sessions.base import LogView
@@ -147,23 +148,18 @@ async def _recovery(client: DurableRunner, dead: str, killed_at: float, figures:
                     ) -> None:
     """How long until each run the dead worker held is back on the queue (taken over), and
     until it runs again on a live worker (or has ended): that adds the wait for a free slot."""
-    assert client._client is not None
-    held = await client._client.list_workflows_async(
-        status="PENDING", executor_id=dead, load_input=False, load_output=False)
-    waiting = {wf.workflow_id for wf in held}
+    waiting = {run.run_id for run in await client.runs(worker=dead, status="running")}
     back: set[str] = set()
     while waiting:
         await asyncio.sleep(0.05)
-        now = await client._client.list_workflows_async(
-            workflow_ids=sorted(waiting), load_input=False, load_output=False)
-        for wf in now:
-            moved = wf.status != "PENDING" or (wf.executor_id and wf.executor_id != dead)
-            if moved and wf.workflow_id not in back:
-                back.add(wf.workflow_id)
+        for run in await client.runs(sorted(waiting)):
+            moved = run.status != "running" or run.worker not in ("", dead)
+            if moved and run.run_id not in back:
+                back.add(run.run_id)
                 figures.recoveries.append(time.monotonic() - killed_at)
-            if moved and wf.status in ("PENDING", "SUCCESS", "ERROR"):
+            if moved and run.status != "queued":
                 figures.restarts.append(time.monotonic() - killed_at)
-                waiting.discard(wf.workflow_id)
+                waiting.discard(run.run_id)
 
 
 async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
@@ -203,14 +199,17 @@ async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
                 resumes: Counter[str] = Counter()
                 while current:
                     await asyncio.sleep(0.1)
-                    assert client._client is not None
-                    ended = await client._client.list_workflows_async(
-                        workflow_ids=sorted(current.values()), status=["SUCCESS", "ERROR"],
-                        load_input=False, load_output=False)
                     by_id = {v: k for k, v in current.items()}
-                    for wf in ended:
-                        first = by_id[wf.workflow_id]
-                        result = await client.result(wf.workflow_id)
+                    for run in await client.runs(sorted(current.values())):
+                        if run.status in ("queued", "running"):
+                            continue
+                        first = by_id[run.run_id]
+                        try:
+                            result = await client.result(run.run_id)
+                        except DurableRunError as exc:  # counted as a run not completed
+                            figures.notes.append(f"{first}: {exc}")
+                            del current[first]
+                            continue
                         if result.status == "completed":
                             figures.completed += 1
                             del current[first]

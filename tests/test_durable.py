@@ -43,7 +43,7 @@ from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call  # n
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "durable_worker.py"
-HEARTBEAT, DEAD_AFTER, QUEUE_POLL = 0.2, 1.0, 0.5  # as durable_worker.py runs
+HEARTBEAT, DEAD_AFTER, QUEUE_POLL = 0.2, 1.0, 0.2  # as durable_worker.py runs them
 INPUT = "Charge me after the work."
 
 
@@ -171,6 +171,9 @@ async def test_a_live_worker_takes_a_dead_workers_run_over_within_the_bound(
         results = [await client.result(run_id, wait=60) for run_id in ids]
         recovered = time.monotonic() - died
         assert all(r.status == "interrupted" for r in results)
+        # The doomed worker died at its first run's first recorded answer: none of its runs
+        # ended there, so every run ended on the live worker, its own and the taken over.
+        assert {(r.status, r.worker) for r in await client.runs(ids)} == {("ended", "live")}
         for run_id in ids:
             await _approve_and_finish(client, run_id)
     assert doomed.returncode == 9
@@ -307,9 +310,38 @@ async def test_misuse_is_refused_with_what_would_be_right(tmp_path: Path) -> Non
             await idle.resume("no-such-session", approvals={"x": True})
         with pytest.raises(UserError, match="non-empty text"):
             await idle.submit("")
+        with pytest.raises(UserError, match="status is one of"):
+            await idle.runs(status="done")  # type: ignore[arg-type]
     async with DurableRunner(agent, db=tmp_path / "s.db"):
         with pytest.raises(UserError, match="already works in this process"):
             await DurableRunner(agent, db=tmp_path / "s.db").start()
+    unreachable = DurableRunner(agent, db="postgresql://nobody@127.0.0.1:1/nothing", work=False)
+    with pytest.raises(DurableRunError, match="could not be reached .*connection") as caught:
+        await unreachable.start()
+    assert "check that it is up" in str(caught.value) and caught.value.run_id is None
+
+
+async def test_the_default_database_needs_no_setup(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --db: SQLite files under .relayrace/, made on the first use of a fresh directory."""
+    monkeypatch.chdir(tmp_path)
+    agent = Agent("a", instructions=".", model=ScriptedModel([text("hi")]))
+    async with DurableRunner(agent, work=False) as durable:
+        run = await durable.submit("hello", run_id="first")
+    assert run.run_id == "first"
+    assert (tmp_path / ".relayrace" / "sessions.dbos.sqlite").exists()
+
+
+async def test_a_waiter_hears_when_the_database_fails() -> None:
+    from relayrace.durable import _Results
+
+    class Broken:
+        async def list_workflows_async(self, **_: Any) -> list[Any]:
+            raise OSError("the database went away")
+
+    results = _Results(Broken())  # type: ignore[arg-type]
+    with pytest.raises(DurableRunError, match="could not be read: OSError: the database went"):
+        await asyncio.wait_for(results.wait("run-1"), 5)
 
 
 def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) -> None:

@@ -80,7 +80,8 @@ async def _main(url: str, customers: int, workers: int) -> int:
                   "them over\n")
             done = await talks
             seconds = time.perf_counter() - started
-            ran_on = await _executors(durable, [r.run_id for d in done for r in d["answers"]])
+            ran_on = {run.run_id: run.worker for run in await durable.runs(
+                [r.run_id for d in done for r in d["answers"]])}
             store = durable.store
             refunds = 0
             for d in done:
@@ -104,22 +105,12 @@ async def _main(url: str, customers: int, workers: int) -> int:
 
 async def _running_on(durable: DurableRunner, worker: str) -> int:
     """Wait until ``worker`` runs some runs; how many."""
-    assert durable._client is not None
     while True:
-        held = await durable._client.list_workflows_async(
-            status="PENDING", executor_id=worker, load_input=False, load_output=False)
+        held = await durable.runs(worker=worker, status="running")
         if held:
             await asyncio.sleep(0.5)  # a model call or two into them
             return len(held)
         await asyncio.sleep(0.1)
-
-
-async def _executors(durable: DurableRunner, run_ids: list[str]) -> dict[str, str]:
-    """The worker that finished each run (DBOS's record of its executor)."""
-    assert durable._client is not None
-    found = await durable._client.list_workflows_async(workflow_ids=run_ids, load_input=False,
-                                                       load_output=False)
-    return {wf.workflow_id: wf.executor_id or "?" for wf in found}
 
 
 def main() -> int:

@@ -58,7 +58,7 @@ class Heartbeat:
         self._engine = sa.create_engine(engine_url(url), pool_size=1, max_overflow=1) \
             if not url.startswith("sqlite") else sa.create_engine(url)
         self._task: asyncio.Task[None] | None = None
-        self._beaten = False
+        self._joined = False  # whether the first beat wrote this worker's row
 
     def _create(self) -> None:
         try:
@@ -74,11 +74,12 @@ class Heartbeat:
             if conn.execute(sa.update(_workers).where(
                     mine, _workers.c.claimed_by.is_(None)).values(beat=now)).rowcount:
                 return True
-            claimed = conn.execute(sa.select(_workers.c.executor_id).where(mine)).first()
-            if claimed is None:  # the first beat, or a takeover finished: beat again from now
-                conn.execute(sa.insert(_workers).values(executor_id=self.executor_id, beat=now))
-        first, self._beaten = not self._beaten, True
-        return first
+            if conn.execute(sa.select(_workers.c.executor_id).where(mine)).first() is not None:
+                return False  # claimed: another worker is taking this one's runs over
+            # The first beat; or a takeover of this worker finished: it beats again from now.
+            conn.execute(sa.insert(_workers).values(executor_id=self.executor_id, beat=now))
+        joined, self._joined = self._joined, True
+        return not joined
 
     def claim_dead(self) -> list[str]:
         """The workers whose heartbeat stopped, each claimed by this worker alone (a claim

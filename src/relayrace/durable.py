@@ -21,9 +21,9 @@ import asyncio
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -44,7 +44,7 @@ from .sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
 from .steps import StepRunner
 from .usage import Usage, UsageLimits
 
-__all__ = ["DurableResult", "DurableRunner", "SubmittedRun"]
+__all__ = ["DurableResult", "DurableRunner", "RunInfo", "RunStatus", "SubmittedRun"]
 
 WORKFLOW = "relayrace.run"
 """The DBOS workflow every durable run is."""
@@ -59,8 +59,8 @@ _worker: DurableRunner | None = None  # the runner whose team this process's wor
 async def _run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
     worker, run_id = _worker, DBOS.workflow_id or ""
     if worker is None:
-        raise DurableRunError(run_id, "this process runs DBOS without a working DurableRunner; "
-                                      "start one with work=True (or `relayrace worker`).")
+        raise DurableRunError("this process runs DBOS without a working DurableRunner; start "
+                              "one with work=True (or `relayrace worker`).", run_id=run_id)
     return await worker._execute(run_id, spec)
 
 
@@ -140,31 +140,44 @@ class _Results:
         future = self._waiting.get(run_id)
         if future is None:
             future = self._waiting[run_id] = asyncio.get_running_loop().create_future()
+            # Read here, so that a run whose waiters all gave up raises no "never retrieved".
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._poll())
         return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
 
     async def _poll(self) -> None:
-        while self._waiting:
-            ids = list(self._waiting)
-            found = set()
-            for at in range(0, len(ids), 500):
-                for wf in await self._client.list_workflows_async(
-                        workflow_ids=ids[at:at + 500], load_input=False):
-                    found.add(wf.workflow_id)
-                    if wf.status in ("PENDING", "ENQUEUED", "DELAYED"):
-                        continue
-                    future = self._waiting.pop(wf.workflow_id)
-                    if wf.status == "SUCCESS":
-                        future.set_result(dict(wf.output or {}))
-                    else:
-                        why = f"{type(wf.error).__name__}: {wf.error}" if wf.error else ""
-                        future.set_exception(DurableRunError(
-                            wf.workflow_id, f"its workflow ended {wf.status} {why}".rstrip()))
-            for run_id in set(ids) - found:
-                self._waiting.pop(run_id).set_exception(
-                    DurableRunError(run_id, "no run has this id; submit one first."))
-            await asyncio.sleep(self._interval)
+        try:
+            while self._waiting:
+                await self._check()
+                await asyncio.sleep(self._interval)
+        except Exception as exc:  # the database failed: every waiter hears it, none hangs
+            waiting, self._waiting = self._waiting, {}
+            for run_id, future in waiting.items():
+                future.set_exception(DurableRunError(
+                    f"its state could not be read: {type(exc).__name__}: {exc}", run_id=run_id))
+
+    async def _check(self) -> None:
+        """Settle the runs that ended (one query per 500 runs waited for)."""
+        ids = list(self._waiting)
+        found = set()
+        for at in range(0, len(ids), 500):
+            for wf in await self._client.list_workflows_async(
+                    workflow_ids=ids[at:at + 500], load_input=False):
+                found.add(wf.workflow_id)
+                if wf.status in ("PENDING", "ENQUEUED", "DELAYED"):
+                    continue
+                future = self._waiting.pop(wf.workflow_id)
+                if wf.status == "SUCCESS":
+                    future.set_result(dict(wf.output or {}))
+                else:
+                    why = f"{type(wf.error).__name__}: {wf.error}" if wf.error else ""
+                    future.set_exception(DurableRunError(
+                        f"its workflow ended {wf.status} {why}".rstrip(),
+                        run_id=wf.workflow_id))
+        for run_id in set(ids) - found:
+            self._waiting.pop(run_id).set_exception(
+                DurableRunError("no run has this id; submit one first.", run_id=run_id))
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -172,6 +185,26 @@ class _Results:
             await asyncio.gather(self._task, return_exceptions=True)
         for future in self._waiting.values():
             future.cancel()
+
+
+RunStatus = Literal["queued", "running", "ended", "failed", "cancelled"]
+_STATUS: dict[str, RunStatus] = {
+    "ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "ended",
+    "ERROR": "failed", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed", "CANCELLED": "cancelled"}
+
+
+@dataclass(slots=True, frozen=True)
+class RunInfo:
+    """Where a durable run stands (``DurableRunner.runs``)."""
+
+    run_id: str
+    """The run."""
+    status: RunStatus
+    """``queued`` (for a worker), ``running`` (a worker has it; one that died keeps it until a
+    live worker takes it over), ``ended`` (``result`` has it), ``failed`` (its workflow
+    failed) or ``cancelled``."""
+    worker: str
+    """The worker that runs it, or ran it last (``""``: none yet)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -208,6 +241,10 @@ class DurableResult:
     usage: Usage = field(default_factory=Usage)
     """Requests and tokens of the run (delegated children included), as the attempt that
     ended it counted them."""
+
+
+_PLAIN_FIELDS = frozenset(f.name for f in fields(DurableResult)) - {"pending", "usage"}
+_USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
 
 
 def _dbos_url(store: SessionStore) -> str:
@@ -315,7 +352,14 @@ class DurableRunner:
                             "instance per process); start this one with work=False to submit.")
         # Created or migrated by whoever comes first, so a submitter may start before any
         # worker has (a client alone never migrates).
-        await asyncio.to_thread(DBOS.migrate, self.dbos_url)
+        if isinstance(self.store, SQLiteStore):  # `.relayrace/` on a first run
+            self.store.path.absolute().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            await asyncio.to_thread(DBOS.migrate, self.dbos_url)
+        except sa.exc.OperationalError as exc:
+            reason = str(exc.orig or exc).strip().splitlines()[0]
+            raise DurableRunError(f"The durable runs' database could not be reached ({reason}); "
+                                  "check that it is up and that --db (db=) names it.") from None
         if not self.dbos_url.startswith("sqlite"):
             # Without a ping before each checkout (DBOS's default): a round trip less per
             # operation; a dropped connection fails its operation, which DBOS retries.
@@ -433,8 +477,8 @@ class DurableRunner:
         session = self.store.session(session_id)
         pending = await PendingRun.from_session(session, entry=self.agent)
         if pending is None:
-            raise DurableRunError(run_id or "-", f"session {session_id!r} waits for no "
-                                  "approval or answer; submit a new run instead.")
+            raise DurableRunError(f"Session {session_id!r} waits for no approval or answer; "
+                                  "submit a new run instead.", run_id=run_id)
         await Decisions.bind(session, self.agent, approvals or {}, pending, answers or {})
         return await self._enqueue(run_id, {
             "kind": "resume", "agent": self.agent.name, "session_id": session_id,
@@ -460,17 +504,35 @@ class DurableRunner:
         try:
             value = await asyncio.wait_for(self._results.wait(run_id), wait)
         except TimeoutError:
-            raise DurableRunError(run_id, f"still running after {wait} s.") from None
-        value = dict(value)
-        pending = value.pop("pending", None)
-        used = value.pop("usage", None)
-        result = DurableResult(**value)
+            raise DurableRunError(f"still running after {wait} s.", run_id=run_id) from None
+        return self._result(value)
+
+    def _result(self, value: dict[str, Any]) -> DurableResult:
+        """A workflow's output as a `DurableResult` (fields a newer worker adds are left out:
+        workers and submitters of different releases share a queue)."""
+        pending, used = value.get("pending"), value.get("usage")
+        result = DurableResult(**{k: v for k, v in value.items() if k in _PLAIN_FIELDS})
         if used:
-            result.usage = Usage(**used)
+            result.usage = Usage(**{k: v for k, v in used.items() if k in _USAGE_FIELDS})
         if pending:  # bound, so that Runner.resume could also take it in this process
             result.pending = PendingRun.from_json(
                 pending, entry=self.agent, session=self.store.session(result.session_id))
         return result
+
+    async def runs(self, run_ids: Sequence[str] | None = None, *, worker: str | None = None,
+                   status: RunStatus | None = None) -> list[RunInfo]:
+        """The durable runs of the database (of every team), oldest first: those named, those
+        a ``worker`` has (its ``executor_id``), those in a ``status``; all of them if none of
+        these is given."""
+        if status is not None and status not in _STATUS.values():
+            raise UserError(f"A run's status is one of {sorted(set(_STATUS.values()))}; got "
+                            f"{status!r}.")
+        found = await self._need_client().list_workflows_async(
+            workflow_ids=list(run_ids) if run_ids is not None else None, executor_id=worker,
+            status=None if status is None else [k for k, v in _STATUS.items() if v == status],
+            name=WORKFLOW, load_input=False, load_output=False)
+        return [RunInfo(wf.workflow_id, _STATUS.get(wf.status, "failed"), wf.executor_id or "")
+                for wf in found]
 
     async def cancel(self, run_id: str) -> None:
         """Cancel the run ``run_id``: a queued run never starts; a running one stops at its
@@ -483,14 +545,15 @@ class DurableRunner:
         """One attempt of the run ``run_id``: continue it from its session log."""
         session_id = spec["session_id"]
         base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
-        if spec["agent"] != self.agent.name:
-            return base | {"status": "failed", "error": (
-                f"DurableRunError: the run is for team {spec['agent']!r}, but this worker "
-                f"runs {self.agent.name!r}; give each team its own queue.")}
-        steps = _DbosSteps(self._need_client(), run_id)
+        # One session object: each read of its view takes in what was appended since.
         session = self.store.session(session_id)
+        steps = _DbosSteps(self._need_client(), run_id)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
         try:
+            if spec["agent"] != self.agent.name:
+                raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
+                                      f"runs {self.agent.name!r}; give each team its own "
+                                      "queue.", run_id=run_id)
             if spec["kind"] == "run":
                 # The engine continues the run instead if the log shows an attempt began it.
                 result = await Runner._run(
@@ -499,15 +562,15 @@ class DurableRunner:
                     wait_for_session=wait, user_id=spec["user_id"], steps=steps)
             else:
                 # Decisions are taken once: by the attempt that finds the stop still open.
-                log = await self.store.session(session_id).view()
-                pending = None if log.run_id == run_id else \
+                began = (await session.view()).run_id == run_id
+                pending = None if began else \
                     await PendingRun.from_session(session, entry=self.agent)
-                if log.run_id != run_id and pending is None:
-                    raise DurableRunError(run_id, f"session {session_id!r} waits for no "
-                                                  "approval or answer any more.")
+                if not began and pending is None:
+                    raise DurableRunError(f"Session {session_id!r} waits for no approval or "
+                                          "answer any more.", run_id=run_id)
                 result = await Runner._run(
-                    self.agent, None, self.store.session(session_id), self.context,
-                    self.max_turns, None, None, self.model, self.usage_limits, None,
+                    self.agent, None, session, self.context, self.max_turns, None, None,
+                    self.model, self.usage_limits, None,
                     approvals=None if pending is None else spec["approvals"],
                     given_for=pending, answers=None if pending is None else spec["answers"],
                     wait_for_session=wait, steps=steps)

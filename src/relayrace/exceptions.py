@@ -307,12 +307,13 @@ class SessionStoreUnavailable(SessionError):
 
 
 class DurableRunError(RelayraceError):
-    """A durable run (``relayrace.durable``) cannot be submitted, found or waited for: no
-    worker runs its team in this process, its run id names no run, its workflow failed, or a
-    wait for its result timed out. ``run_id`` names the run."""
+    """A durable run (``relayrace.durable``) cannot be submitted, found or waited for: the
+    database cannot be reached, no worker runs its team in this process, its run id names no
+    run, its workflow failed, or a wait for its result timed out. ``run_id`` names the run,
+    when there is one."""
 
-    def __init__(self, run_id: str, message: str) -> None:
-        super().__init__(f"Durable run {run_id!r}: {message}")
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(f"Durable run {run_id!r}: {message}" if run_id else message)
         self.run_id = run_id
 
 

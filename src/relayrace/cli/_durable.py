@@ -6,13 +6,16 @@ import asyncio
 import json
 import signal
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from ._target import resolve_model, resolve_target
+
+if TYPE_CHECKING:  # imported when used: DBOS is an extra
+    from ..durable import DurableRunner
 
 __all__ = ["submit", "worker"]
 
@@ -68,7 +71,7 @@ def worker(
         asyncio.run(_work(runner, drain))
 
 
-def _durable_runner() -> Any:
+def _durable_runner() -> type[DurableRunner]:
     try:  # imported here: DBOS is an extra
         from ..durable import DurableRunner
     except ImportError as exc:
@@ -79,7 +82,7 @@ def _durable_runner() -> Any:
     return DurableRunner
 
 
-async def _work(runner: Any, drain: float) -> None:
+async def _work(runner: DurableRunner, drain: float) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -153,9 +156,9 @@ def submit(
         raise typer.Exit(EXIT_APPROVAL)
 
 
-async def _submit(runner: Any, prompt: str | None, session: str | None, run_id: str | None,
-                  decisions: dict[str, bool], answers: dict[str, str], wait: bool,
-                  limit: float | None) -> dict[str, Any]:
+async def _submit(runner: DurableRunner, prompt: str | None, session: str | None,
+                  run_id: str | None, decisions: dict[str, bool], answers: dict[str, str],
+                  wait: bool, limit: float | None) -> dict[str, Any]:
     async with runner:
         if prompt is None:
             assert session is not None
@@ -165,6 +168,10 @@ async def _submit(runner: Any, prompt: str | None, session: str | None, run_id: 
             run = await runner.submit(prompt, session_id=session, run_id=run_id)
         if not wait:
             return {"run_id": run.run_id, "session_id": run.session_id, "status": "queued"}
+        Console(stderr=True, highlight=False).print(Text(
+            f"queued run {run.run_id} in session {run.session_id}; waiting for a worker "
+            f"(relayrace worker) to run it. Ctrl-C stops waiting; the run stays queued.",
+            style="dim"), soft_wrap=True)
         result = await runner.result(run.run_id, wait=limit)
         ended: dict[str, Any] = {
             "run_id": result.run_id, "session_id": result.session_id, "status": result.status,

@@ -280,8 +280,9 @@ async def trace(request: Request, run_id: str) -> dict[str, Any]:
 def _sse(run: RunRecord, after: int) -> AsyncIterator[str]:
     async def lines() -> AsyncIterator[str]:
         yield "retry: 1000\n\n"
-        async for batch in run.follow(after):
-            yield "".join(f"id: {number}\ndata: {run.line(number)}\n\n" for number, _ in batch)
+        events = run.events
+        async for batch in events.follow(after):
+            yield "".join(f"id: {number}\ndata: {events.line(number)}\n\n" for number, _ in batch)
     return lines()
 
 

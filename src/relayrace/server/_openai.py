@@ -209,7 +209,7 @@ async def _chunks(run: Any, model: str, completion_id: str,
                                          "finish_reason": finish}]}, ensure_ascii=False) + "\n\n"
 
     out = [chunk({"role": "assistant", "content": ""})]
-    async for batch in run.follow(0):
+    async for batch in run.events.follow(0):
         for _, event in batch:
             if isinstance(event, dict):  # how the run ended: the last event
                 if event.get("status") in ("failed", "cancelled"):

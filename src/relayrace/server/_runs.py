@@ -24,12 +24,66 @@ from ..runner import Runner, RunResult
 from ..sessions import Session
 from ..tracing import Span, add_trace_processor
 
-__all__ = ["RunManager", "RunRecord", "TraceStore"]
+__all__ = ["RunEvents", "RunManager", "RunRecord", "TraceStore"]
+
+
+Event = AgentEvent | dict[str, Any]
+
+
+class RunEvents:
+    """A run's events in order (the last, how it ended, a dict), for the clients that follow
+    it: an event's SSE id is its position + 1."""
+
+    __slots__ = ("_changed", "_events", "_lines", "closed")
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+        self._lines: list[str | None] = []  # their JSON, made when first asked
+        self._changed = asyncio.Event()
+        self.closed = False
+        """Whether the run has ended (no event comes after the last)."""
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def add(self, event: Event, *, last: bool = False) -> None:
+        """Append ``event`` (``last``: the run's end) and wake the followers."""
+        self._events.append(event)
+        self._lines.append(None)
+        self.closed = self.closed or last
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def line(self, number: int) -> str:
+        """The JSON of event ``number`` (1-based, as its SSE id)."""
+        line = self._lines[number - 1]
+        if line is None:
+            event = self._events[number - 1]
+            line = json.dumps(event, ensure_ascii=False) if isinstance(event, dict) \
+                else dump_events([event])[0]
+            self._lines[number - 1] = line
+        return line
+
+    async def follow(self, after: int = 0) -> AsyncIterator[list[tuple[int, Event]]]:
+        """The events after the ``after``-th, as (id, event), live until the run ends: in
+        batches of what has arrived, so a stream writes once per burst, not once per event."""
+        position = max(0, after)
+        events = self._events
+        while True:
+            waiter = self._changed
+            if position < len(events):
+                batch = list(enumerate(events[position:], position + 1))
+                position += len(batch)
+                yield batch
+            if position >= len(events):
+                if self.closed:
+                    return
+                await waiter.wait()
 
 
 @dataclass(slots=True, eq=False)
 class RunRecord:
-    """One run the server started, and what clients need to follow it."""
+    """One run the server started: who and what, how it ended, and its events."""
 
     run_id: str
     session_id: str
@@ -37,17 +91,13 @@ class RunRecord:
     agent: str
     status: str = "running"
     """``running``, then ``finished``, ``waiting`` (for a person), ``failed`` or ``cancelled``."""
-    events: list[AgentEvent | dict[str, Any]] = field(default_factory=list)
-    """The run's events in order (the last, how it ended, a dict); an event's SSE id is its
-    position + 1."""
-    _lines: list[str | None] = field(default_factory=list)  # their JSON, made when first asked
     result: dict[str, Any] | None = None
     error: str | None = None
     trace_id: str = ""
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     task: asyncio.Task[None] | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    events: RunEvents = field(default_factory=RunEvents)
 
     @property
     def done(self) -> bool:
@@ -60,38 +110,6 @@ class RunRecord:
                 "status": self.status, "result": self.result, "error": self.error,
                 "trace_id": self.trace_id, "created_at": self.created_at,
                 "finished_at": self.finished_at, "event_count": len(self.events)}
-
-    def _add(self, event: AgentEvent | dict[str, Any]) -> None:
-        self.events.append(event)
-        self._lines.append(None)
-        self.changed.set()
-        self.changed = asyncio.Event()
-
-    def line(self, number: int) -> str:
-        """The JSON of event ``number`` (1-based, as its SSE id)."""
-        line = self._lines[number - 1]
-        if line is None:
-            event = self.events[number - 1]
-            line = json.dumps(event, ensure_ascii=False) if isinstance(event, dict) \
-                else dump_events([event])[0]
-            self._lines[number - 1] = line
-        return line
-
-    async def follow(self, after: int = 0
-                     ) -> AsyncIterator[list[tuple[int, AgentEvent | dict[str, Any]]]]:
-        """The events after the ``after``-th, as (id, event), live until the run ends: in
-        batches of what has arrived, so a stream writes once per burst, not once per event."""
-        position = max(0, after)
-        while True:
-            waiter = self.changed
-            if position < len(self.events):
-                batch = list(enumerate(self.events[position:], position + 1))
-                position += len(batch)
-                yield batch
-            if self.done and position >= len(self.events):
-                return
-            if position >= len(self.events):
-                await waiter.wait()
 
 
 class TraceStore:
@@ -278,7 +296,7 @@ class RunManager:
         run.finished_at = time.time()
         if self.active.get(run.session_id) is run:
             del self.active[run.session_id]
-        run._add(_end_event(run))
+        run.events.add(_end_event(run), last=True)
         self._finished.append(run.run_id)
         while len(self._finished) > self.keep:  # the oldest finished runs go
             self.runs.pop(self._finished.popleft(), None)
@@ -286,7 +304,7 @@ class RunManager:
     def _record(self, run: RunRecord, event: AgentEvent) -> None:
         if not run.trace_id and isinstance(event, RunStartedEvent):
             run.trace_id = event.trace_id
-        run._add(event)
+        run.events.add(event)
 
     async def cancel(self, run: RunRecord) -> None:
         """Cancel the run and wait until its session is left valid."""
