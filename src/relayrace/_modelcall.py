@@ -3,6 +3,7 @@ the run's budget, streaming through output guardrails, and the answer logged."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ._builders import new_message_event, new_request
@@ -123,13 +124,17 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     guarded = agent.output_guardrails or loop.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
-        if state.emit is None:
-            response = await model_step(loop, name, lambda: model.request(request))
-        else:
-            if guarded:
-                shown = GuardedStream(loop, agent)
-            response = await model_step(loop, name, lambda: _stream_model(
-                loop, model, request, agent, path, shown, partials))
+        if guarded and state.emit is not None:
+            shown = GuardedStream(loop, agent)
+
+        def call() -> Awaitable[ModelResponse]:
+            if state.emit is None:
+                return model.request(request)
+            return _stream_model(loop, model, request, agent, path, shown, partials)
+
+        # A durable run records the answer as a step; any other run just asks.
+        steps = state.steps
+        response = await (call() if steps is None else model_step(loop, steps, name, call))
     except BaseException as exc:
         budget.close_request(estimate, path, local, None)
         state.trace.end(span, exc)

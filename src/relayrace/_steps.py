@@ -144,12 +144,9 @@ def recorded_call(loop: AgentLoop, call: ToolCall) -> bool:
     return steps is not None and steps.recorded(_tool_key(loop, call)) is not None
 
 
-async def model_step(loop: AgentLoop, agent_name: str,
+async def model_step(loop: AgentLoop, steps: StepRunner, agent_name: str,
                      request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
-    """``request()``'s response (a step of a durable run, when it is one)."""
-    steps: StepRunner | None = loop.state.steps
-    if steps is None:
-        return await request()
+    """``request()``'s response, as the durable run's step for this turn of ``agent_name``."""
 
     async def live() -> str:
         return _responses.dump_json(await request()).decode()
