@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,7 @@ async def _main(url: str, customers: int, workers: int) -> int:
                   f"{len(CONVERSATION)} messages each\n")
             started = time.perf_counter()
             talks = asyncio.gather(*[_customer(durable, n) for n in range(customers)])
-            victim = "worker-0"
-            held = await _running_on(durable, victim)
+            victim, held = await _busiest(durable)
             procs[victim].send_signal(signal.SIGKILL)
             print(f"killed {victim} (SIGKILL) while it ran {held} run(s); the others take "
                   "them over\n")
@@ -103,14 +103,16 @@ async def _main(url: str, customers: int, workers: int) -> int:
             proc.communicate(timeout=60)
 
 
-async def _running_on(durable: DurableRunner, worker: str) -> int:
-    """Wait until ``worker`` runs some runs; how many."""
-    while True:
-        held = await durable.runs(worker=worker, status="running")
+async def _busiest(durable: DurableRunner) -> tuple[str, int]:
+    """The worker running the most runs once runs are under way, and how many it runs (the
+    queue hands runs to whichever worker asks first)."""
+    for _ in range(600):
+        held = Counter(run.worker for run in await durable.runs(status="running"))
         if held:
             await asyncio.sleep(0.5)  # a model call or two into them
-            return len(held)
+            return held.most_common(1)[0]
         await asyncio.sleep(0.1)
+    raise SystemExit("No worker took a run in a minute: see the workers' errors above.")
 
 
 def main() -> int:
