@@ -49,3 +49,26 @@ def test_compression_bench_keeps_requests_near_the_budget(
     compressed, summaries = asyncio.run(compression.conversation(30, 3000))
     assert none == 0 and summaries > 0
     assert max(plain) > 30_000 and max(compressed) < 4000
+
+
+def test_serve_bench_records_a_cell_with_no_answers_as_a_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that served nothing in a cell (wrk prints "0 requests in 3.00s" and no
+    Requests/sec) is a row with 0 runs and the reason, not a crash of the benchmark."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import serve  # the benchmark module, found via bench/
+
+    silent = ("Running 3s test @ http://127.0.0.1:1\n  1 threads and 500 connections\n"
+              "  0 requests in 3.00s, 0.00B read\n  Socket errors: connect 0, read 0, "
+              "write 0, timeout 500\n")
+    cell = serve.parse_wrk(silent, 3.0)
+    assert cell["runs_per_s"] == 0.0 and cell["note"] == "0 requests in 3.00s"
+    answered = ("  Latency Distribution\n     50%    1.50ms\n     99%   12.00ms\n"
+                "  3000 requests in 3.00s, 1.00MB read\n  Non-2xx or 3xx responses: 300\n"
+                "Requests/sec:   1000.00\n")
+    ok = serve.parse_wrk(answered, 3.0)
+    assert ok["runs_per_s"] == 900.0 and ok["p50_ms"] == 1.5 and ok["p99_ms"] == 12.0
+    assert ok["note"] == ""
+    assert serve.ratio(ok, cell).strip().startswith("--")
+    assert "0 requests in 3.00s" in serve.ratio(ok, cell)
+    assert serve.ratio(ok, ok).strip() == "1.0x"
