@@ -160,3 +160,24 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     yield url
     with psycopg.connect(postgres_server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# -- the inner loop: `python3 dev test --fast` leaves out what is marked `slow` ------------------
+
+# Whole files of integration tests: kill harnesses, durable workers, real MCP and A2A servers in
+# other processes, the browser, mypy runs, the examples and benchmarks end to end.
+SLOW_FILES = frozenset({
+    "test_a2a.py", "test_bench_smoke.py", "test_chaos.py", "test_console.py",
+    "test_crash_safety.py", "test_durable.py", "test_examples.py", "test_mcp.py",
+    "test_mcp_serve.py", "test_session_concurrency.py", "test_typing.py",
+})
+# Any test that needs a real PostgreSQL server or a browser.
+SLOW_FIXTURES = frozenset({"postgres_server", "postgres_url", "browser"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow integration tests, so that ``-m "not slow"`` gives a fast answer."""
+    slow = pytest.mark.slow
+    for item in items:
+        if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(slow)

@@ -60,3 +60,27 @@ def test_a_failing_phase_stops_the_command(monkeypatch: pytest.MonkeyPatch,
     assert stopped.value.code == 3
     out = capsys.readouterr().out
     assert "[2/5] ruff" in out and "[3/5]" not in out and "phases passed" not in out
+
+
+def test_dev_test_fast_leaves_the_slow_tests_out(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    dev = _dev()
+    commands: list[list[str]] = []
+    monkeypatch.setattr(dev, "ensure_venv", lambda extras: Path("python"))
+    monkeypatch.setattr(dev, "ensure_chromium", lambda: None)
+    monkeypatch.setattr(dev.subprocess, "run", lambda args, **_: (
+        commands.append([str(a) for a in args]), subprocess.CompletedProcess(args, 0))[1])
+    dev.main(["test", "--fast", "-x"])
+    pytest_call = commands[-1]
+    assert pytest_call[-3:] == ["-m", "not slow", "-x"] and "--fast" not in pytest_call
+    assert "not marked slow" in capsys.readouterr().out
+
+
+def test_the_slow_marker_covers_the_integration_tests(pytestconfig: pytest.Config) -> None:
+    """The fast loop leaves out what needs other processes, PostgreSQL or a browser."""
+    import conftest
+
+    tests = Path(__file__).resolve().parent
+    for name in conftest.SLOW_FILES:
+        assert (tests / name).exists(), f"SLOW_FILES names {name}, which is gone"
+    assert "slow" in "".join(pytestconfig.getini("markers"))
