@@ -171,13 +171,20 @@ SLOW_FILES = frozenset({
     "test_crash_safety.py", "test_durable.py", "test_examples.py", "test_mcp.py",
     "test_mcp_serve.py", "test_session_concurrency.py", "test_typing.py",
 })
-# Any test that needs a real PostgreSQL server or a browser.
+# Any test that needs a real PostgreSQL server or a browser, also as a parameter (the store
+# conformance suite asks for its PostgreSQL fixture by the parameter "postgres").
 SLOW_FIXTURES = frozenset({"postgres_server", "postgres_url", "browser"})
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.id.split("-")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow integration tests, so that ``-m "not slow"`` gives a fast answer."""
-    slow = pytest.mark.slow
     for item in items:
-        if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(slow)
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)

@@ -363,6 +363,7 @@ async def _streamed_run(c: httpx.AsyncClient, n: int) -> tuple[str, list[tuple[i
     return sid, sse(body)
 
 
+@pytest.mark.slow
 def test_200_concurrent_streamed_runs_lose_no_event_and_leave_every_session_valid(
         tmp_path: Path) -> None:
     app = create_app(front, store=SQLiteStore(tmp_path / "load.db"))
@@ -392,6 +393,7 @@ def test_200_concurrent_streamed_runs_lose_no_event_and_leave_every_session_vali
     assert len({sid for sid, _ in results}) == 200
 
 
+@pytest.mark.slow
 def test_relayrace_serve_starts_and_answers(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
