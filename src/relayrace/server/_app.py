@@ -187,6 +187,7 @@ def _docs_page() -> HTMLResponse:
         "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
     return page
 
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
