@@ -31,17 +31,17 @@ pytest.importorskip("a2a")
 
 
 @contextmanager
-def cli(tmp_path: Path, *args: str) -> Iterator[str]:
-    """``relayrace ARGS --port P`` in its own process, on a free port of 127.0.0.1: its base
+def cli(tmp_path: Path, *args: str, host: str = "127.0.0.1") -> Iterator[str]:
+    """``relayrace ARGS --port P`` in its own process, on a free port of ``host``: its base
     URL once it answers."""
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         port = probe.getsockname()[1]
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE)])}
     process = subprocess.Popen([sys.executable, "-m", "relayrace.cli", *args, "--port",
                                 str(port)], stderr=subprocess.PIPE, text=True, env=env,
                                cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
     started = time.monotonic()
     try:
         while True:  # up once it answers anything
@@ -137,7 +137,11 @@ def test_each_server_answers_only_allowed_hosts_and_origins(name: str, tmp_path:
             assert http.get(path, headers={"Origin": f"http://{FOREIGN}"}).status_code != 403
 
 
-def test_a_wildcard_bind_address_opens_no_name(tmp_path: Path) -> None:
+def test_the_bind_address_is_an_allowed_host_unless_a_wildcard(tmp_path: Path) -> None:
+    with cli(tmp_path, "serve", TEAM, "--db", "s.db", "--host", "127.0.0.2",
+             host="127.0.0.2") as url:  # a loopback address, but not a LOOPBACK name
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert httpx.get(f"{url}/healthz", headers={"Host": FOREIGN}).status_code == 421
     with cli(tmp_path, "serve", TEAM, "--db", "s.db", "--host", "0.0.0.0") as url:
         assert httpx.get(f"{url}/healthz").status_code == 200
         assert httpx.get(f"{url}/healthz", headers={"Host": "0.0.0.0"}).status_code == 421
