@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,8 @@ if CHROMIUM is None and os.environ.get("RELAYRACE_REQUIRE_CHROMIUM"):  # CI: nev
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (python3 dev test "
                                 "installs Debian's chromium when it can)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--host-resolver-rules=MAP attacker.example 127.0.0.1"]  # a name rebound to loopback
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +132,7 @@ def test_the_console_shows_sessions_conversations_traces_and_steers_runs(
         assert page.locator("#conversation img, #conversation b").count() == 0
         page.locator("#sessions li").nth(1).wait_for()
         page.fill("#search", "research")
-        page.wait_for_function("document.querySelectorAll('#sessions li').length === 1")
+        page.wait_for_function("() => document.querySelectorAll('#sessions li').length === 1")
         assert errors == []
         page.close()
 
@@ -150,4 +155,97 @@ def test_the_console_asks_for_an_api_key_when_the_server_needs_one(
         page.locator("#key").dispatch_event("change")
         page.locator("#sessions li").first.wait_for()
         assert "Echo: hello" in page.locator("#sessions li").first.inner_text()
+        page.close()
+
+
+@contextmanager
+def framer(target: str) -> Iterator[str]:
+    """A page on another loopback port, under a foreign name, that frames ``target``'s
+    console and posts to its API (as any web page the user visits could): its URL."""
+    page = (f'<!doctype html><title>framer</title><iframe id="framed" src="{target}/" '
+            f'onload="window.framed = true"></iframe><script>fetch("{target}/api/sessions", '
+            f'{{method: "POST", mode: "no-cors", body: "{{}}"}})'
+            '.finally(() => { window.posted = true; });</script>').encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://attacker.example:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_the_console_runs_under_its_policy_and_cannot_be_framed(
+        browser: Any, tmp_path: Path) -> None:
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        page = browser.new_page()
+        said: list[str] = []
+        page.on("console", lambda message: said.append(f"{message.type}: {message.text}"))
+        page.on("pageerror", lambda exc: said.append(f"pageerror: {exc}"))
+        missing: set[str] = set()
+        page.on("response", lambda r: missing.add(r.url) if r.status >= 400 else None)
+        answer = page.goto(url)
+        assert answer is not None
+        policy = answer.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+        assert answer.headers["x-frame-options"] == "DENY"
+        # The console works under it: it lists, creates, sends and shows the answer (its own
+        # POSTs carry its origin, and pass).
+        page.click("#new-session")
+        page.fill("#input", "hello under a policy")
+        page.click("#send")
+        page.get_by_text("Echo: hello under a policy").first.wait_for()
+        page.locator("#sessions li").first.wait_for()
+        # No policy violation, no error (but the favicon the console has none of).
+        assert [s for s in said if s.startswith(("error", "pageerror", "warning"))
+                and "Failed to load resource" not in s] == []
+        assert {u for u in missing if not u.endswith("/favicon.ico")} == set()
+
+        # A page elsewhere frames nothing of it, and its POST is refused for its Origin.
+        # (A page on another port of localhost is local software, and may post.)
+        with framer(url) as elsewhere, page.expect_response(
+                lambda r: r.url == f"{url}/api/sessions" and r.request.method == "POST"
+        ) as posted:
+            page.goto(elsewhere)
+            page.wait_for_function("window.posted === true && window.framed === true")
+            assert posted.value.status == 403
+            assert page.frame_locator("#framed").locator("#sessions").count() == 0
+            framed = [f for f in page.frames if f is not page.main_frame]
+            assert len(framed) == 1 and not framed[0].url.startswith(url)
+        assert any("frame-ancestors" in s for s in said), said
+
+        # Rebound to 127.0.0.1, the page's own name reaches the server: it is refused.
+        rebound = page.goto(url.replace("127.0.0.1", "attacker.example"))
+        assert rebound is not None and rebound.status == 421
+        assert "DNS rebinding" in rebound.text()
+
+        # /docs loads Swagger UI from its CDN (served here by the test) and runs its inline
+        # script under its own policy, and cannot be framed either.
+        page.route("https://cdn.jsdelivr.net/**", lambda route: route.fulfill(
+            content_type="text/javascript" if route.request.url.endswith(".js") else "text/css",
+            body="window.SwaggerUIBundle = function (c) { document.getElementById("
+                 "'swagger-ui').textContent = 'schema at ' + c.url; };"
+                 "SwaggerUIBundle.presets = {}; SwaggerUIBundle.SwaggerUIStandalonePreset = 1;"
+            if route.request.url.endswith(".js") else ""))
+        said.clear()
+        docs = page.goto(f"{url}/docs")
+        assert docs is not None and "frame-ancestors 'none'" in docs.headers[
+            "content-security-policy"]
+        page.get_by_text("schema at /openapi.json").wait_for()
+        assert [s for s in said if "Content Security Policy" in s] == []
         page.close()

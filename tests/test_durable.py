@@ -387,7 +387,7 @@ async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) ->
     workers.start("a")
     app = create_app(team, store=workers.db, durable=True)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = (await c.post("/api/sessions", json={})).json()["session_id"]
         stopped = (await c.post(f"/api/sessions/{sid}/runs", json={"input": INPUT})).json()
         assert stopped["status"] == "waiting", stopped

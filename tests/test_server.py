@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def client(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         yield c
 
 
@@ -144,7 +144,7 @@ sleeper = Agent("sleeper", instructions="Sleep.", tools=[nap], model=FunctionMod
 async def test_cancelling_a_run_leaves_its_session_valid(tmp_path: Path) -> None:
     app = create_app([sleeper], store=SQLiteStore(tmp_path / "s.db"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = await new_session(c)
         run_id = (await c.post(f"/api/sessions/{sid}/runs",
                                json={"input": "nap", "background": True})).json()["run_id"]
@@ -194,7 +194,7 @@ async def test_each_api_key_sees_only_its_own_sessions(tmp_path: Path) -> None:
     k1, k2 = "key-one-0123456789abcdef", "key-two-0123456789abcdef"
     app = create_app(front, store=SQLiteStore(tmp_path / "s.db"), api_keys=[k1, k2])
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         assert (await c.get("/api/sessions")).status_code == 401
         assert (await c.get("/api/sessions",
                             headers={"Authorization": "Bearer wrong"})).status_code == 401
@@ -225,7 +225,7 @@ async def test_limits_cors_and_errors_are_json_without_stack_traces(tmp_path: Pa
     app = create_app(front, store=MemoryStore(), max_body_bytes=200, rate_limit="5/m",
                      cors_origins=["http://console.example"])
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         big = await c.post("/api/sessions", content=b"{" + b" " * 500 + b"}",
                            headers={"content-type": "application/json"})
         assert big.status_code == 413 and "larger than 200 bytes" in big.json()["error"]["message"]
@@ -248,7 +248,7 @@ async def test_limits_cors_and_errors_are_json_without_stack_traces(tmp_path: Pa
     closed = create_app(front, store=MemoryStore())
     async with closed.router.lifespan_context(closed), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=closed, raise_app_exceptions=False),
-            base_url="http://test") as c:
+            base_url="http://localhost") as c:
         assert "access-control-allow-origin" not in (await c.get(
             "/api/agents", headers={"Origin": "http://console.example"})).headers
 

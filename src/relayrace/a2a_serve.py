@@ -16,11 +16,12 @@ import json
 import socket
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from ._asgi import serve_asgi
+from ._asgi import Access, HostGuard, serve_asgi
 from .a2a import DATA_KEY, _texts, sdk
 from .agent import Agent
 from .approvals import PendingRun
@@ -83,7 +84,8 @@ def agent_card(agents: Sequence[Agent[Any]], *, url: str, name: str | None = Non
 def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
                    store: SessionStore | str | None = None, model: Model | str | None = None,
                    max_turns: int | None = None, name: str | None = None,
-                   max_tasks: int = 10_000) -> Any:
+                   max_tasks: int = 10_000, allowed_hosts: Sequence[str] = (),
+                   allowed_origins: Sequence[str] = ()) -> Any:
     """A Starlette app serving ``agents`` over A2A (JSON-RPC at ``/``, the card at
     ``/.well-known/agent-card.json``); ``url`` is where clients reach it.
 
@@ -92,11 +94,14 @@ def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
     metadata names another (``{"agent": name}``). The server remembers its ``max_tasks``
     most recently updated tasks (in memory); a message on a context whose task was
     forgotten, or sent before a restart, goes on in the context's session all the same.
+    Requests must name a loopback host, ``url``'s or one of ``allowed_hosts`` as their Host,
+    and a web page elsewhere than those or ``allowed_origins`` may not post (`HostGuard`).
     """
     sdk()
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from starlette.applications import Starlette
+    from starlette.middleware import Middleware
 
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if isinstance(max_tasks, bool) or not isinstance(max_tasks, int) or max_tasks < 1:
@@ -110,8 +115,10 @@ def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
     handler = DefaultRequestHandler(agent_executor=executor,
                                     task_store=_recent_tasks_class()(max_tasks),
                                     agent_card=card)
+    access = Access([urlsplit(url).netloc, *allowed_hosts], allowed_origins)
     return Starlette(routes=[*create_agent_card_routes(card),
-                             *create_jsonrpc_routes(handler, rpc_url="/")])
+                             *create_jsonrpc_routes(handler, rpc_url="/")],
+                     middleware=[Middleware(HostGuard, access=access)])
 
 
 def _recent_tasks_class() -> type:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 import socket
@@ -18,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic_core import to_jsonable_python
 
-from ._asgi import serve_asgi
+from ._asgi import Access, HostGuard, serve_asgi
 from .agent import Agent
 from .exceptions import UserError
 from .mcp import _sdk
@@ -122,10 +123,24 @@ async def serve_stdio(server: Any) -> None:
 
 
 async def serve_http(server: Any, *, port: int, host: str = "127.0.0.1",
-                     sock: socket.socket | None = None) -> None:
+                     sock: socket.socket | None = None, allowed_hosts: Sequence[str] = (),
+                     allowed_origins: Sequence[str] = ()) -> None:
     """Serve ``server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled, then
     shut down (open streams get a second to end).
 
     ``sock`` is an already bound socket to serve on instead (e.g. one bound to port 0).
+    Requests must name a loopback host, ``host`` or one of ``allowed_hosts`` as their Host,
+    and a web page elsewhere than those or ``allowed_origins`` may not post (`HostGuard`).
     """
-    await serve_asgi(server.streamable_http_app(), port=port, host=host, sock=sock)
+    access = Access([host, *allowed_hosts], allowed_origins)
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # relayrace's guard checks Host and Origin (the same for all its servers): the SDK's own
+    # check, on by default for a loopback host, would refuse what --allowed-host allows.
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if "transport_security" in inspect.signature(server.streamable_http_app).parameters:
+        app = server.streamable_http_app(transport_security=unchecked)
+    else:  # mcp 1.x reads it from the server's settings
+        server.settings.transport_security = unchecked
+        app = server.streamable_http_app()
+    await serve_asgi(HostGuard(app, access), port=port, host=host, sock=sock)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ._mcp import entry_agents
+from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
 from ._target import resolve_model
 
 __all__ = ["a2a_app"]
@@ -39,6 +39,8 @@ def serve(
         "--max-turns", min=1, help="Model turns allowed per message.")] = None,
     name: Annotated[str | None, typer.Option(
         "--name", help="The agent card's name (default: the first agent's).")] = None,
+    allowed_hosts: AllowedHosts = None,
+    allowed_origins: AllowedOrigins = None,
 ) -> None:
     """Serve a team's entry agents over A2A: each message is a run in the session of its
     context; the agent card is at /.well-known/agent-card.json."""
@@ -55,7 +57,8 @@ def serve(
         url = f"http://{where}:{bound}"
         app = create_a2a_app(agents, url=url, store=db, name=name,
                              model=resolve_model(model) if model else None,
-                             max_turns=max_turns)
+                             max_turns=max_turns, allowed_hosts=allowed_hosts or (),
+                             allowed_origins=allowed_origins or ())
         typer.echo(f"Serving {', '.join(a.name for a in agents)} over A2A at {url}", err=True)
         try:
             asyncio.run(serve_a2a(app, port=bound, host=host, sock=sock))

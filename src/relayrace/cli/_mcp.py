@@ -13,7 +13,18 @@ from ..exceptions import UserError
 from ..mcp_serve import mcp_server, serve_http, serve_stdio
 from ._target import resolve_model, resolve_target
 
-__all__ = ["mcp_app"]
+__all__ = ["AllowedHosts", "AllowedOrigins", "entry_agents", "mcp_app"]
+
+AllowedHosts = Annotated[list[str] | None, typer.Option(
+    "--allowed-host", help="Also answer requests for this Host: NAME (any port) or NAME:PORT, "
+    "or '*' for any (repeatable). Loopback names, and --host unless it is 0.0.0.0 or ::, "
+    "always are; other hosts get 421 (DNS rebinding).")]
+"""``--allowed-host``, the same on every serving command."""
+
+AllowedOrigins = Annotated[list[str] | None, typer.Option(
+    "--allowed-origin", help="Let web pages at this origin (scheme://host[:port], or '*') "
+    "post to the server (repeatable). Pages on an allowed host may; others get 403.")]
+"""``--allowed-origin``, the same on every serving command."""
 
 mcp_app = typer.Typer(help="Serve a team over MCP (Model Context Protocol).",
                       no_args_is_help=True)
@@ -53,6 +64,8 @@ def serve(
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per call.")] = None,
     name: Annotated[str, typer.Option("--name", help="The server's name.")] = "relayrace",
+    allowed_hosts: AllowedHosts = None,
+    allowed_origins: AllowedOrigins = None,
 ) -> None:
     """Offer a team's entry agents as MCP tools: each call runs the agent on its task and
     returns its answer (and its report, as structured content)."""
@@ -67,4 +80,5 @@ def serve(
         else:
             typer.echo(f"Serving {', '.join(a.name for a in agents)} at "
                        f"http://127.0.0.1:{port}/mcp", err=True)
-            asyncio.run(serve_http(server, port=port))
+            asyncio.run(serve_http(server, port=port, allowed_hosts=allowed_hosts or (),
+                                   allowed_origins=allowed_origins or ()))

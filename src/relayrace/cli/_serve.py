@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ._mcp import entry_agents
+from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
 from ._target import resolve_model
 
 __all__ = ["serve"]
@@ -49,6 +49,8 @@ def serve(
     durable: Annotated[bool, typer.Option(
         "--durable", help="Queue the API's runs for `relayrace worker` processes on the same "
         "--db (DBOS) instead of running them in the server.")] = False,
+    allowed_hosts: AllowedHosts = None,
+    allowed_origins: AllowedOrigins = None,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -65,7 +67,9 @@ def serve(
         app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),
                          max_body_bytes=max_body, rate_limit=rate_limit,
                          model=resolve_model(model) if model else None, max_turns=max_turns,
-                         otel=otel, durable=durable)
+                         otel=otel, durable=durable,
+                         allowed_hosts=[host, *(allowed_hosts or ())],
+                         allowed_origins=allowed_origins or ())
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "

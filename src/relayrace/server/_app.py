@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -14,8 +17,11 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
+from .._asgi import Access, HostGuard
 from .._version import __version__
 from ..agent import Agent
 from ..exceptions import UserError
@@ -76,7 +82,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
-               otel: bool = False, durable: bool = False) -> FastAPI:
+               otel: bool = False, durable: bool = False, allowed_hosts: Sequence[str] = (),
+               allowed_origins: Sequence[str] = ()) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -87,11 +94,16 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     its own sessions. ``cors_origins`` lists the origins a browser may call from (none by
     default); ``max_body_bytes`` bounds a request's body (413 beyond); ``rate_limit``
     (``"60/m"`` or a `RateLimit`) bounds each key's requests (429 with ``Retry-After``).
-    ``otel`` exports runs to OpenTelemetry (needs ``relayrace[otel]``): a request's
-    ``traceparent`` then becomes the parent of its run's trace. With ``durable`` (needs
-    ``relayrace[durable]`` and a store in a database), the API's runs go to the served team's
-    DBOS queue for ``relayrace worker`` processes (`relayrace.durable`); the server follows
-    each through its session log. The OpenAI-compatible endpoints still run in the server.
+    The app answers only requests whose ``Host`` is ``localhost``, ``127.0.0.1``, ``[::1]`` or
+    one of ``allowed_hosts`` (421 otherwise: DNS rebinding), and refuses a state-changing
+    request from a web page (its ``Origin``) on another host unless ``allowed_origins`` or
+    ``cors_origins`` lists it (403); every response forbids framing and foreign scripts
+    (`relayrace._asgi.HostGuard`). ``otel`` exports runs to OpenTelemetry (needs
+    ``relayrace[otel]``): a request's ``traceparent`` then becomes the parent of its run's
+    trace. With ``durable`` (needs ``relayrace[durable]`` and a store in a database), the
+    API's runs go to the served team's DBOS queue for ``relayrace worker`` processes
+    (`relayrace.durable`); the server follows each through its session log. The
+    OpenAI-compatible endpoints still run in the server.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -101,6 +113,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
         raise UserError(f"Served agents need different names; got {names}.")
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes is a number of bytes >= 1, got {max_body_bytes!r}.")
+    access = Access(allowed_hosts, [*allowed_origins, *cors_origins])
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
     runs = RunManager(model=model, max_turns=max_turns)
     server = Server(agents={a.name: a for a in served},
@@ -128,7 +141,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
 
     app = FastAPI(title="relayrace", version=__version__, lifespan=lifespan,
                   description="Sessions, runs and their events; OpenAI-compatible chat "
-                              "completions; the web console.")
+                              "completions; the web console.", docs_url=None, redoc_url=None)
     app.state.relayrace = server
     install(app)
     app.include_router(_api.router)
@@ -138,6 +151,12 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "agents": list(server.agents), "version": __version__}
 
+    docs = _docs_page()
+
+    @app.get("/docs", include_in_schema=False)
+    async def try_it() -> HTMLResponse:
+        return docs
+
     app.add_middleware(_Guard, server=server)
     if cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
@@ -145,13 +164,29 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
                                           "Last-Event-ID", "X-Relayrace-Session"],
                            expose_headers=["X-Relayrace-Session", "X-Relayrace-Run"])
+    app.add_middleware(HostGuard, access=access)  # the outermost: checked before anything
     if console:
         static = resources.files("relayrace.server") / "static"
         app.mount("/", StaticFiles(directory=str(static), html=True), name="console")
     return app
 
 
-_OPEN = ("/healthz", "/openapi.json", "/docs", "/redoc")
+_OPEN = ("/healthz", "/openapi.json", "/docs")
+_SWAGGER = "https://cdn.jsdelivr.net"
+
+
+def _docs_page() -> HTMLResponse:
+    """FastAPI's Swagger UI page, with a policy that lets it load Swagger UI from its CDN and
+    run its one inline script (by hash), and still forbids framing it."""
+    page = get_swagger_ui_html(openapi_url="/openapi.json", title="relayrace API")
+    scripts = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'"
+                       for s in re.findall(rb"<script>(.*?)</script>", page.body, re.S))
+    page.headers["Content-Security-Policy"] = (
+        f"default-src 'self'; script-src {_SWAGGER} {scripts}; style-src {_SWAGGER} "
+        "'unsafe-inline'; img-src 'self' data: https://fastapi.tiangolo.com; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+    return page
+
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
