@@ -24,6 +24,7 @@ from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _openai
 from ._errors import error_body, install
+from ._idempotency import DEFAULT_WINDOW, Idempotency
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
 
@@ -45,6 +46,8 @@ class Server:
     keys: Keys
     limiter: RateLimiter | None
     max_body: int
+    idempotency: Idempotency
+    """Requests' ``Idempotency-Key`` headers, recorded in the store."""
     created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
     """Sessions created through the API that have no events yet: id -> owner and agent (the
     oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
@@ -76,7 +79,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
-               otel: bool = False, durable: bool = False) -> FastAPI:
+               otel: bool = False, durable: bool = False,
+               idempotency_window: float = DEFAULT_WINDOW) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -92,6 +96,9 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     ``relayrace[durable]`` and a store in a database), the API's runs go to the served team's
     DBOS queue for ``relayrace worker`` processes (`relayrace.durable`); the server follows
     each through its session log. The OpenAI-compatible endpoints still run in the server.
+    A request that starts a run may send an ``Idempotency-Key``: a retry with the same key
+    (from the same API key) within ``idempotency_window`` seconds (a day) gets the first
+    request's response and starts no second run; the keys are kept in the store.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -101,13 +108,17 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
         raise UserError(f"Served agents need different names; got {names}.")
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes is a number of bytes >= 1, got {max_body_bytes!r}.")
+    if not idempotency_window > 0:
+        raise UserError(f"idempotency_window is a number of seconds > 0, got "
+                        f"{idempotency_window!r}.")
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
     runs = RunManager(model=model, max_turns=max_turns)
-    server = Server(agents={a.name: a for a in served},
-                    store=store if isinstance(store, SessionStore) else open_store(store),
+    sessions = store if isinstance(store, SessionStore) else open_store(store)
+    server = Server(agents={a.name: a for a in served}, store=sessions,
                     runs=runs, keys=Keys(api_keys),
                     limiter=RateLimiter(limit) if limit is not None else None,
-                    max_body=max_body_bytes)
+                    max_body=max_body_bytes,
+                    idempotency=Idempotency(sessions.idempotency(), idempotency_window))
     exporter = _otel_processor() if otel else None
     if durable:
         runs.durable = _durable_runners(served, server.store)
@@ -120,6 +131,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
             yield
         finally:
             await runs.aclose()
+            await server.idempotency.aclose()  # the stopped runs' responses are recorded
             for runner in runs.durable.values():
                 await runner.stop()
             await server.store.aclose()
@@ -143,8 +155,10 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
-                                          "Last-Event-ID", "X-Relayrace-Session"],
-                           expose_headers=["X-Relayrace-Session", "X-Relayrace-Run"])
+                                          "Last-Event-ID", "X-Relayrace-Session",
+                                          "Idempotency-Key"],
+                           expose_headers=["X-Relayrace-Session", "X-Relayrace-Run",
+                                           "Idempotent-Replayed"])
     if console:
         static = resources.files("relayrace.server") / "static"
         app.mount("/", StaticFiles(directory=str(static), html=True), name="console")
