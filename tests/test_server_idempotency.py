@@ -321,3 +321,17 @@ async def test_a_store_gives_a_key_to_exactly_one_of_many_concurrent_claims(
     await records.release("team-b", "k")
     assert await records.get("team-b", "k", window=60) is None
     assert await records.get("team-a", "k", window=1e-9) is None  # past its window
+
+
+async def test_memory_keeps_a_bounded_number_of_finished_records() -> None:
+    from relayrace.sessions.idempotency import MemoryIdempotency, StoredResponse
+
+    records = MemoryIdempotency(keep=3)
+    assert await records.claim("o", "running", "fp", window=60) is None  # never finished
+    for n in range(5):
+        assert await records.claim("o", f"k{n}", "fp", window=60) is None
+        await records.finish("o", f"k{n}", StoredResponse(200))
+    await records.claim("o", "last", "fp", window=60)
+    kept = [k for k in ["running", "k0", "k1", "k2", "k3", "k4", "last"]
+            if await records.get("o", k, window=60) is not None]
+    assert kept == ["running", "k4", "last"]  # the oldest finished went; the running stays

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -22,13 +23,15 @@ from types import TracebackType
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from ..sessions.idempotency import IdempotencyRecords, StoredResponse
-from ._errors import ApiError
+from ._errors import NO_RETRY, ApiError, error_body
 from ._runs import RunRecord
 
 __all__ = ["DEFAULT_WINDOW", "HEADER", "Claim", "Idempotency"]
+
+log = logging.getLogger("relayrace.server")
 
 HEADER = "Idempotency-Key"
 DEFAULT_WINDOW = 24 * 3600.0
@@ -57,10 +60,14 @@ class Claim:
             await asyncio.shield(self.keeper.release(self.owner, self.key))
 
     async def record(self, response: Response) -> Response:
-        """Record ``response`` as the key's (the work is done); it is returned."""
+        """Record ``response`` as the key's (the work is done); it is returned, recorded or
+        not: a store that fails here leaves a claim a retry finds abandoned (409)."""
         self.started = True
         if self.key is not None:
-            await self.keeper.finish(self.owner, self.key, response)
+            try:
+                await self.keeper.finish(self.owner, self.key, response)
+            except Exception:
+                log.exception("Could not record the response to %s %r", HEADER, self.key)
         return response
 
     def settle(self, run: RunRecord,
@@ -81,7 +88,14 @@ class Claim:
             if self.key is not None and not run.task.done():
                 with contextlib.suppress(Exception):  # renewed next time; it lapses late
                     await self.keeper.records.touch(self.owner, self.key)
-        return await self.record(await respond(run))
+        try:
+            response = await respond(run)
+        except Exception:  # recorded all the same: a retry must not start the run again
+            log.exception("Could not answer run %s", run.run_id)
+            response = JSONResponse(error_body("Internal error; the server's log has the "
+                                               "details.", "internal_error"),
+                                    status_code=500, headers=NO_RETRY)
+        return await self.record(response)
 
 
 class Idempotency:
@@ -129,8 +143,7 @@ class Idempotency:
                 raise ApiError(409, f"The request with {HEADER} {key!r} stopped before its "
                                "run ended (its server went away); it is not run again. Its "
                                "session keeps what it did; send a new key to run anew.",
-                               "idempotency_key_interrupted",
-                               headers={"x-should-retry": "false"})
+                               "idempotency_key_interrupted", headers=NO_RETRY)
             held = self._held.get((owner, key))
             if held is not None:  # this process runs it: woken when it ends
                 with contextlib.suppress(TimeoutError):

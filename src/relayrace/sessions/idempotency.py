@@ -3,8 +3,8 @@
 A server that honours the header claims (owner, key) in its session store before it does any
 work. The claim is atomic (a unique key, ``INSERT ... ON CONFLICT DO NOTHING``), so of two
 requests with one key exactly one does the work; the other finds the record running (and
-waits) or done (and replays its response). Records are kept for a window (the server's
-choice), in the store, so they hold across processes and restarts; expired ones are purged as
+waits) or done (and replays its response). Records are kept for a window after their
+response (the server's choice), in the store, so they hold across processes and restarts; expired ones are purged as
 new keys are claimed.
 """
 
@@ -51,7 +51,8 @@ class IdempotencyRecord:
 class IdempotencyRecords(ABC):
     """A store's idempotency records (`relayrace.sessions.SessionStore.idempotency`).
 
-    Every method takes the ``window`` in seconds: a record older than that is gone.
+    ``window`` is in seconds: a record unchanged for longer is gone. Its holder renews a
+    running record, so it lasts while its work goes on, then ``window`` after the response.
     """
 
     @abstractmethod
@@ -94,14 +95,23 @@ class MemoryIdempotency(IdempotencyRecords):
     def _purge(self, window: float) -> None:
         cutoff = time.time() - window
         records = self._records
-        while records:  # in order of claim: the oldest first
+        while records:  # in order of their last change: the oldest first
             oldest = next(iter(records.values()))
-            if oldest.created_at > cutoff:
+            if oldest.updated_at > cutoff:
                 break
             records.popitem(last=False)
-        if len(records) > self.keep:  # finished records beyond the bound; running ones stay
-            for k in [k for k, r in records.items() if r.response is not None][
-                    :len(records) - self.keep]:
+
+    def _bound(self) -> None:
+        records = self._records
+        excess = len(records) - self.keep
+        if excess > 0:  # the oldest finished records go; running ones stay
+            doomed: list[tuple[str, str]] = []
+            for k, r in records.items():
+                if len(doomed) == excess:
+                    break
+                if r.response is not None:
+                    doomed.append(k)
+            for k in doomed:
                 del records[k]
 
     async def claim(self, owner: str, key: str, fingerprint: str, *,
@@ -112,17 +122,19 @@ class MemoryIdempotency(IdempotencyRecords):
             return found
         now = time.time()
         self._records[(owner, key)] = IdempotencyRecord(owner, key, fingerprint, now, now)
+        self._bound()
         return None
 
     async def get(self, owner: str, key: str, *, window: float) -> IdempotencyRecord | None:
         found = self._records.get((owner, key))
-        return found if found is not None and found.created_at > time.time() - window else None
+        return found if found is not None and found.updated_at > time.time() - window else None
 
     def _replace(self, owner: str, key: str, **changes: Any) -> None:
         found = self._records.get((owner, key))
         if found is not None:
             values = {f: getattr(found, f) for f in IdempotencyRecord.__dataclass_fields__}
             self._records[(owner, key)] = IdempotencyRecord(**{**values, **changes})
+            self._records.move_to_end((owner, key))
 
     async def touch(self, owner: str, key: str) -> None:
         self._replace(owner, key, updated_at=time.time())
@@ -157,7 +169,7 @@ class _SQLRecords(IdempotencyRecords):
                 f"TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at {self.real} NOT NULL, "
                 f"updated_at {self.real} NOT NULL, status INTEGER, headers TEXT, body TEXT, "
                 f"PRIMARY KEY (owner, request_key)); CREATE INDEX IF NOT EXISTS "
-                f"{self.table}_created ON {self.table}(created_at)")
+                f"{self.table}_updated ON {self.table}(updated_at)")
 
     def __init__(self) -> None:
         self._ready = False  # whether the table is known to exist
@@ -177,10 +189,10 @@ class _SQLRecords(IdempotencyRecords):
                           ) -> list[tuple[str, tuple[Any, ...]]]:
         now = time.time()
         cutoff = now - window
-        purge = (self._sql("DELETE FROM TABLE_ WHERE created_at <= ?"), (cutoff,)) \
+        purge = (self._sql("DELETE FROM TABLE_ WHERE updated_at <= ?"), (cutoff,)) \
             if self._purge_all() else \
             (self._sql("DELETE FROM TABLE_ WHERE owner = ? AND request_key = ? AND "
-                       "created_at <= ?"), (owner, key, cutoff))
+                       "updated_at <= ?"), (owner, key, cutoff))
         insert = (self._sql(f"INSERT INTO TABLE_ ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, NULL, "
                             "NULL, NULL) ON CONFLICT (owner, request_key) DO NOTHING"),
                   (owner, key, fingerprint, now, now))
@@ -188,7 +200,7 @@ class _SQLRecords(IdempotencyRecords):
 
     def _select(self, owner: str, key: str, window: float) -> tuple[str, tuple[Any, ...]]:
         return (self._sql(f"SELECT {_COLUMNS} FROM TABLE_ WHERE owner = ? AND request_key = ? AND "
-                          "created_at > ?"), (owner, key, time.time() - window))
+                          "updated_at > ?"), (owner, key, time.time() - window))
 
     def _touch(self, owner: str, key: str) -> tuple[str, tuple[Any, ...]]:
         return (self._sql("UPDATE TABLE_ SET updated_at = ? WHERE owner = ? AND request_key = ?"),
