@@ -3,9 +3,9 @@
 A server that honours the header claims (owner, key) in its session store before it does any
 work. The claim is atomic (a unique key, ``INSERT ... ON CONFLICT DO NOTHING``), so of two
 requests with one key exactly one does the work; the other finds the record running (and
-waits) or done (and replays its response). Records are kept for a window after their
-response (the server's choice), in the store, so they hold across processes and restarts; expired ones are purged as
-new keys are claimed.
+waits) or done (and replays its response). Records are kept in the store, so they hold
+across processes and restarts, for a window (the server's choice) after their response;
+expired ones are purged as new keys are claimed.
 """
 
 from __future__ import annotations
