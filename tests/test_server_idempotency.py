@@ -335,3 +335,29 @@ async def test_memory_keeps_a_bounded_number_of_finished_records() -> None:
     kept = [k for k in ["running", "k0", "k1", "k2", "k3", "k4", "last"]
             if await records.get("o", k, window=60) is not None]
     assert kept == ["running", "k4", "last"]  # the oldest finished went; the running stays
+
+
+async def test_a_run_refused_because_another_process_holds_its_session_is_409(
+        tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.txt"
+    store = SQLiteStore(tmp_path / "s.db")
+    app = create_app(appending_team(ledger, answered), store=store)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+        sid = (await c.post("/api/sessions", json={})).json()["session_id"]
+        assert (await c.post(f"/api/sessions/{sid}/runs", json={"input": "a"})).status_code \
+            == 200
+        other = SQLiteStore(tmp_path / "s.db").session(sid)  # as the CLI would, elsewhere
+        assert await other.acquire_lease("the-cli")
+        try:
+            busy = await c.post(f"/api/sessions/{sid}/runs", json={"input": "b"})
+            chat = await c.post("/v1/chat/completions", headers={"X-Relayrace-Session": sid},
+                                json={"model": "clerk",
+                                      "messages": [{"role": "user", "content": "c"}]})
+        finally:
+            await other.release_lease("the-cli")
+    for reply in (busy, chat):
+        assert reply.status_code == 409, reply.text
+        assert "x-should-retry" not in reply.headers  # nothing ran: a retry later is fine
+        assert "SessionInUseError" in reply.json()["error"]["message"]
+    assert lines(ledger) == ["charge for a"]
