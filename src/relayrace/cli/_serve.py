@@ -51,6 +51,9 @@ def serve(
         "--db (DBOS) instead of running them in the server.")] = False,
     allowed_hosts: AllowedHosts = None,
     allowed_origins: AllowedOrigins = None,
+    idempotency_window: Annotated[float, typer.Option(
+        "--idempotency-window", min=1, help="Seconds a request's Idempotency-Key is kept: a "
+        "retry within them gets the first response and starts no second run.")] = 86_400.0,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -67,7 +70,7 @@ def serve(
         app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),
                          max_body_bytes=max_body, rate_limit=rate_limit,
                          model=resolve_model(model) if model else None, max_turns=max_turns,
-                         otel=otel, durable=durable,
+                         otel=otel, durable=durable, idempotency_window=idempotency_window,
                          allowed_hosts=[host, *(allowed_hosts or ())],
                          allowed_origins=allowed_origins or ())
         logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals import PendingRun
 from ..events import RunStartedEvent
 from ..sessions import Session
-from ._errors import ApiError
+from ._errors import ApiError, run_failed
+from ._idempotency import Claim
 from ._runs import RunRecord, pending_summary
 from ._sessions import event_dicts, summarize
 
@@ -190,9 +191,9 @@ async def children(request: Request, session_id: str) -> dict[str, Any]:
                           "event_count": i.event_count} for i in infos]}
 
 
-async def _start(request: Request, session: Session, agent: Any, input: Any, *,
+async def _start(request: Request, claim: Claim, session: Session, agent: Any, input: Any, *,
                  background: bool, approvals: dict[str, bool] | None = None,
-                 answers: dict[str, str] | None = None) -> Any:
+                 answers: dict[str, str] | None = None) -> Response:
     server = _server(request)
     if session.session_id in server.runs.active:
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
@@ -205,21 +206,32 @@ async def _start(request: Request, session: Session, agent: Any, input: Any, *,
         run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
                                 answers=answers)
     if background:
-        return JSONResponse(run.summary(), status_code=202)
-    assert run.task is not None
-    await asyncio.shield(run.task)
-    return run.summary()
+        return await claim.record(JSONResponse(run.summary(), status_code=202))
+    return await asyncio.shield(claim.settle(run, _ended))
+
+
+async def _ended(run: RunRecord) -> Response:
+    """A run's answer once it has ended: its summary, or (failed) an error that says so."""
+    if run.status in ("failed", "cancelled"):
+        return run_failed(run.status, run.error, run=run.summary())
+    return JSONResponse(run.summary())
 
 
 @router.post("/sessions/{session_id}/runs", summary="Start a run on a session")
 async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
-    session, made = await _session(request, session_id)
-    events = [] if made is not None else await session.get_events()
-    agent = _agent_of(request, body.agent or (made or {}).get("agent"), events)
-    if made is None and await PendingRun.from_session(session, entry=agent) is not None:
-        raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
-                       f"/api/sessions/{session_id}/pending first.", "conflict")
-    return await _start(request, session, agent, body.input, background=body.background)
+    claim = await _server(request).idempotency.enter(request, _owner(request),
+                                                     body.model_dump())
+    if isinstance(claim, Response):  # the same request again: the first one's response
+        return claim
+    async with claim:
+        session, made = await _session(request, session_id)
+        events = [] if made is not None else await session.get_events()
+        agent = _agent_of(request, body.agent or (made or {}).get("agent"), events)
+        if made is None and await PendingRun.from_session(session, entry=agent) is not None:
+            raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
+                           f"/api/sessions/{session_id}/pending first.", "conflict")
+        return await _start(request, claim, session, agent, body.input,
+                            background=body.background)
 
 
 @router.get("/sessions/{session_id}/pending", summary="What a session's run waits for")
@@ -234,19 +246,25 @@ async def pending(request: Request, session_id: str) -> dict[str, Any]:
 
 @router.post("/sessions/{session_id}/pending", summary="Decide approvals, answer questions")
 async def decide(request: Request, session_id: str, body: Decisions) -> Any:
-    session, made = await _session(request, session_id)
-    agent = _agent_of(request, None, [] if made else await session.get_events())
-    stopped = None if made else await PendingRun.from_session(session, entry=agent)
-    if stopped is None:
-        raise ApiError(409, f"Session {session_id!r} waits for nothing.", "conflict")
-    questions = {q.id: q for q in stopped.questions}
-    for qid, answer in body.answers.items():  # checked here: a bad answer writes nothing
-        if qid not in questions:
-            raise ApiError(400, f"No pending question {qid!r}; pending: "
-                           f"{', '.join(questions) or 'none'}.", "invalid")
-        questions[qid].check(answer)
-    return await _start(request, session, agent, None, background=body.background,
-                        approvals=body.approvals, answers=body.answers)
+    claim = await _server(request).idempotency.enter(request, _owner(request),
+                                                     body.model_dump())
+    if isinstance(claim, Response):
+        return claim
+    async with claim:
+        session, made = await _session(request, session_id)
+        agent = _agent_of(request, None, [] if made else await session.get_events())
+        stopped = None if made else await PendingRun.from_session(session, entry=agent)
+        if stopped is None:
+            raise ApiError(409, f"Session {session_id!r} waits for nothing.", "conflict")
+        questions = {q.id: q for q in stopped.questions}
+        for qid, answer in body.answers.items():  # checked here: a bad answer writes nothing
+            if qid not in questions:
+                raise ApiError(400, f"No pending question {qid!r}; pending: "
+                               f"{', '.join(questions) or 'none'}.", "invalid")
+            questions[qid].check(answer)
+        return await _start(request, claim, session, agent, None,
+                            background=body.background, approvals=body.approvals,
+                            answers=body.answers)
 
 
 def _run(request: Request, run_id: str) -> RunRecord:

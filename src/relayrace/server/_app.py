@@ -30,6 +30,7 @@ from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _openai
 from ._errors import error_body, install
+from ._idempotency import DEFAULT_WINDOW, Idempotency
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
 
@@ -51,6 +52,8 @@ class Server:
     keys: Keys
     limiter: RateLimiter | None
     max_body: int
+    idempotency: Idempotency
+    """Requests' ``Idempotency-Key`` headers, recorded in the store."""
     created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
     """Sessions created through the API that have no events yet: id -> owner and agent (the
     oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
@@ -83,7 +86,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
                otel: bool = False, durable: bool = False, allowed_hosts: Sequence[str] = (),
-               allowed_origins: Sequence[str] = ()) -> FastAPI:
+               allowed_origins: Sequence[str] = (),
+               idempotency_window: float = DEFAULT_WINDOW) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -104,6 +108,9 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     API's runs go to the served team's DBOS queue for ``relayrace worker`` processes
     (`relayrace.durable`); the server follows each through its session log. The
     OpenAI-compatible endpoints still run in the server.
+    A request that starts a run may send an ``Idempotency-Key``: a retry with the same key
+    (from the same API key) within ``idempotency_window`` seconds (a day) gets the first
+    request's response and starts no second run; the keys are kept in the store.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -114,13 +121,17 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     if max_body_bytes < 1:
         raise UserError(f"max_body_bytes is a number of bytes >= 1, got {max_body_bytes!r}.")
     access = Access(allowed_hosts, [*allowed_origins, *cors_origins])
+    if not idempotency_window > 0:
+        raise UserError(f"idempotency_window is a number of seconds > 0, got "
+                        f"{idempotency_window!r}.")
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
     runs = RunManager(model=model, max_turns=max_turns)
-    server = Server(agents={a.name: a for a in served},
-                    store=store if isinstance(store, SessionStore) else open_store(store),
+    sessions = store if isinstance(store, SessionStore) else open_store(store)
+    server = Server(agents={a.name: a for a in served}, store=sessions,
                     runs=runs, keys=Keys(api_keys),
                     limiter=RateLimiter(limit) if limit is not None else None,
-                    max_body=max_body_bytes)
+                    max_body=max_body_bytes,
+                    idempotency=Idempotency(sessions.idempotency(), idempotency_window))
     exporter = _otel_processor() if otel else None
     if durable:
         runs.durable = _durable_runners(served, server.store)
@@ -133,6 +144,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
             yield
         finally:
             await runs.aclose()
+            await server.idempotency.aclose()  # the stopped runs' responses are recorded
             for runner in runs.durable.values():
                 await runner.stop()
             await server.store.aclose()
@@ -162,8 +174,10 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
-                                          "Last-Event-ID", "X-Relayrace-Session"],
-                           expose_headers=["X-Relayrace-Session", "X-Relayrace-Run"])
+                                          "Last-Event-ID", "X-Relayrace-Session",
+                                          "Idempotency-Key"],
+                           expose_headers=["X-Relayrace-Session", "X-Relayrace-Run",
+                                           "Idempotent-Replayed"])
     app.add_middleware(HostGuard, access=access)  # the outermost: checked before anything
     if console:
         static = resources.files("relayrace.server") / "static"

@@ -16,10 +16,15 @@ from ..exceptions import (
     SessionConflictError,
     SessionInUseError,
     SessionStoreBusy,
+    SessionStoreUnavailable,
     UserError,
 )
 
-__all__ = ["ApiError", "error_body", "install"]
+__all__ = ["NO_RETRY", "ApiError", "error_body", "install", "run_failed"]
+
+NO_RETRY = {"x-should-retry": "false"}
+"""The header that tells OpenAI's (and Anthropic's) clients not to retry a response: a run
+that failed may have done things (its tools) that a second run would do again."""
 
 log = logging.getLogger("relayrace.server")
 
@@ -41,10 +46,28 @@ def error_body(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind}}
 
 
+def run_failed(status: str, error: str | None, *, headers: dict[str, str] | None = None,
+               run: dict[str, Any] | None = None) -> JSONResponse:
+    """The answer to a request whose run ended without a result (``status``: ``failed`` or
+    ``cancelled``; ``error``: why; ``run``: the run's summary, added to the body).
+
+    A run refused because another process holds its session is 409: it did nothing, and may
+    be tried again. Any other is 500 with ``x-should-retry: false``: a retry would start a
+    second run, and the first may have called tools already.
+    """
+    extra = {} if run is None else {"run": run}
+    if (error or "").startswith(f"{SessionInUseError.__name__}:"):
+        return JSONResponse({**error_body(f"The session is busy: {error}", "conflict"),
+                             **extra}, status_code=409, headers=headers)
+    kind = "run_cancelled" if status == "cancelled" else "run_failed"
+    return JSONResponse({**error_body(f"The run {status}: {error}", kind), **extra},
+                        status_code=500, headers={**(headers or {}), **NO_RETRY})
+
+
 def _status_of(exc: RelayraceError) -> int:
     if isinstance(exc, SessionInUseError | SessionConflictError):
         return 409
-    if isinstance(exc, SessionStoreBusy):
+    if isinstance(exc, SessionStoreBusy | SessionStoreUnavailable):
         return 503
     if isinstance(exc, AnswerError | UserError):
         return 400

@@ -10,6 +10,7 @@ is the assistant message.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -19,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals import PendingRun
@@ -35,7 +36,8 @@ from ..events import (
 )
 from ..messages import Message
 from ..sessions import new_session_id
-from ._errors import ApiError
+from ._errors import ApiError, run_failed
+from ._idempotency import Claim
 
 __all__ = ["router"]
 
@@ -84,6 +86,15 @@ async def models(request: Request) -> dict[str, Any]:
 
 @router.post("/chat/completions", summary="Talk to a served agent (OpenAI's protocol)")
 async def chat(request: Request, body: ChatRequest) -> Any:
+    claim = await _server(request).idempotency.enter(
+        request, request.state.owner, body.model_dump(), request.headers.get(SESSION_HEADER))
+    if isinstance(claim, Response):  # the same request again: the first one's response
+        return claim
+    async with claim:
+        return await _chat(request, body, claim)
+
+
+async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
     server = _server(request)
     owner: str = request.state.owner
     agent = server.agents.get(body.model)
@@ -128,27 +139,37 @@ async def chat(request: Request, body: ChatRequest) -> Any:
             conversations.popitem(last=False)
 
     if body.stream:
+        if claim.key is not None:  # a retry replays the whole stream, once it has ended
+            claim.settle(run, lambda ended: _whole_stream(ended, body.model, completion_id,
+                                                          remember, headers))
         return StreamingResponse(_chunks(run, body.model, completion_id, remember),
                                  media_type="text/event-stream", headers=headers)
-    assert run.task is not None
-    import asyncio
 
-    await asyncio.shield(run.task)
-    if run.status == "failed" or run.status == "cancelled":
-        raise ApiError(502, f"The run failed: {run.error}", "run_failed", headers=headers)
-    result = run.result or {}
-    usage = result.get("usage") or {}
-    answer = _final(result, session_id)
-    remember(answer)
-    return JSONResponse({
-        "id": completion_id, "object": "chat.completion", "created": int(time.time()),
-        "model": body.model,
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-            "role": "assistant", "content": answer}}],
-        "usage": {"prompt_tokens": usage.get("input_tokens", 0),
-                  "completion_tokens": usage.get("output_tokens", 0),
-                  "total_tokens": usage.get("total_tokens", 0)},
-    }, headers=headers)
+    async def respond(run: Any) -> Response:
+        if run.status == "failed" or run.status == "cancelled":
+            return run_failed(run.status, run.error, headers=headers)
+        result = run.result or {}
+        usage = result.get("usage") or {}
+        answer = _final(result, session_id)
+        remember(answer)
+        return JSONResponse({
+            "id": completion_id, "object": "chat.completion", "created": int(time.time()),
+            "model": body.model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": answer}}],
+            "usage": {"prompt_tokens": usage.get("input_tokens", 0),
+                      "completion_tokens": usage.get("output_tokens", 0),
+                      "total_tokens": usage.get("total_tokens", 0)},
+        }, headers=headers)
+
+    return await asyncio.shield(claim.settle(run, respond))
+
+
+async def _whole_stream(run: Any, model: str, completion_id: str,
+                        remember: Callable[[str], None], headers: dict[str, str]) -> Response:
+    """An ended run's stream, whole, as its first client was sent it (for a retry)."""
+    body = "".join([part async for part in _chunks(run, model, completion_id, remember)])
+    return Response(body, media_type="text/event-stream", headers=headers)
 
 
 def _transcript_key(owner: str, model: str, said: Sequence[tuple[str, str]]) -> str:

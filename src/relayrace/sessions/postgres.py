@@ -35,6 +35,7 @@ from ..exceptions import (
     UserError,
 )
 from .base import LogView, Session, SessionInfo, new_session_id
+from .idempotency import PostgresIdempotency
 from .store import SessionStore, check_page
 
 __all__ = ["PostgresSession", "PostgresStore"]
@@ -439,6 +440,10 @@ class PostgresStore(SessionStore):
         self.pool_size = pool_size
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
+        self._idempotency = PostgresIdempotency(self._run)
+
+    def idempotency(self) -> PostgresIdempotency:
+        return self._idempotency
 
     def session(self, session_id: str | None = None, *, owner: str = "") -> PostgresSession:
         return PostgresSession(session_id, self.url, owner=owner, busy_timeout=self.busy_timeout,

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from ..exceptions import SessionStoreBusy, UserError
 from .base import Session, SessionInfo
+from .idempotency import IdempotencyRecords, MemoryIdempotency, SQLiteIdempotency
 from .memory import MemorySession
 from .sqlite import (
     _BUSY_TIMEOUT,
@@ -71,6 +72,11 @@ class SessionStore(ABC):
         """Delete the session, its events and lease, and its delegated children's; ``False``
         if there was no such session."""
 
+    @abstractmethod
+    def idempotency(self) -> IdempotencyRecords:
+        """The store's records of requests' ``Idempotency-Key`` headers (a server's; the same
+        object on every call), kept where its sessions are."""
+
     async def aclose(self) -> None:  # noqa: B027 - a store with nothing to close keeps it
         """Release the store's connections."""
 
@@ -97,6 +103,7 @@ class MemoryStore(SessionStore):
     def __init__(self) -> None:
         self.sessions: dict[str, MemorySession] = {}
         """Every session of the store by id, delegated children included."""
+        self._idempotency = MemoryIdempotency()
 
     def session(self, session_id: str | None = None, *, owner: str = "") -> MemorySession:
         found = self.sessions.get(session_id) if session_id else None
@@ -105,6 +112,9 @@ class MemoryStore(SessionStore):
         made = MemorySession(session_id, store=self.sessions)
         made.info.owner = owner
         return made
+
+    def idempotency(self) -> MemoryIdempotency:
+        return self._idempotency
 
     def _written(self) -> list[MemorySession]:
         return [s for s in self.sessions.values() if s.events]
@@ -147,6 +157,7 @@ class SQLiteStore(SessionStore):
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
         self._db = _Database.get(self.path)  # held: the file's thread lives with the store
+        self._idempotency = SQLiteIdempotency(self._call)
 
     def session(self, session_id: str | None = None, *, owner: str = "") -> SQLiteSession:
         return SQLiteSession(session_id, self.path, owner=owner, busy_timeout=self.busy_timeout,
@@ -163,6 +174,9 @@ class SQLiteStore(SessionStore):
                 raise
             raise SessionStoreBusy("(the store)", timeout=timeout,
                                    store=f"the SQLite file {self.path}") from exc
+
+    def idempotency(self) -> SQLiteIdempotency:
+        return self._idempotency
 
     async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
                             limit: int = 100, offset: int = 0) -> list[SessionInfo]:
