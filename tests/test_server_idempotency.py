@@ -134,7 +134,7 @@ async def test_the_same_key_twice_returns_the_same_result_from_one_run(
     ledger = tmp_path / "ledger.txt"
     app = create_app(appending_team(ledger, answered), store=store)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = (await c.post("/api/sessions", json={})).json()["session_id"]
         key = {"Idempotency-Key": "run-1"}
         first = await c.post(f"/api/sessions/{sid}/runs", json={"input": "a"}, headers=key)
@@ -165,7 +165,7 @@ async def test_concurrent_duplicates_start_one_run(store: SessionStore, tmp_path
     ledger = tmp_path / "ledger.txt"
     app = create_app(appending_team(ledger, answered), store=store)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         chat = {"model": "clerk", "messages": [{"role": "user", "content": "d"}]}
         replies = await asyncio.gather(*[
             c.post("/v1/chat/completions", json=chat, headers={"Idempotency-Key": "dup"})
@@ -185,7 +185,7 @@ async def test_a_key_survives_a_restart_of_the_server(tmp_path: Path) -> None:
     for _ in range(2):  # the same file, a new app and store each time
         app = create_app(team, store=SQLiteStore(tmp_path / "s.db"))
         async with app.router.lifespan_context(app), httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+                transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
             reply = await c.post("/v1/chat/completions", json=chat,
                                  headers={"Idempotency-Key": "e"})
             assert reply.status_code == 200
@@ -202,7 +202,7 @@ async def test_keys_are_per_api_key_and_expire_after_the_window(tmp_path: Path) 
                      api_keys=[k1, k2], idempotency_window=0.5)
     chat = {"model": "clerk", "messages": [{"role": "user", "content": "f"}]}
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         for k in (k1, k2, k1):
             reply = await c.post("/v1/chat/completions", json=chat, headers={
                 "Idempotency-Key": "same", "Authorization": f"Bearer {k}"})
@@ -228,7 +228,7 @@ async def test_a_failed_run_is_500_without_retry_and_its_key_replays_the_failure
 
     app = create_app(appending_team(ledger, down), store=SQLiteStore(tmp_path / "s.db"))
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = (await c.post("/api/sessions", json={})).json()["session_id"]
         replies = [await c.post(f"/api/sessions/{sid}/runs", json={"input": "g"},
                                 headers={"Idempotency-Key": "g"}) for _ in range(2)]
@@ -262,7 +262,7 @@ async def test_a_streamed_retry_replays_the_whole_stream(tmp_path: Path) -> None
             if line.startswith("data: {"))
 
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         first = await c.post("/v1/chat/completions", json=chat, headers={"Idempotency-Key": "s"})
         again = await c.post("/v1/chat/completions", json=chat, headers={"Idempotency-Key": "s"})
     assert again.headers["content-type"].startswith("text/event-stream")
@@ -291,7 +291,7 @@ async def test_a_key_whose_server_went_away_mid_run_is_refused_not_run_again(
     idempotency.records.touch = gone
     chat = {"model": "clerk", "messages": [{"role": "user", "content": "i"}]}
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         first = asyncio.ensure_future(c.post("/v1/chat/completions", json=chat,
                                              headers={"Idempotency-Key": "i"}))
         while not lines(ledger):  # the first request holds the key and its run is under way
@@ -343,7 +343,7 @@ async def test_a_run_refused_because_another_process_holds_its_session_is_409(
     store = SQLiteStore(tmp_path / "s.db")
     app = create_app(appending_team(ledger, answered), store=store)
     async with app.router.lifespan_context(app), httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = (await c.post("/api/sessions", json={})).json()["session_id"]
         assert (await c.post(f"/api/sessions/{sid}/runs", json={"input": "a"})).status_code \
             == 200
