@@ -8,6 +8,7 @@ by the agent tree (``sub_agents``) and its :class:`TransferPolicy`.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
+from ._templates import ContextTransform
 from .exceptions import ConfigError, UserError
 from .messages import NOTE, Message
 from .models.interface import ToolDefinition
@@ -92,8 +94,16 @@ class Handoff:
     arguments are validated (a mistake goes back to the model and no transfer happens), and
     the value is given to ``on_handoff``, recorded in the ``HandoffEvent`` and shown to the
     target in the transfer's note."""
+    context_transform: str | None = None
+    """What the target receives in place of the reason (and input): a sandboxed Jinja2
+    template over ``data`` producing a JSON object, as an agent tool's ``context_transform``
+    (same sandbox and bounds). ``data`` holds ``reason`` (also as ``query``, Astromesh's
+    name for what a swarm passes along) and the ``input_type``'s fields. The transfer's note
+    shows the rendered object; a template that fails on the model's arguments is a tool error
+    the model can correct, and no transfer happens."""
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _transform: ContextTransform | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Checked here, so a wrong option fails where it is written, not mid-run.
@@ -114,6 +124,26 @@ class Handoff:
                                 f"{takes}, got {_describe_value(value)}.")
         if self.input_type is not None:
             self._adapter, self._schema = _input_schema(about, self.input_type)
+        if self.context_transform is not None:
+            if not isinstance(self.context_transform, str):
+                raise UserError(f"{about}: context_transform must be a template text, got "
+                                f"{_describe_value(self.context_transform)}.")
+            self._transform = ContextTransform(self.context_transform,
+                                               name=f"{about}.context_transform")
+
+    def context(self, reason: str, value: Any) -> str | None:
+        """What the target receives for a transfer with ``reason`` (and ``input_type``
+        ``value``): the ``context_transform``'s object as JSON text, or ``None`` without one.
+
+        Raises ``ContextTransformError`` when the template fails on these arguments.
+        """
+        if self._transform is None:
+            return None
+        data: dict[str, Any] = {}
+        if self._adapter is not None and value is not None:
+            data.update(self.input_data(value))
+        data.update(reason=reason, query=reason)
+        return json.dumps(self._transform.render(data), ensure_ascii=False)
 
     def parameters(self) -> dict[str, Any]:
         """The transfer tool's JSON schema: the ``input_type``'s fields and ``reason``."""
@@ -158,12 +188,15 @@ def handoff(
     on_handoff: OnHandoff | None = None,
     requires_approval: bool = False,
     input_type: Any = None,
+    context_transform: str | None = None,
 ) -> Handoff:
     """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
 
     ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
     ``input_type`` makes the model send validated data with the transfer (see
     :attr:`Handoff.input_type`); ``on_handoff`` then receives that value, not the reason.
+    ``context_transform`` reshapes what the target receives (see
+    :attr:`Handoff.context_transform`).
     """
     return Handoff(
         agent=agent,
@@ -174,6 +207,7 @@ def handoff(
         on_handoff=on_handoff,
         requires_approval=requires_approval,
         input_type=input_type,
+        context_transform=context_transform,
     )
 
 
