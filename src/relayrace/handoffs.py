@@ -448,13 +448,19 @@ def keep_last(n: int) -> InputFilter:
 
 
 def nest_history(max_chars: int = 8000, *, line_chars: int = 500) -> InputFilter:
-    """An input filter that folds the conversation before the current user turn into one
-    note, so a long conversation does not reach the target turn by turn.
+    """An input filter that folds the conversation before the transfer into one note, so a
+    long conversation, or a turn that went through several agents, does not reach the target
+    message by message.
 
-    The current turn (from the last user message on: the request, the transfer and whatever
-    the target does with it) stays as it is, so every tool call keeps its result. The note
-    lists earlier messages one line each (who spoke, text, tool calls and their results), each
-    cut at ``line_chars``; beyond ``max_chars`` the oldest lines are left out, saying how many.
+    Kept as it is: the turn that transferred (the assistant message whose call made the
+    transfer, and the results of its calls, the transfer's note included), so every tool call
+    keeps its result; or, when the filter shapes a new user turn of the target, that user
+    message on. Everything before goes into the note, one line per message (who spoke, text,
+    tool calls and their results), each cut at ``line_chars`` except the user's current
+    request, which stays whole. When one user turn passes through several handoffs, the last
+    target gets one note of everything before it: a note this filter made earlier is taken
+    apart into its lines, never nested twice. Beyond ``max_chars`` the oldest lines are left
+    out, saying how many.
     """
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 200:
         raise UserError(f"nest_history(max_chars={max_chars!r}): give an int of at least 200.")
@@ -462,28 +468,74 @@ def nest_history(max_chars: int = 8000, *, line_chars: int = 500) -> InputFilter
         raise UserError(f"nest_history(line_chars={line_chars!r}): give an int of at least 20.")
 
     def _filter(messages: list[Message]) -> list[Message]:
-        start = next((i for i in range(len(messages) - 1, -1, -1)
-                      if messages[i].role == "user" and messages[i].name != NOTE), 0)
+        request = _last_request(messages)
+        start = _kept_from(messages, request)
         if start == 0:
             return list(messages)
-        lines = [_line(m, line_chars) for m in messages[:start] if m.role != "system"]
-        kept: list[str] = []
-        size = 0
-        for line in reversed(lines):
-            size += len(line) + 1
+        lines: list[str] = []
+        left_out = 0
+        whole = -1  # the line of the user's current request, never cut nor left out
+        for i, m in enumerate(messages[:start]):
+            nested = _nested(m)
+            if nested is not None:
+                left_out += nested[0]
+                lines.extend(nested[1])
+            elif m.role != "system":
+                if i == request:
+                    whole = len(lines)
+                lines.append(_line(m, None if i == request else line_chars))
+        keep: set[int] = set()
+        size = len(lines[whole]) + 1 if whole >= 0 else 0
+        for i in range(len(lines) - 1, -1, -1):
+            if i == whole:
+                continue
+            size += len(lines[i]) + 1
             if size > max_chars:
                 break
-            kept.append(line)
-        left_out = len(lines) - len(kept)
-        head = "The conversation before this turn, nested for you by the transfer"
+            keep.add(i)
+        if whole >= 0:
+            keep.add(whole)
+        left_out += len(lines) - len(keep)
+        head = _NEST_HEAD
         head += f" ({left_out} earlier message(s) left out):" if left_out else ":"
-        note = Message("user", "\n".join([head, *reversed(kept)]), name=NOTE)
+        note = Message("user", "\n".join([head, *(lines[i] for i in sorted(keep))]), name=NOTE)
         return [note, *messages[start:]]
 
     return _filter
 
 
-def _line(m: Message, limit: int) -> str:
+_NEST_HEAD = "The conversation so far, nested for you by the transfer"
+_LEFT_OUT = re.compile(r"\((\d+) earlier message\(s\) left out\):$")
+
+
+def _last_request(messages: list[Message]) -> int:
+    """Where the user's last message is (-1 if there is none)."""
+    return next((i for i in range(len(messages) - 1, -1, -1)
+                 if messages[i].role == "user" and messages[i].name != NOTE), -1)
+
+
+def _kept_from(messages: list[Message], request: int) -> int:
+    """Where the part a nested history keeps as it is begins: the turn whose calls the
+    messages end with the results of, else the user's last message."""
+    end = len(messages)
+    while end > 0 and messages[end - 1].role == "tool":
+        end -= 1
+    if end < len(messages) and end > 0 and messages[end - 1].role == "assistant" \
+            and messages[end - 1].tool_calls:
+        return end - 1
+    return max(request, 0)
+
+
+def _nested(m: Message) -> tuple[int, list[str]] | None:
+    """A note ``nest_history`` made: (how many messages it left out, its lines)."""
+    if m.role != "user" or m.name != NOTE or not m.content.startswith(_NEST_HEAD):
+        return None
+    head, *lines = m.content.split("\n")
+    found = _LEFT_OUT.search(head)
+    return (int(found.group(1)) if found else 0), lines
+
+
+def _line(m: Message, limit: int | None) -> str:
     """One message of a nested history, on one line of at most ``limit`` characters."""
     if m.role == "tool":
         text = f"  -> {m.name or 'tool'} result: {m.content}"
@@ -494,7 +546,7 @@ def _line(m: Message, limit: int) -> str:
         if calls:
             text += f" [called {calls}]"
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def filter_messages(h: Handoff, messages: list[Message]) -> list[Message]:
