@@ -214,7 +214,7 @@ async def _summary_of(loop: AgentLoop, agent: Agent[Any], model: Model, old: str
         loop.state.trace.end(span, exc)
         return "", f"{type(exc).__name__}: {exc}"
     usage = response.usage
-    budget_.close_request(estimate, path, local, usage)
+    budget_.close_request(estimate, path, local, response, model.name)
     span.attributes["input_tokens"] = usage.input_tokens
     span.attributes["output_tokens"] = usage.output_tokens
     loop.state.trace.end(span)

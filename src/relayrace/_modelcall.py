@@ -140,7 +140,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         state.trace.end(span, exc)
         raise
     u = response.usage
-    budget.close_request(estimate, path, local, u)
+    budget.close_request(estimate, path, local, response, model.name)
     attributes = span.attributes
     attributes["input_tokens"] = u.input_tokens
     attributes["output_tokens"] = u.output_tokens
