@@ -84,3 +84,22 @@ async def test_a_transform_failing_on_the_arguments_is_a_tool_error_and_no_trans
     error = model.requests[1].messages[-1]
     assert error.role == "tool" and error.content.startswith("Not performed: ")
     assert "ticket" in error.content and "Call the transfer again" in error.content
+
+
+async def test_a_transform_reads_the_transfers_typed_input_too() -> None:
+    from pydantic import BaseModel
+
+    class Ticket(BaseModel):
+        order: str
+        query: str
+
+    model = ScriptedModel([
+        tool_call("transfer_to_tech", {"order": "A1", "query": "PDF export", "reason": "crash"}),
+        text("On it.")])
+    tech = Agent("tech", instructions="Tech.", model=model)
+    triage = Agent("triage", instructions="Route.", model=model, sub_agents=[handoff(
+        tech, input_type=Ticket,
+        context_transform='{"ticket": "{{ data.order }}: {{ data.query }} ({{ data.reason }})"}')])
+    await Runner.run(triage, "help")
+    assert model.requests[1].messages[-1].content == (
+        'Transferred from triage to tech. Context: {"ticket": "A1: PDF export (crash)"}')

@@ -98,7 +98,8 @@ class Handoff:
     """What the target receives in place of the reason (and input): a sandboxed Jinja2
     template over ``data`` producing a JSON object, as an agent tool's ``context_transform``
     (same sandbox and bounds). ``data`` holds ``reason`` (also as ``query``, Astromesh's
-    name for what a swarm passes along) and the ``input_type``'s fields. The transfer's note
+    name for what a swarm passes along, unless the ``input_type`` has a field of that name)
+    and the ``input_type``'s fields. The transfer's note
     shows the rendered object; a template that fails on the model's arguments is a tool error
     the model can correct, and no transfer happens."""
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
@@ -139,10 +140,9 @@ class Handoff:
         """
         if self._transform is None:
             return None
-        data: dict[str, Any] = {}
+        data: dict[str, Any] = {"reason": reason, "query": reason}
         if self._adapter is not None and value is not None:
-            data.update(self.input_data(value))
-        data.update(reason=reason, query=reason)
+            data.update(self.input_data(value))  # a field named query wins over the alias
         return json.dumps(self._transform.render(data), ensure_ascii=False)
 
     def parameters(self) -> dict[str, Any]:
