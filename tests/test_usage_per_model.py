@@ -90,3 +90,14 @@ async def test_the_usage_table_shows_the_models_of_an_agent_served_by_several() 
             for line in console.export_text().splitlines() if line.startswith("│")]
     assert [r[:2] for r in rows] == [["helper", "1"], ["backup", "1"], [refusing.name, "1"],
                                      ["total", "1"]]
+
+
+async def test_a_streamed_run_counts_the_model_that_streamed_its_answer() -> None:
+    backup = ScriptedModel(["streamed"], name="backup")
+    stream = Runner.stream(Agent("helper", instructions="Help.",
+                                 model=FallbackModel(_down("primary"), backup)), "hi")
+    async for _ in stream:
+        pass
+    assert stream.result is not None
+    assert {name: u.requests for name, u in stream.result.usage.per_model.items()} == {
+        "backup": 1}
