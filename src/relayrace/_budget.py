@@ -55,15 +55,15 @@ class Budget:
         return estimate
 
     def close_request(self, estimate: Estimate, path: str, local: Usage | None,
-                      response: ModelResponse | None, model: str = "") -> None:
+                      response: ModelResponse | None, model: str) -> None:
         """Count what a request admitted by ``open_request`` used (``None``: it failed), and
         which model served it (``model``, the name of the model asked, unless the response
         says which of its models did)."""
-        used = response.usage if response is not None else None
         if estimate is not None and self._gate is not None:
-            self._gate.leave(estimate, used.output_tokens if used is not None else 0)
-        if response is None or used is None:
+            self._gate.leave(estimate, 0 if response is None else response.usage.output_tokens)
+        if response is None:
             return
+        used = response.usage
         # Tokens of every kind; the request was counted when it was admitted.
         self.usage.total.add_tokens(used)
         self.usage.per_agent[path].add_tokens(used)

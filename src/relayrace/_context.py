@@ -210,7 +210,7 @@ async def _summary_of(loop: AgentLoop, agent: Agent[Any], model: Model, old: str
     try:
         response = await model.request(request)
     except Exception as exc:
-        budget_.close_request(estimate, path, local, None)
+        budget_.close_request(estimate, path, local, None, model.name)
         loop.state.trace.end(span, exc)
         return "", f"{type(exc).__name__}: {exc}"
     usage = response.usage

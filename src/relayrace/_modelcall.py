@@ -136,7 +136,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         steps = state.steps
         response = await (call() if steps is None else model_step(loop, steps, name, call))
     except BaseException as exc:
-        budget.close_request(estimate, path, local, None)
+        budget.close_request(estimate, path, local, None, model.name)
         state.trace.end(span, exc)
         raise
     u = response.usage
