@@ -692,7 +692,6 @@ def test_swarm_member_tool_settings_reach_the_transfer(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "why"), [
-    ("context_transform", "'{\"topic\": \"{{ data.reason }}\"}'", "no arguments to turn into"),
     ("rate_limit", "{max_calls: 1, window_seconds: 60}", "orchestration.max_handoffs"),
     ("parameters", "{type: object}", "takes only a reason"),
     ("max_turns", "3", "max_iterations"),

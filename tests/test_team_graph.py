@@ -147,8 +147,11 @@ def test_any_graph_round_trips(rules: list[Rule], default: Any, initial: str,
 
 
 def test_a_cycle_with_no_exit_is_still_refused_unless_bounded() -> None:
-    with pytest.raises(ConfigError, match="Routing cycle with no exit"):
+    with pytest.raises(ConfigError, match="Routing cycle with no exit") as refused:
         Team("t", agents=members(ScriptedModel()), default_target=RoundRobin(("a", "b", "c")))
+    # The error names both ways to go round on purpose.
+    assert "Team.round_robin(...)" in str(refused.value)
+    assert "bounded=True" in str(refused.value)
 
 
 async def test_round_robin_is_bounded_by_max_turns_only() -> None:

@@ -22,7 +22,7 @@ from relayrace import (
 )
 from relayrace.delegation import ChildResult
 from relayrace.exceptions import ConfigError
-from relayrace.messages import NOTE, Message
+from relayrace.messages import NOTE, Message, ToolCall
 from relayrace.sessions import SQLiteSession
 from relayrace.testing import ScriptedModel, final_output, text, tool_call
 
@@ -137,7 +137,6 @@ def test_nest_history_folds_earlier_turns_into_one_bounded_note() -> None:
 
 
 def test_nest_history_keeps_tool_calls_with_their_results() -> None:
-    from relayrace.messages import ToolCall
 
     call = ToolCall("c1", "lookup", '{"id": 7}')
     messages = [Message.user("first"), Message.assistant("", (call,), name="a"),
@@ -151,11 +150,11 @@ def test_nest_history_keeps_tool_calls_with_their_results() -> None:
         nest_history(max_chars=10)
 
 
-async def test_a_target_behind_nest_history_sees_one_note_and_the_current_turn() -> None:
+async def test_a_target_behind_nest_history_sees_one_note_and_the_transfer() -> None:
     model = ScriptedModel([text("a1"), text("a2"),
                            tool_call("transfer_to_billing", {"reason": "invoice"}),
-                           text("billing here")])
-    billing = Agent("billing", instructions="Billing.", model=model)
+                           text("billing here"), text("billing again")])
+    billing = Agent("billing", instructions="Billing.", model=model, sticky=True)
     triage = Agent("triage", instructions="Route.", model=model,
                    sub_agents=[handoff(billing, input_filter=nest_history())])
     first = await Runner.run(triage, "q1")
@@ -163,8 +162,79 @@ async def test_a_target_behind_nest_history_sees_one_note_and_the_current_turn()
     await Runner.run(triage, "q3 about an invoice", session=first.session)
     seen = model.requests[-1].messages
     assert seen[0].name == NOTE and "q1" in seen[0].content and "a2" in seen[0].content
-    assert seen[1] == Message.user("q3 about an invoice")
-    assert [m.role for m in seen[2:]] == ["assistant", "tool"]   # the transfer and its note
+    assert seen[0].content.endswith("\nuser: q3 about an invoice")   # the request, whole
+    assert [m.role for m in seen[1:]] == ["assistant", "tool"]   # the transfer and its note
+    # The (sticky) target's next user turn: all before it folded, the new request as it is.
+    await Runner.run(triage, "q4", session=first.session)
+    seen = model.requests[-1].messages
+    assert [(m.role, m.name) for m in seen] == [("user", NOTE), ("user", None)]
+    assert "billing here" in seen[0].content and seen[1].content == "q4"
+
+
+async def test_nest_history_accumulates_within_a_turn_of_several_handoffs() -> None:
+    # One user turn: triage -> billing (which looks something up) -> refunds, each transfer
+    # behind nest_history. The last target gets one note of everything before it.
+    model = ScriptedModel([
+        text("Hello!"),
+        tool_call("transfer_to_billing", {"reason": "invoice"}),
+        tool_call("lookup", {"invoice": "INV-7"}),
+        tool_call("transfer_to_refunds", {"reason": "paid twice"}),
+        text("Refund on its way."),
+    ])
+
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        return f"{invoice}: paid twice"
+
+    refunds = Agent("refunds", instructions="Refunds.", model=model)
+    billing = Agent("billing", instructions="Billing.", model=model, tools=[lookup],
+                    sub_agents=[handoff(refunds, input_filter=nest_history())])
+    triage = Agent("triage", instructions="Route.", model=model,
+                   sub_agents=[handoff(billing, input_filter=nest_history())])
+    first = await Runner.run(triage, "hi")
+    result = await Runner.run(triage, "INV-7 was charged twice", session=first.session)
+    assert result.final_output == "Refund on its way."
+    seen = model.requests[-1].messages
+    assert [(m.role, m.name) for m in seen] == [("user", NOTE), ("assistant", "billing"),
+                                                ("tool", "transfer_to_refunds")]
+    note = seen[0].content
+    assert note.count("nested for you") == 1
+    assert note.splitlines()[1:] == [
+        "user: hi",
+        "triage: Hello!",
+        "user: INV-7 was charged twice",
+        'triage: [called transfer_to_billing({"reason": "invoice"})]',
+        "-> transfer_to_billing result: Transferred from triage to billing. Reason: invoice",
+        'billing: [called lookup({"invoice": "INV-7"})]',
+        "-> lookup result: INV-7: paid twice",
+    ]
+    assert seen[1].tool_calls[0].name == "transfer_to_refunds"
+
+
+def test_nest_history_takes_an_earlier_note_apart_instead_of_nesting_it() -> None:
+    nest = nest_history()
+    call = ToolCall("c1", "transfer_to_b", '{"reason": "more"}')
+    first = nest([Message.user("Hello"), Message.assistant("First reply", name="a"),
+                  Message.user("Another question")])
+    again = nest([*first, Message.assistant("Second reply", (call,), name="a"),
+                  Message("tool", "Transferred from a to b.", tool_call_id="c1",
+                          name="transfer_to_b")])
+    note = again[0].content
+    assert note.count("nested for you") == 1 and len(again) == 3
+    assert note.splitlines()[1:] == ["user: Hello", "a: First reply", "user: Another question"]
+    assert again[1].content == "Second reply"   # the transferring turn, as it was
+
+
+def test_nest_history_keeps_the_current_request_whole() -> None:
+    request = "refund " + "x" * 900
+    call = ToolCall("c1", "transfer_to_b", "{}")
+    nested = nest_history(max_chars=300, line_chars=40)(
+        [*_long_conversation(), Message.user(request), Message.assistant("", (call,), name="a"),
+         Message("tool", "Transferred.", tool_call_id="c1", name="transfer_to_b")])
+    lines = nested[0].content.splitlines()
+    assert lines[-1] == f"user: {request}"   # neither cut nor left out
+    assert "(80 earlier message(s) left out)" in lines[0]
 
 
 # --------------------------------------------------------------------------- agent tools

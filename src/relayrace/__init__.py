@@ -55,14 +55,8 @@ from .exceptions import (
     UsageLimitExceeded,
     UserError,
 )
-from .handoffs import (
-    Handoff,
-    TransferPolicy,
-    handoff,
-    keep_last,
-    nest_history,
-    remove_tool_traffic,
-)
+from .handoffs import Handoff, TransferPolicy, handoff
+from .input_filters import keep_last, nest_history, remove_tool_traffic
 from .mcp import MCPServer
 from .memory import Memory
 from .messages import Message, ToolCall

@@ -14,7 +14,7 @@ from .exceptions import UsageLimitExceeded
 from .usage import RunUsage, Usage, UsageLimits, estimate_tokens
 
 if TYPE_CHECKING:
-    from .models.interface import ModelRequest
+    from .models.interface import ModelRequest, ModelResponse
 
 __all__ = ["Budget", "TokenGate"]
 
@@ -55,17 +55,25 @@ class Budget:
         return estimate
 
     def close_request(self, estimate: Estimate, path: str, local: Usage | None,
-                      used: Usage | None) -> None:
-        """Count what a request admitted by ``open_request`` used (``None``: it failed)."""
+                      response: ModelResponse | None, model: str) -> None:
+        """Count what a request admitted by ``open_request`` used (``None``: it failed), and
+        which model served it (``model``, the name of the model asked, unless the response
+        says which of its models did)."""
         if estimate is not None and self._gate is not None:
-            self._gate.leave(estimate, used.output_tokens if used is not None else 0)
-        if used is None:
+            self._gate.leave(estimate, 0 if response is None else response.usage.output_tokens)
+        if response is None:
             return
+        used = response.usage
         # Tokens of every kind; the request was counted when it was admitted.
         self.usage.total.add_tokens(used)
         self.usage.per_agent[path].add_tokens(used)
         if local is not None:
             local.add_tokens(used)
+        served = response.served
+        if not served:
+            served = {model: Usage(requests=1)}
+            served[model].add_tokens(used)
+        self.usage.count_served(path, served)
 
     def check_tokens(self) -> None:
         """Raise if a token budget is used up."""

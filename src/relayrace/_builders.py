@@ -44,8 +44,10 @@ _time = time.time
 
 
 def new_message_event(agent: str, path: str, message: Message, usage: Usage | None = None,
-                      model: str | None = None) -> MessageEvent:
-    """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...)``, faster."""
+                      model: str | None = None,
+                      finish_reason: Literal["transfer"] | None = None) -> MessageEvent:
+    """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...,
+    finish_reason=...)``, faster."""
     e: MessageEvent = _new(MessageEvent)
     e.agent = agent
     e.path = path
@@ -54,6 +56,7 @@ def new_message_event(agent: str, path: str, message: Message, usage: Usage | No
     e.message = message
     e.usage = usage
     e.model = model
+    e.finish_reason = finish_reason
     return e
 
 

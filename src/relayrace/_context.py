@@ -210,11 +210,11 @@ async def _summary_of(loop: AgentLoop, agent: Agent[Any], model: Model, old: str
     try:
         response = await model.request(request)
     except Exception as exc:
-        budget_.close_request(estimate, path, local, None)
+        budget_.close_request(estimate, path, local, None, model.name)
         loop.state.trace.end(span, exc)
         return "", f"{type(exc).__name__}: {exc}"
     usage = response.usage
-    budget_.close_request(estimate, path, local, usage)
+    budget_.close_request(estimate, path, local, response, model.name)
     span.attributes["input_tokens"] = usage.input_tokens
     span.attributes["output_tokens"] = usage.output_tokens
     loop.state.trace.end(span)

@@ -136,11 +136,11 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         steps = state.steps
         response = await (call() if steps is None else model_step(loop, steps, name, call))
     except BaseException as exc:
-        budget.close_request(estimate, path, local, None)
+        budget.close_request(estimate, path, local, None, model.name)
         state.trace.end(span, exc)
         raise
     u = response.usage
-    budget.close_request(estimate, path, local, u)
+    budget.close_request(estimate, path, local, response, model.name)
     attributes = span.attributes
     attributes["input_tokens"] = u.input_tokens
     attributes["output_tokens"] = u.output_tokens
@@ -167,7 +167,12 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         # A copy: the model may hand out shared messages (test doubles, caches).
         message = Message("assistant", content, calls, None, name)
     loop.push(message)
-    loop.log.add(new_message_event(name, path, message, u, response.model or model.name))
+    # Known from the calls themselves, so a stream and a durable log (written before the tools
+    # run) show it too.
+    transfers = calls and not loop.control.refuse_handoffs and \
+        any(c.name in ts.handoffs.by_tool for c in calls)
+    loop.log.add(new_message_event(name, path, message, u, response.model or model.name,
+                                   "transfer" if transfers else None))
     if calls and loop.log.session.durable:
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
         # them with their results; a final answer goes with what ends the turn.

@@ -22,6 +22,7 @@ from ._context import cut_long
 from ._guarding import guard_text, input_block
 from ._state import listed_toolset_of
 from ._steps import attempt_tool, recorded_call
+from ._templates import ContextTransformError
 from .approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
 from .events import ToolResultEvent, ToolStartedEvent
 from .exceptions import UsageLimitExceeded, UserError
@@ -238,13 +239,23 @@ async def _take_route(
         target = route.target
         assert target is not None
         refusal, error = loop.transfers.check(agent.name, target.name)
+        context = None
+        if refusal is None and route.handoff is not None:
+            try:
+                context = route.handoff.context(route.reason, route.input)
+            except ContextTransformError as exc:  # the model's arguments: it can retry
+                refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
+                           "arguments its context transform can use.")
         if refusal is None:
             text = f"Transferred from {agent.name} to {target.name}."
-            if route.reason:
-                text += f" Reason: {route.reason}"
-            if route.handoff is not None and route.handoff.input_type is not None:
-                data = route.handoff.input_data(route.input)
-                text += f" Input: {json.dumps(data, ensure_ascii=False)}"
+            if context is not None:  # the handoff's context_transform replaces the reason
+                text += f" Context: {context}"
+            else:
+                if route.reason:
+                    text += f" Reason: {route.reason}"
+                if route.handoff is not None and route.handoff.input_type is not None:
+                    data = route.handoff.input_data(route.input)
+                    text += f" Input: {json.dumps(data, ensure_ascii=False)}"
             # The target checks this turn's results, its transfer note included, in log order.
             results[index] = loop.tool_result(agent, call, text)
             blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])

@@ -21,7 +21,8 @@ from ._templates import ContextTransform, ContextTransformError
 from .approvals import Interrupted, Pending
 from .events import MessageEvent, ToolResultEvent
 from .exceptions import UserError
-from .handoffs import InputFilter, keep_last, remove_tool_traffic, sanitize_tool_name
+from .handoffs import InputFilter, sanitize_tool_name
+from .input_filters import keep_last, remove_tool_traffic
 from .messages import Message, ToolCall
 from .reports import (
     DEFAULT_REPORT_SUFFIX,

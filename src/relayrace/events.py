@@ -75,6 +75,12 @@ class MessageEvent(AgentEvent):
     """For a model's answer: what that request cost."""
     model: str | None = None
     """For a model's answer: the model that produced it."""
+    finish_reason: Literal["transfer"] | None = None
+    """For a model's answer: ``"transfer"`` when the agent's turn ended by calling a transfer
+    tool (the Go ADK's ``FinishReasonTransfer``), so whoever embeds the run sees the transfer
+    coming as soon as the message does; the ``HandoffEvent`` that follows the call's result
+    says where control went (none follows if the transfer was refused, e.g. by a hop limit).
+    ``None`` for every other message: the message itself shows whether it called tools."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -8,6 +8,7 @@ by the agent tree (``sub_agents``) and its :class:`TransferPolicy`.
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
+from ._templates import ContextTransform
 from .exceptions import ConfigError, UserError
-from .messages import NOTE, Message
+from .messages import Message
 from .models.interface import ToolDefinition
 from .tools import describe_validation_error
 
@@ -33,9 +35,6 @@ __all__ = [
     "InputFilter",
     "TransferPolicy",
     "handoff",
-    "keep_last",
-    "nest_history",
-    "remove_tool_traffic",
     "sanitize_tool_name",
 ]
 
@@ -92,8 +91,17 @@ class Handoff:
     arguments are validated (a mistake goes back to the model and no transfer happens), and
     the value is given to ``on_handoff``, recorded in the ``HandoffEvent`` and shown to the
     target in the transfer's note."""
+    context_transform: str | None = None
+    """What the target receives in place of the reason (and input): a sandboxed Jinja2
+    template over ``data`` producing a JSON object, as an agent tool's ``context_transform``
+    (same sandbox and bounds). ``data`` holds ``reason`` (also as ``query``, Astromesh's
+    name for what a swarm passes along, unless the ``input_type`` has a field of that name)
+    and the ``input_type``'s fields. The transfer's note
+    shows the rendered object; a template that fails on the model's arguments is a tool error
+    the model can correct, and no transfer happens."""
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _transform: ContextTransform | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Checked here, so a wrong option fails where it is written, not mid-run.
@@ -114,6 +122,25 @@ class Handoff:
                                 f"{takes}, got {_describe_value(value)}.")
         if self.input_type is not None:
             self._adapter, self._schema = _input_schema(about, self.input_type)
+        if self.context_transform is not None:
+            if not isinstance(self.context_transform, str):
+                raise UserError(f"{about}: context_transform must be a template text, got "
+                                f"{_describe_value(self.context_transform)}.")
+            self._transform = ContextTransform(self.context_transform,
+                                               name=f"{about}.context_transform")
+
+    def context(self, reason: str, value: Any) -> str | None:
+        """What the target receives for a transfer with ``reason`` (and ``input_type``
+        ``value``): the ``context_transform``'s object as JSON text, or ``None`` without one.
+
+        Raises ``ContextTransformError`` when the template fails on these arguments.
+        """
+        if self._transform is None:
+            return None
+        data: dict[str, Any] = {"reason": reason, "query": reason}
+        if self._adapter is not None and value is not None:
+            data.update(self.input_data(value))  # a field named query wins over the alias
+        return json.dumps(self._transform.render(data), ensure_ascii=False)
 
     def parameters(self) -> dict[str, Any]:
         """The transfer tool's JSON schema: the ``input_type``'s fields and ``reason``."""
@@ -158,12 +185,15 @@ def handoff(
     on_handoff: OnHandoff | None = None,
     requires_approval: bool = False,
     input_type: Any = None,
+    context_transform: str | None = None,
 ) -> Handoff:
     """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
 
     ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
     ``input_type`` makes the model send validated data with the transfer (see
     :attr:`Handoff.input_type`); ``on_handoff`` then receives that value, not the reason.
+    ``context_transform`` reshapes what the target receives (see
+    :attr:`Handoff.context_transform`).
     """
     return Handoff(
         agent=agent,
@@ -174,6 +204,7 @@ def handoff(
         on_handoff=on_handoff,
         requires_approval=requires_approval,
         input_type=input_type,
+        context_transform=context_transform,
     )
 
 
@@ -382,85 +413,6 @@ def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
             fix = f"rename the tool, or name the transfer with handoff({target}, tool_name=...)"
         raise ConfigError(f"{where}: its transfer to {target!r} would be the tool {name!r}, "
                           f"the name of {clash}, so the model could not call both; {fix}.")
-
-
-def remove_tool_traffic(messages: list[Message]) -> list[Message]:
-    """An input filter that drops tool calls and tool results, keeping the conversation text."""
-    out: list[Message] = []
-    for m in messages:
-        if m.role == "tool":
-            continue
-        if m.tool_calls:
-            if m.content:
-                out.append(Message.assistant(m.content, name=m.name))
-            continue
-        out.append(m)
-    return out
-
-
-def keep_last(n: int) -> InputFilter:
-    """An input filter keeping the last ``n`` messages, never splitting a call from its result."""
-    if n < 1:
-        raise ValueError(f"keep_last needs n >= 1, got {n}")
-
-    def _filter(messages: list[Message]) -> list[Message]:
-        start = max(0, len(messages) - n)
-        # A tool result must follow its call: move back to the assistant message that made it.
-        while start > 0 and messages[start].role == "tool":
-            start -= 1
-        return messages[start:]
-
-    return _filter
-
-
-def nest_history(max_chars: int = 8000, *, line_chars: int = 500) -> InputFilter:
-    """An input filter that folds the conversation before the current user turn into one
-    note, so a long conversation does not reach the target turn by turn.
-
-    The current turn (from the last user message on: the request, the transfer and whatever
-    the target does with it) stays as it is, so every tool call keeps its result. The note
-    lists earlier messages one line each (who spoke, text, tool calls and their results), each
-    cut at ``line_chars``; beyond ``max_chars`` the oldest lines are left out, saying how many.
-    """
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 200:
-        raise UserError(f"nest_history(max_chars={max_chars!r}): give an int of at least 200.")
-    if isinstance(line_chars, bool) or not isinstance(line_chars, int) or line_chars < 20:
-        raise UserError(f"nest_history(line_chars={line_chars!r}): give an int of at least 20.")
-
-    def _filter(messages: list[Message]) -> list[Message]:
-        start = next((i for i in range(len(messages) - 1, -1, -1)
-                      if messages[i].role == "user" and messages[i].name != NOTE), 0)
-        if start == 0:
-            return list(messages)
-        lines = [_line(m, line_chars) for m in messages[:start] if m.role != "system"]
-        kept: list[str] = []
-        size = 0
-        for line in reversed(lines):
-            size += len(line) + 1
-            if size > max_chars:
-                break
-            kept.append(line)
-        left_out = len(lines) - len(kept)
-        head = "The conversation before this turn, nested for you by the transfer"
-        head += f" ({left_out} earlier message(s) left out):" if left_out else ":"
-        note = Message("user", "\n".join([head, *reversed(kept)]), name=NOTE)
-        return [note, *messages[start:]]
-
-    return _filter
-
-
-def _line(m: Message, limit: int) -> str:
-    """One message of a nested history, on one line of at most ``limit`` characters."""
-    if m.role == "tool":
-        text = f"  -> {m.name or 'tool'} result: {m.content}"
-    else:
-        who = "user" if m.role == "user" and m.name != NOTE else (m.name or m.role)
-        text = f"{who}: {m.content}" if m.content else f"{who}:"
-        calls = ", ".join(f"{c.name}({c.arguments})" for c in m.tool_calls)
-        if calls:
-            text += f" [called {calls}]"
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 async def filter_messages(h: Handoff, messages: list[Message]) -> list[Message]:

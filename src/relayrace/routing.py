@@ -485,7 +485,9 @@ def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, defa
         cycle = _cycle_from(stuck[0], edges)
         raise ConfigError(
             "Routing cycle with no exit: " + " -> ".join(cycle) + ". Add a TerminateTarget, "
-            "or a conditional rule (ToolCalled, ContextEquals) that leads out of the cycle."
+            "or a conditional rule (ToolCalled, ContextEquals) that leads out of the cycle. "
+            "To go round on purpose until the team's max_turns ends the run, build it with "
+            "Team.round_robin(...) or pass bounded=True (bounded: true in YAML)."
         )
 
 

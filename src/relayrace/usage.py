@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .exceptions import UsageLimitExceeded, UserError
@@ -63,12 +64,20 @@ class Usage:
 
 @dataclass(slots=True)
 class RunUsage:
-    """The usage of a run: the total and a breakdown by agent path (children included)."""
+    """The usage of a run: the total and a breakdown by agent path and by model (children
+    included)."""
 
     total: Usage = field(default_factory=Usage)
     """Everything the run used, delegated children included."""
     per_agent: dict[str, Usage] = field(default_factory=dict)
     """Usage by agent path, e.g. ``triage``, ``coordinator/researcher``."""
+    per_model: dict[str, Usage] = field(default_factory=dict)
+    """Requests and tokens by the model that served them, by model name: for a
+    ``FallbackModel``, the model in it that answered (and one whose refusal it moved on from).
+    Only requests that got a response count, so with a fallback the requests here may differ
+    from ``total.requests``, which counts what the agents asked for."""
+    per_agent_model: dict[str, dict[str, Usage]] = field(default_factory=dict)
+    """``per_model`` for each agent path: ``per_agent_model["triage"]["gpt-4o-mini"]``."""
 
     def for_agent(self, path: str) -> Usage:
         """The usage entry of one agent path, created on first use."""
@@ -76,6 +85,18 @@ class RunUsage:
         if usage is None:
             usage = self.per_agent[path] = Usage()
         return usage
+
+    def count_served(self, path: str, served: Mapping[str, Usage]) -> None:
+        """Count what each model of ``served`` (by name) used for a request of ``path``."""
+        by_model = self.per_agent_model.get(path)
+        if by_model is None:
+            by_model = self.per_agent_model[path] = {}
+        for name, used in served.items():
+            for table in (self.per_model, by_model):
+                entry = table.get(name)
+                if entry is None:
+                    entry = table[name] = Usage()
+                entry.add(used)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -294,7 +294,8 @@ def trace_tree(spans: Sequence[tuple[int, Span]], trace_id: str = "") -> Tree:
 
 
 def usage_table(usage: RunUsage) -> Table:
-    """Requests, tokens and tool calls per agent path, with the total."""
+    """Requests, tokens and tool calls per agent path (and per model under an agent served
+    by more than one), with the total."""
     table = Table(title="Usage", title_justify="left")
     table.add_column("agent", overflow="fold")
     for name in ("requests", "input tokens", "output tokens", "tool calls"):
@@ -305,6 +306,10 @@ def usage_table(usage: RunUsage) -> Table:
 
     for path in sorted(usage.per_agent):
         table.add_row(path, *row(usage.per_agent[path]))
+        models = usage.per_agent_model.get(path, {})
+        if len(models) > 1:  # which model served how much, when more than one did
+            for name in sorted(models):
+                table.add_row(Text(f"  {name}", style="dim"), *row(models[name]), style="dim")
     table.add_section()
     table.add_row(Text("total", style="bold"), *row(usage.total), style="bold")
     return table

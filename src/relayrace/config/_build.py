@@ -283,7 +283,8 @@ class Builder:
                         swarm_members.append(handoff(
                             self.build(item.agent), tool_name=item.name,
                             description=item.description,
-                            requires_approval=item.requires_approval or item.confirm))
+                            requires_approval=item.requires_approval or item.confirm,
+                            context_transform=item.context_transform))
                     else:
                         tools.append(self._agent_tool(item))
                 elif isinstance(item, PythonToolSpec):

@@ -252,9 +252,6 @@ def _check_guardrails(parsed: ParsedDocument, spec: GuardrailsSpec, errors: list
 
 _NOT_FOR_TRANSFERS = {
     "parameters": "a transfer takes only a reason, not arguments",
-    "context_transform": "a transfer has no arguments to turn into variables; the member's "
-                         "prompt renders the run's context variables (Runner.run(..., "
-                         "context=...))",
     "rate_limit": "transfers are bounded per run by spec.orchestration.max_handoffs",
     "max_turns": "a member continues the swarm's run; bound its turns with "
                  "spec.orchestration.max_iterations in the member's own document",

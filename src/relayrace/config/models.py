@@ -237,7 +237,9 @@ class AgentToolSpec(_Strict):
         "JSON Schema of the arguments (default: {query: string})."))
     context_transform: str | None = Field(default=None, description=(
         "A sandboxed Jinja2 template over `data` (the call's arguments) producing a JSON "
-        "object: the called agent's template variables."))
+        "object: the called agent's template variables. On a swarm member, `data` holds the "
+        "transfer's reason (as `reason` and `query`) and the object replaces the reason the "
+        "member receives."))
     rate_limit: RateLimitSpec | None = Field(default=None,
                                              description="Calls allowed per time window.")
     max_turns: int | None = Field(default=None, ge=1,

@@ -31,10 +31,11 @@ class FallbackModel(Model):
     timeout and deadline, so a request may take up to the sum of their deadlines.
 
     ``ModelResponse.model`` names the model that answered (as its provider names it), which
-    the run's message events and model spans show. ``usage_by_model`` counts, per model name,
-    the requests that got a response and their tokens, refused ones included; a refused
-    answer's tokens are also added to the usage of the response returned, so run budgets and
-    per-agent usage count them. A request that failed with an error reports no usage.
+    the run's message events and model spans show; ``ModelResponse.served`` says what each
+    model used for the request, refused answers included, and a refused answer's tokens are
+    also added to the usage of the response returned, so run budgets and per-agent usage count
+    them. A run's figures per model are in ``RunResult.usage.per_model`` (and
+    ``per_agent_model``). A request that failed with an error reports no usage.
 
     ``stream()`` moves on only while no text has been yielded: once a model has streamed
     text, its failure is raised as it is (a refusal as ``ModelRefused``), since another
@@ -58,12 +59,15 @@ class FallbackModel(Model):
         """The failure kinds that move on to the next model."""
         self.name = "fallback(" + ", ".join(m.name for m in self.models) + ")"
         self.usage_by_model: dict[str, Usage] = {}
-        """Usage of the responses each model gave (refused ones included), by model name."""
+        """Usage of the responses each model gave (refused ones included), by model name,
+        across every request this object ever served: every run, and every agent sharing
+        it. For one run's figures, read ``RunResult.usage.per_model`` instead."""
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Ask each model in turn until one answers without a failure ``on`` names."""
         failures: list[tuple[str, Exception]] = []
         refused = Usage()
+        served: dict[str, Usage] = {}
         for model in self.models:
             try:
                 response = await model.request(request)
@@ -72,10 +76,10 @@ class FallbackModel(Model):
                     raise
                 failures.append((model.name, e))
                 continue
-            if self._refused(model, response, refused):
+            if self._refused(model, response, refused, served):
                 failures.append((model.name, ModelRefused(model.name, response.refusal or "")))
                 continue
-            return _answer(model, response, refused)
+            return _answer(model, response, refused, served)
         raise AllModelsFailed(failures)
 
     async def stream(
@@ -84,6 +88,7 @@ class FallbackModel(Model):
         """Stream the first model that answers; move on only before any text was yielded."""
         failures: list[tuple[str, Exception]] = []
         refused = Usage()
+        served: dict[str, Usage] = {}
         for model in self.models:
             response: ModelResponse | None = None
             streamed = False
@@ -101,24 +106,33 @@ class FallbackModel(Model):
                     raise
                 failures.append((model.name, e))
                 continue
-            if response is not None and self._refused(model, response, refused):
+            if response is not None and self._refused(model, response, refused, served):
                 refusal = ModelRefused(model.name, response.refusal or "")
                 if streamed:
                     raise refusal
                 failures.append((model.name, refusal))
                 continue
             if response is not None:
-                yield _answer(model, response, refused)
+                yield _answer(model, response, refused, served)
             return
         raise AllModelsFailed(failures)
 
-    def _refused(self, model: Model, response: ModelResponse, refused: Usage) -> bool:
-        """Count ``response`` for ``model``; whether it is a refusal to move on from (its
-        usage then goes into ``refused``)."""
+    def _refused(self, model: Model, response: ModelResponse, refused: Usage,
+                 served: dict[str, Usage]) -> bool:
+        """Count ``response`` for ``model`` (and in ``served``, this request's tally by the
+        model that served it); whether it is a refusal to move on from (its usage then goes
+        into ``refused``)."""
         used = self.usage_by_model.get(model.name)
         if used is None:
             used = self.usage_by_model[model.name] = Usage()
         used.add(response.usage)
+        own = Usage(requests=1)
+        own.add_tokens(response.usage)
+        for name, usage in (response.served or {model.name: own}).items():
+            entry = served.get(name)
+            if entry is None:
+                entry = served[name] = Usage()
+            entry.add(usage)
         if response.refusal is None or "refusal" not in self.on:
             return False
         refused.add(response.usage)
@@ -133,10 +147,12 @@ class FallbackModel(Model):
         return None
 
 
-def _answer(model: Model, response: ModelResponse, refused: Usage) -> ModelResponse:
-    """``response`` naming the model that answered, with the refused answers' usage added."""
+def _answer(model: Model, response: ModelResponse, refused: Usage,
+            served: dict[str, Usage]) -> ModelResponse:
+    """``response`` naming the model that answered, with the refused answers' usage added and
+    what each model served."""
     usage = Usage()
     usage.add(refused)
     usage.add(response.usage)
     return ModelResponse(response.message, usage, response.model or model.name,
-                         response.refusal)
+                         response.refusal, served)

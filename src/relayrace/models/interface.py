@@ -168,6 +168,10 @@ class ModelResponse:
     """Set when the model declined to answer, by its provider's own signal (OpenAI's
     ``refusal`` field, Anthropic's ``stop_reason`` ``"refusal"``): the refusal's text, which
     ``message`` also holds. ``FallbackModel`` moves on to its next model on it."""
+    served: dict[str, Usage] = field(default_factory=dict)
+    """For a model that asks other models (``FallbackModel``): what each of them used for this
+    request, by model name (one request per response, a refusal moved on from included);
+    ``usage`` is their sum. Empty when the model asked answered itself."""
 
 
 class Model(ABC):
