@@ -344,6 +344,16 @@ def capture(
                                     "bold")))
 
 
+def _made(factory: Any, case: Case, spec: str | None) -> Model | str:
+    """The model ``factory`` makes for ``case``; its failure is the command line's error."""
+    try:
+        made: Model | str = factory(case)
+    except Exception as exc:
+        raise UserError(f"--model {spec} could not make a model for case {case.id!r}: "
+                        f"{type(exc).__name__}: {exc}") from None
+    return made
+
+
 @eval_app.command("replay")
 def replay_session(
     session_id: Annotated[str, typer.Argument(help="The stored session to replay.")],
@@ -375,7 +385,7 @@ def replay_session(
                                 "`relayrace sessions list`.")
             events = await store.session(session_id).get_events()
             chosen = choice if choice is None or isinstance(choice, Model | str) else \
-                choice(capture_case(events, stored_case_id))
+                _made(choice, capture_case(events, stored_case_id), model)
             new = store.session(new_session_id())
             return (*await replay(agent, events, model=chosen, context=_context(context) or None,
                                   session=new), new.session_id)
