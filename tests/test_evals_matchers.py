@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from relayrace.events import DelegationEvent
 from relayrace.evals import (
     ExpectCall,
     ExpectDelegation,
@@ -27,6 +26,7 @@ from relayrace.evals import (
 )
 from relayrace.evals.matchers import match_value, path_diff
 from relayrace.evals.trajectory import CallMade
+from relayrace.events import DelegationEvent
 
 MODES = ("strict", "unordered", "subset", "superset")
 

@@ -157,8 +157,8 @@ def build_team(model: Model | str) -> Agent[dict[str, str]]:
         description="Outages, errors, slowness of the dashboard or the API.",
         instructions="You are technical support. Check the service status first, then hand "
                      "network problems to network and database problems to database. Transfer "
-                     "back to triage for anything that is not technical. When the customer asks whether "
-                     "a problem happened before, ask incidents.",
+                     "back to triage for anything that is not technical. When the customer asks "
+                     "whether a problem happened before, ask incidents.",
     )
     billing = Agent(
         "billing", model=model, tools=[lookup_invoice, issue_refund],

@@ -81,7 +81,7 @@ def _model_choice(spec: str | None) -> ModelChoice:
         raise UserError(f"{spec} is a ScriptedModel, which plays one conversation; give a "
                         f"function that makes one per case run: def {name}(case) -> Model.")
     if isinstance(value, Model) or (callable(value) and not isinstance(value, type)):
-        return value  # type: ignore[no-any-return]
+        return value
     raise UserError(f"{spec} is neither a Model nor a function (case) -> Model (found "
                     f"{type(value).__name__}).")
 
@@ -95,7 +95,8 @@ def _load_result(ref: str, store: SessionStore) -> EvalResult:
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise UserError(f"{ref}: not an eval results file (write one with --json): "
                             f"{exc}") from None
-    return asyncio.run(_close_after(store, load_eval_run(store, ref)))
+    loaded: EvalResult = asyncio.run(_close_after(store, load_eval_run(store, ref)))
+    return loaded
 
 
 async def _close_after(store: SessionStore, work: Any) -> Any:
@@ -255,7 +256,7 @@ def run_cases(
         against = _load_result(baseline, open_store(db)) if baseline else None
         options = {"repeat": repeat, "concurrency": concurrency, "model": _model_choice(model),
                    "judge": _model_choice(judge) if judge else None,
-                   "judge_timeout": judge_timeout, "timeout": timeout,
+                   "judge_timeout": judge_timeout, "run_timeout": timeout,
                    "prices": _prices(price), "label": team, "cases_file": str(cases_file)}
         if isinstance(options["judge"], ScriptedModel) or callable(options["judge"]) and \
                 not isinstance(options["judge"], Model | str):
@@ -338,10 +339,9 @@ def capture(
         note = (f"captured from session {session_id}; edit what may vary. The answer was:\n"
                 f"{answer[:300]}")
         append_case(into, case, note=note)
+    path = case.expect.path_spec()
     _console().print(Text.assemble(("✓ ", "bold green"), f"case {case.id} added to {into}: ",
-                                   (_short_path(list(case.expect.path_spec().agents
-                                                     if case.expect.path_spec() else [])),
-                                    "bold")))
+                                   (_short_path(path.agents if path else []), "bold")))
 
 
 def _made(factory: Any, case: Case, spec: str | None) -> Model | str:

@@ -13,8 +13,15 @@ import yaml
 
 from relayrace.events import AgentEvent, MessageEvent
 
-from .cases import CASE_ADAPTER, Case, Expect, ExpectCall, ExpectDelegation, ExpectFinal, \
-    ExpectTools
+from .cases import (
+    CASE_ADAPTER,
+    Case,
+    Expect,
+    ExpectCall,
+    ExpectDelegation,
+    ExpectFinal,
+    ExpectTools,
+)
 from .loading import CaseFileError, load_cases
 from .trajectory import read_trajectory
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .results import CaseRun
 
-__all__ = ["ConfusionMatrix", "NO_ANSWER"]
+__all__ = ["NO_ANSWER", "ConfusionMatrix"]
 
 NO_ANSWER = "(none)"
 """The column of case runs that ended without an answer (an error)."""

@@ -37,17 +37,18 @@ class JudgeError(RelayraceError):
 
 
 async def judge(model: Model | str, rubric: Rubric, conversation: list[str], answer: Any, *,
-                timeout: float = 60.0) -> Verdict:
-    """``model``'s verdict on ``answer`` (after the user's ``conversation``) by ``rubric``."""
+                seconds: float = 60.0) -> Verdict:
+    """``model``'s verdict on ``answer`` (after the user's ``conversation``) by ``rubric``,
+    within ``seconds``."""
     agent: Agent[None, Verdict] = Agent("judge", model=model, instructions=_INSTRUCTIONS,
                                         output_type=Verdict)
     said = "\n".join(f"User: {m}" for m in conversation)
     shown = answer if isinstance(answer, str) else json.dumps(answer)
     prompt = f"Rubric:\n{rubric.criteria}\n\nConversation:\n{said}\n\nAnswer to grade:\n{shown}"
     try:
-        result = await asyncio.wait_for(Runner.run(agent, prompt), timeout)
+        result = await asyncio.wait_for(Runner.run(agent, prompt), seconds)
     except TimeoutError:
-        raise JudgeError(f"the judge gave no verdict within {timeout:g} s") from None
+        raise JudgeError(f"the judge gave no verdict within {seconds:g} s") from None
     except Exception as exc:  # any failure of the judge is this case run's, not the eval's
         raise JudgeError(f"the judge failed: {type(exc).__name__}: {exc}") from None
     verdict = result.final_output

@@ -45,9 +45,9 @@ def _data_loc(data: Any, loc: Sequence[str | int], keyed: bool) -> list[str | in
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and isinstance(part, str) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        inside = (isinstance(node, dict) and isinstance(part, str) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))
+        if inside:
             node = node[part]
         elif keyed and isinstance(node, dict) and isinstance(part, str) and part == loc[-1]:
             pass  # a key that is missing or unknown: still part of the path
@@ -109,7 +109,7 @@ def _yaml_cases(path: Path, display: str) -> list[Case]:
         raise CaseFileError(f"{display}: a case file holds one YAML document (a list of cases, "
                             f"or cases: [...]); found {len(documents)}.")
     doc: SourceDocument = documents[0]
-    data, prefix = doc.data, ()
+    data, prefix = doc.data, tuple[str, ...]()
     if isinstance(data, dict):
         unknown = sorted(set(data) - {"cases"})
         if unknown:
@@ -120,11 +120,18 @@ def _yaml_cases(path: Path, display: str) -> list[Case]:
     if not isinstance(data, list):
         raise CaseFileError(f"{doc.where(prefix)}: a case file holds a list of cases (or "
                             "cases: [...]).")
-    found = []
-    for i, item in enumerate(data):
+    found, problems = [], []
+    for i, item in enumerate(data):  # every case's problems at once, not one per attempt
         base = (*prefix, i)
-        found.append(parse_case(item, file=display,
-                                line_of=lambda loc, base=base: doc.line_of((*base, *loc))))
+        try:
+            found.append(parse_case(item, file=display,
+                                    line_of=lambda loc, base=base: doc.line_of((*base, *loc))))
+        except CaseFileError as exc:
+            problems.extend(str(exc).splitlines())
+    if problems:
+        more = len(problems) - _MAX_ERRORS
+        raise CaseFileError("\n".join(problems[:_MAX_ERRORS] + (
+            [f"... and {more} more"] if more > 0 else [])))
     return found
 
 

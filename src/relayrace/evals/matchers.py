@@ -19,8 +19,16 @@ import jsonschema
 
 from relayrace.events import DelegationEvent
 
-from .cases import ArgsMode, ExpectCall, ExpectDelegation, ExpectFinal, ExpectLimits, \
-    ExpectPath, ExpectTools, Match
+from .cases import (
+    ArgsMode,
+    ExpectCall,
+    ExpectDelegation,
+    ExpectFinal,
+    ExpectLimits,
+    ExpectPath,
+    ExpectTools,
+    Match,
+)
 from .results import Check, Metrics
 from .trajectory import CallMade
 
@@ -144,7 +152,8 @@ def call_matches(call: CallMade, expected: ExpectCall, default: ArgsMode = "exac
             and args_match(call.args, expected, default))
 
 
-def _matching(left: Sequence[A], right: Sequence[B], fits: Callable[[A, B], bool]) -> dict[int, int]:
+def _matching(left: Sequence[A], right: Sequence[B],
+              fits: Callable[[A, B], bool]) -> dict[int, int]:
     """A maximum one-to-one pairing of ``left`` with ``right`` items that fit: right -> left."""
     edges = [[j for j, r in enumerate(right) if fits(item, r)] for item in left]
     owner: dict[int, int] = {}
@@ -228,7 +237,7 @@ def match_path(actual: Sequence[str], spec: ExpectPath) -> Check:
             return Check("path", False, f"never reached: {', '.join(missing)} (path: "
                                         f"{' → '.join(actual)})")
         return Check("path", True)
-    at, matched = 0, []  # in_order: each expected agent after the previous one
+    at, matched = 0, list[str]()  # in_order: each expected agent after the previous one
     for agent in want:
         try:
             at = actual.index(agent, at) + 1

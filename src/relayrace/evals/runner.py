@@ -126,7 +126,7 @@ async def _check(settings: _Settings, case: Case, trajectory: Trajectory, metric
             raise JudgeError("the case has a rubric but no judge model: give --judge "
                              "provider:model (or the rubric's judge)")
         verdict = await judge(model, rubric, case.messages, trajectory.final,
-                              timeout=settings.judge_timeout)
+                              seconds=settings.judge_timeout)
         score = verdict.score
         checks.append(Check("rubric", verdict.score >= rubric.min_score,
                             f"score {verdict.score}/5 (min {rubric.min_score}): "
@@ -169,17 +169,19 @@ def _settings(team: Agent[Any], model: ModelChoice, judge: Model | str | None,
 
 async def run_case(team: Agent[Any], case: Case, *, model: ModelChoice = None,
                    judge: Model | str | None = None, judge_timeout: float = 60.0,
-                   timeout: float | None = None, session: Session | None = None,
+                   run_timeout: float | None = None, session: Session | None = None,
                    prices: Prices | None = None, repeat: int = 0) -> CaseRun:
-    """Run ``case`` once on ``team`` and check it (in ``session``, else a new memory one)."""
-    settings = _settings(team, model, judge, judge_timeout, timeout, prices)
+    """Run ``case`` once on ``team`` and check it (in ``session``, else a new memory one).
+
+    ``run_timeout`` bounds the conversation's seconds, ``judge_timeout`` the judge's."""
+    settings = _settings(team, model, judge, judge_timeout, run_timeout, prices)
     return await _run_one(settings, case, repeat, session)
 
 
 async def run_eval(team: Agent[Any], cases: Sequence[Case], *, repeat: int = 1,
                    concurrency: int = 4, model: ModelChoice = None,
                    judge: Model | str | None = None, judge_timeout: float = 60.0,
-                   timeout: float | None = None, store: SessionStore | None = None,
+                   run_timeout: float | None = None, store: SessionStore | None = None,
                    prices: Prices | None = None, label: str = "", cases_file: str = "",
                    on_run: Callable[[CaseRun], None] | None = None) -> EvalResult:
     """Run every case ``repeat`` times, up to ``concurrency`` at once.
@@ -190,7 +192,7 @@ async def run_eval(team: Agent[Any], cases: Sequence[Case], *, repeat: int = 1,
     """
     if repeat < 1 or concurrency < 1:
         raise ValueError(f"repeat and concurrency are at least 1; got {repeat}, {concurrency}")
-    settings = _settings(team, model, judge, judge_timeout, timeout, prices)
+    settings = _settings(team, model, judge, judge_timeout, run_timeout, prices)
     shown_model = model if isinstance(model, str) else "" if model is None else \
         getattr(model, "name", "") or getattr(model, "__name__", "custom")
     result = EvalResult(run_id=f"eval-{secrets.token_hex(6)}", team=label or team.name,

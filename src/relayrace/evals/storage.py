@@ -57,7 +57,8 @@ async def record_case_run(eval_session: Session, run: CaseRun, team: str) -> Non
 
 async def finish_eval_run(eval_session: Session, result: EvalResult) -> None:
     """Close the eval run's log with its settings and pass rate."""
-    settings = {k: getattr(result, k) for k in _SETTINGS} | {"pass_rate": result.pass_rate}
+    settings = {k: getattr(result, k) for k in _SETTINGS} | {
+        "pass_rate": result.pass_rate, "order": [c.case_id for c in result.cases]}
     await eval_session.append([RunFinishedEvent(agent=EVAL_AGENT, path=EVAL_AGENT,
                                                 output=json.dumps(settings))])
 
@@ -76,5 +77,8 @@ async def load_eval_run(store: SessionStore, run_id: str) -> EvalResult:
     if not runs and finished is None:
         raise UserError(f"Session {run_id!r} is not an eval run (it holds no case runs).")
     settings = json.loads(finished.output) if finished is not None else {}
+    # Logged as they finished; read back in the cases' order (unknown for an unfinished run).
+    order = {case_id: i for i, case_id in enumerate(settings.get("order", []))}
+    runs.sort(key=lambda r: (order.get(r.case_id, len(order)), r.repeat))
     return EvalResult(run_id=run_id, runs=runs, team=settings.get("team", ""),
                       **{k: settings[k] for k in _SETTINGS[1:] if k in settings})

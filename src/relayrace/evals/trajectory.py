@@ -4,7 +4,7 @@ matchers compare with a case's expectations, and that replay compares with a sto
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,7 +86,7 @@ def _args(raw: str) -> Any:
         return raw
 
 
-def read_trajectory(events: Iterable[AgentEvent], *, handoffs: Sequence[str] = (),
+def read_trajectory(events: Iterable[AgentEvent], *, handoffs: Collection[str] = (),
                     final_output: Any = None) -> Trajectory:
     """The trajectory of ``events`` (a session's log, or a run's new events).
 
