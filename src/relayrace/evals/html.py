@@ -20,7 +20,9 @@ color:#1d2330;background:#fafbfc;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
 .meta{color:#5b6475}.kpis{display:flex;gap:12px;margin:16px 0}
 .kpi{background:#fff;border:1px solid #e3e6ec;border-radius:8px;padding:10px 16px;min-width:120px}
-.kpi b{display:block;font-size:22px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+.kpi b{display:block;font-size:22px}
+.grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
+figure svg{max-width:100%;height:auto}
 figure{background:#fff;border:1px solid #e3e6ec;border-radius:8px;margin:0;padding:12px}
 figcaption{font-weight:600;margin-bottom:6px}svg text{font:12px system-ui,sans-serif}
 table{border-collapse:collapse;width:100%;background:#fff}
@@ -65,7 +67,7 @@ def _heatmap(matrix: ConfusionMatrix) -> str:
         return '<p class="meta">No case names the agent it should end with.</p>'
     cell, left, top = 44, 110, 90
     rows, cols = matrix.expected, matrix.reached
-    width, height = left + cell * len(cols) + 10, top + cell * len(rows) + 10
+    width, height = left + cell * len(cols) + 50, top + cell * len(rows) + 10
     parts = [f'<svg id="confusion" role="img" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}">',
              f'<text x="{left}" y="14" class="axis">reached →</text>',
@@ -201,7 +203,7 @@ repeat(s){' · model ' + escape(result.model) if result.model else ''} · {escap
 <figure><figcaption>Tokens per case run</figcaption>{_histogram("tokens", tokens, "tok")}
 {_figures(result, "tokens", "tok")}</figure>
 <figure><figcaption>Latency per case run</figcaption>{_histogram("latency", seconds, "ms")}
-<p class="meta">{_figures(result, "seconds", "s")}</p></figure>
+{_figures(result, "seconds", "s")}</figure>
 </div>
 <h2>Failures</h2>{_failures(result)}
 {_baseline(baseline) if baseline else ""}
