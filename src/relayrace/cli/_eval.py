@@ -6,26 +6,24 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from ..evals import Case, EvalResult, ModelChoice, load_cases, load_eval_run, run_eval
-from ..evals.baseline import CaseDelta, compare
-from ..evals.capture import append_case, capture_case
-from ..evals.confusion import ConfusionMatrix
-from ..evals.html import html_report
-from ..evals.junit import junit_xml
-from ..evals.replay import first_divergence, replay
 from ..exceptions import UserError
 from ..models import Model
 from ..sessions import SessionStore, new_session_id, open_store
 from ..testing import ScriptedModel
 from ._target import load_module, resolve_model, resolve_target
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from ..evals import Case, EvalResult, ModelChoice
+    from ..evals.baseline import CaseDelta
 
 __all__ = ["eval_app"]
 
@@ -88,6 +86,8 @@ def _model_choice(spec: str | None) -> ModelChoice:
 
 def _load_result(ref: str, store: SessionStore) -> EvalResult:
     """A results file (``--json``) or an eval run id in the store."""
+    from ..evals import EvalResult, load_eval_run
+
     path = Path(ref)
     if path.suffix == ".json" or path.is_file():
         try:
@@ -132,6 +132,8 @@ def _results_table(result: EvalResult) -> Table:
 
 
 def _confusion_table(result: EvalResult) -> Table | None:
+    from ..evals.confusion import ConfusionMatrix
+
     matrix = ConfusionMatrix.of(result.runs)
     if not matrix.counts:
         return None
@@ -188,6 +190,8 @@ def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
 
 async def _evaluate(team: Any, cases: list[Case], options: dict[str, Any],
                     progress: Progress | None, store: SessionStore) -> EvalResult:
+    from ..evals import run_eval
+
     task = progress.add_task("eval", total=len(cases) * options["repeat"]) if progress else None
 
     def advance(_: Any) -> None:
@@ -241,6 +245,13 @@ def run_cases(
 ) -> None:
     """Run every case of CASES on TEAM (--repeat times), check what happened, and report:
     pass rates, first divergences, routing, tokens, latency and cost."""
+    # Imported here: the rest of the command line starts without them.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..evals import load_cases
+    from ..evals.baseline import compare
+    from ..evals.html import html_report
+    from ..evals.junit import junit_xml
     from . import _errors
 
     to_stdout = json_out is not None and str(json_out) == "-"
@@ -300,6 +311,7 @@ def compare_runs(
                   ] = ".relayrace/sessions.db",
 ) -> None:
     """Compare two eval runs case by case: pass rate, path, tokens, latency."""
+    from ..evals.baseline import compare
     from . import _errors
 
     with _errors():
@@ -320,6 +332,7 @@ def capture(
     context: ContextOption = None,
 ) -> None:
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
+    from ..evals.capture import append_case, capture_case
     from . import _errors
 
     with _errors():
@@ -370,6 +383,8 @@ def replay_session(
 ) -> None:
     """Say a stored conversation's user turns again (another model, a changed team) and show
     where the trajectory diverged from the stored one."""
+    from ..evals.capture import capture_case
+    from ..evals.replay import first_divergence, replay
     from . import _errors
 
     out = _console()
