@@ -67,7 +67,7 @@ def test_a_worse_run_against_its_baseline_and_the_exit_code(db: Path, tmp_path: 
     out = bad.stdout
     # The first divergence, as a diff of expected against actual path.
     rows = [line.split("│")[-2].rstrip() for line in out.splitlines()
-            if line.startswith("│ refund-duplicate-charge") or line.startswith("│   ")][:4]
+            if line.startswith(("│ refund-duplicate-charge", "│   "))][:4]
     assert rows == [" path:", "   triage", " - billing", " + technical"]
     assert "Routing (expected ↓, reached →)" in out
     assert f"Against baseline {run_id}" in out
