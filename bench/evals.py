@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import subprocess
 import sys
@@ -49,8 +50,8 @@ def fifty_cases(path: Path) -> list[Case]:
     return load_cases(path)
 
 
-def command(cases: Path, db: str) -> float:
-    """Seconds of ``relayrace eval run`` in a fresh process."""
+def command(cases: Path, db: str) -> tuple[float, float]:
+    """Seconds of ``relayrace eval run`` in a fresh process, and of the eval in it."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "relayrace.cli", "eval", "run", f"{SUPPORT / 'team.py'}:triage",
@@ -60,7 +61,9 @@ def command(cases: Path, db: str) -> float:
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(done.stdout[-2000:] + done.stderr[-2000:])
-    return seconds
+    found = re.search(r"eval run eval-\w+ · ([\d.]+) s", done.stdout)
+    assert found is not None, done.stdout[-500:]
+    return seconds, float(found.group(1))
 
 
 async def plain(cases: list[Case]) -> float:
@@ -99,14 +102,23 @@ def main() -> None:
         cases = fifty_cases(path)
         sqlite = [command(path, str(Path(tmp) / f"s{i}.db")) for i in range(args.rounds)]
         memory = [command(path, "memory://") for _ in range(args.rounds)]
+        startup = []
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "relayrace.cli", "--help"],
+                           capture_output=True, check=True)
+            startup.append(time.perf_counter() - started)
         runs: dict[str, list[float]] = {"plain": [], "eval": [], "eval+store": []}
         for _ in range(args.rounds):  # alternated, so a change of machine speed hits all
             runs["plain"].append(asyncio.run(plain(cases)))
             runs["eval"].append(asyncio.run(evaluated(cases, store=False)))
             runs["eval+store"].append(asyncio.run(evaluated(cases, store=True)))
     print(f"relayrace eval run, {CASES} cases x {REPEAT} repeats, scripted models:")
-    print(line("  whole command, SQLite store", sqlite, "s"))
-    print(line("  whole command, memory://", memory, "s"))
+    print(line("  whole command, SQLite store", [s[0] for s in sqlite], "s"))
+    print(line("    of which the eval (cases stored in SQLite)", [s[1] for s in sqlite], "s"))
+    print(line("  whole command, memory://", [s[0] for s in memory], "s"))
+    print(line("    of which the eval", [s[1] for s in memory], "s"))
+    print(line("  for scale: `relayrace --help` (start-up alone)", startup, "s"))
     print("per case run, one at a time:")
     print(line("  Runner.run alone", runs["plain"], "ms", 1000))
     print(line("  run_eval, no store", runs["eval"], "ms", 1000))

@@ -293,10 +293,10 @@ def run_cases(
         junit.write_text(junit_xml(result), encoding="utf-8")
     if html is not None:
         html.write_text(html_report(result, baseline=deltas), encoding="utf-8")
-    if "memory://" not in db:
-        out.print(Text(f"eval run {result.run_id} · {result.seconds:.2f} s · each case run is a "
-                       f"session: relayrace sessions show {result.run_id}", style="dim"),
-                  soft_wrap=True)
+    stored = ("not stored (memory://)" if "memory://" in db else
+              f"each case run is a session: relayrace sessions show {result.run_id}")
+    out.print(Text(f"eval run {result.run_id} · {result.seconds:.2f} s · {stored}", style="dim"),
+              soft_wrap=True)
     if min_pass_rate is not None and result.pass_rate < min_pass_rate:
         out.print(Text(f"✗ pass rate {result.pass_rate:.1%} is below --min-pass-rate "
                        f"{min_pass_rate:.1%}", style="bold red"))

@@ -10,6 +10,7 @@ pairing another call needed.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -86,14 +87,24 @@ def match_value(match: Match, value: Any) -> str | None:
             return f"{_short(value)} does not match /{match.regex}/"
     if match.schema is not None:
         try:
-            jsonschema.validate(_data(value), match.schema)
-        except jsonschema.ValidationError as exc:
-            at = "/".join(str(p) for p in exc.absolute_path)
-            return f"{_short(value)} does not fit the schema{f' at {at}' if at else ''}: " \
-                   f"{exc.message}"
+            validator = _validator(json.dumps(match.schema, sort_keys=True))
         except jsonschema.SchemaError as exc:
             return f"the schema is invalid: {exc.message}"
+        error = jsonschema.exceptions.best_match(validator.iter_errors(_data(value)))
+        if error is not None:
+            at = "/".join(str(p) for p in error.absolute_path)
+            return f"{_short(value)} does not fit the schema{f' at {at}' if at else ''}: " \
+                   f"{error.message}"
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema: str) -> Any:
+    """A checked validator per schema (checking a schema costs far more than using it)."""
+    loaded = json.loads(schema)
+    cls = jsonschema.validators.validator_for(loaded)
+    cls.check_schema(loaded)
+    return cls(loaded)
 
 
 _MISSING = object()

@@ -97,7 +97,8 @@ async def _converse(settings: _Settings, case: Case, session: Session | None,
             raise RuntimeError(f"the run stopped for a person after message {i + 1} (an "
                                "approval or a question); an eval case cannot answer it")
     seconds = time.perf_counter() - started
-    trajectory = read_trajectory(events, handoffs=settings.handoffs, final_output=output)
+    trajectory = read_trajectory(events, handoffs=settings.handoffs, final_output=output,
+                                 steps=False)
     metrics = Metrics(total.requests, total.input_tokens, total.output_tokens, total.tool_calls,
                       handoffs, seconds, _cost(trajectory, total, settings.prices))
     assert session is not None

@@ -87,26 +87,28 @@ def _args(raw: str) -> Any:
 
 
 def read_trajectory(events: Iterable[AgentEvent], *, handoffs: Collection[str] = (),
-                    final_output: Any = None) -> Trajectory:
+                    final_output: Any = None, steps: bool = True) -> Trajectory:
     """The trajectory of ``events`` (a session's log, or a run's new events).
 
     ``handoffs`` names transfer tools, left out of the tool calls (as are the calls a
-    ``HandoffEvent`` names); ``final_output`` is a typed run's value, used for ``final``.
+    ``HandoffEvent`` names); ``final_output`` is a typed run's value, used for ``final``;
+    ``steps=False`` leaves the trajectory's ``steps`` empty (they cost time to write out).
     """
     out = Trajectory()
     events = list(events)
     transfer_ids = {e.tool_call_id for e in events if isinstance(e, HandoffEvent)}
     skip = set(handoffs)
-    path, steps = out.path, out.steps
+    path = out.path
+    lines = out.steps if steps else []  # written to and dropped when not wanted
     for e in events:
         kind = type(e)
         if kind is RunStartedEvent:
             if not path or path[-1] != e.agent:
                 path.append(e.agent)
-                steps.append(f"→ {e.agent}")
+                lines.append(f"→ {e.agent}")
         elif kind is HandoffEvent:
             path.append(e.to_agent)  # type: ignore[attr-defined]
-            steps.append(f"→ {e.to_agent}")  # type: ignore[attr-defined]
+            lines.append(f"→ {e.to_agent}")  # type: ignore[attr-defined]
         elif kind is MessageEvent:
             message = e.message  # type: ignore[attr-defined]
             if message.role != "assistant":
@@ -119,10 +121,11 @@ def read_trajectory(events: Iterable[AgentEvent], *, handoffs: Collection[str] =
                     if c.id not in transfer_ids and c.name not in skip]
             if made:
                 out.turns.append(made)
-                steps.extend(f"  {e.agent}: {c}" for c in made)
+                if steps:
+                    lines.extend(f"  {e.agent}: {c}" for c in made)
         elif kind is DelegationEvent:
             out.delegations.append(e)  # type: ignore[arg-type]
-            steps.append(f"  {e.agent} delegated to {e.child_agent}: "  # type: ignore[attr-defined]
+            lines.append(f"  {e.agent} delegated to {e.child_agent}: "  # type: ignore[attr-defined]
                          f"{'ok' if e.ok else 'failed'}")  # type: ignore[attr-defined]
             if e.usage is not None:  # type: ignore[attr-defined]
                 out.usage.add(e.usage)  # type: ignore[attr-defined]
@@ -131,7 +134,7 @@ def read_trajectory(events: Iterable[AgentEvent], *, handoffs: Collection[str] =
             out.failed = e.output if status == "failed" else ""  # type: ignore[attr-defined]
             if status == "completed":
                 out.final, out.last_agent = e.output, e.agent  # type: ignore[attr-defined]
-                steps.append(f"answer by {e.agent}")
+                lines.append(f"answer by {e.agent}")
     if final_output is not None and not isinstance(final_output, str):
         out.final = to_jsonable_python(final_output)
     return out
