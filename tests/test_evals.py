@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from relayrace import Agent
+from relayrace import Agent, UserError, tool
 from relayrace.evals import (
     Case,
     CaseFileError,
@@ -195,6 +195,20 @@ async def test_a_conversation_over_its_timeout_is_an_error() -> None:
     assert (run.status, run.error) == ("error", "the conversation took longer than 0.05 s")
 
 
+async def test_a_run_that_stops_for_approval_is_an_error_saying_so() -> None:
+    @tool(requires_approval=True)
+    async def wipe() -> str:
+        """Wipe everything."""
+        return "wiped"
+
+    agent = Agent("ops", model=ScriptedModel([tool_call("wipe", {})]), tools=[wipe],
+                  instructions="Operate.")
+    run = await run_case(agent, Case(id="wipe", input="wipe it"))
+    assert (run.status, run.error) == ("error", "the run stopped for a person after message 1 "
+                                                "(an approval or a question); an eval case "
+                                                "cannot answer it")
+
+
 # -- the judge ----------------------------------------------------------------------------
 
 
@@ -307,5 +321,5 @@ def test_the_pytest_helper_fails_with_the_checks_that_failed() -> None:
 
 
 def test_run_eval_rejects_a_repeat_below_one() -> None:
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(UserError, match="at least 1; got repeat=0"):
         asyncio.run(run_eval(echo_team(), [RUBRIC], repeat=0))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from relayrace import Agent, Model, Runner
+from relayrace import Agent, Model, Runner, UserError
 from relayrace.events import AgentEvent
 from relayrace.sessions import Session, SessionStore
 from relayrace.usage import Usage
@@ -35,6 +35,10 @@ team's own models."""
 
 Prices: TypeAlias = Mapping[str, tuple[float, float]]
 """USD per million input and output tokens, by model name (``*``: any other model)."""
+
+
+class _Stopped(Exception):
+    """A case run's conversation stopped for a person, which no eval case can be."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,8 +98,8 @@ async def _converse(settings: _Settings, case: Case, session: Session | None,
         handoffs += len(result.handoffs)
         output = result.final_output
         if result.pending is not None:
-            raise RuntimeError(f"the run stopped for a person after message {i + 1} (an "
-                               "approval or a question); an eval case cannot answer it")
+            raise _Stopped(f"the run stopped for a person after message {i + 1} (an "
+                           "approval or a question); an eval case cannot answer it")
     seconds = time.perf_counter() - started
     trajectory = read_trajectory(events, handoffs=settings.handoffs, final_output=output,
                                  steps=False)
@@ -149,6 +153,9 @@ async def _run_one(settings: _Settings, case: Case, repeat: int,
     except TimeoutError:
         run.error = f"the conversation took longer than {settings.timeout:g} s"
         return run
+    except _Stopped as exc:
+        run.error = str(exc)
+        return run
     except Exception as exc:  # the team's failure is this case run's result
         run.error = f"{type(exc).__name__}: {exc}"
         return run
@@ -192,7 +199,8 @@ async def run_eval(team: Agent[Any], cases: Sequence[Case], *, repeat: int = 1,
     ``label`` names the team in the results (default: its entry agent).
     """
     if repeat < 1 or concurrency < 1:
-        raise ValueError(f"repeat and concurrency are at least 1; got {repeat}, {concurrency}")
+        raise UserError(f"run_eval's repeat and concurrency are at least 1; got repeat={repeat}, "
+                        f"concurrency={concurrency}.")
     settings = _settings(team, model, judge, judge_timeout, run_timeout, prices)
     shown_model = model if isinstance(model, str) else "" if model is None else \
         getattr(model, "name", "") or getattr(model, "__name__", "custom")
