@@ -89,7 +89,7 @@ def test_a_worse_run_against_its_baseline_and_the_exit_code(db: Path, tmp_path: 
 def test_a_bad_case_file_is_a_clean_error_with_file_and_line(tmp_path: Path) -> None:
     cases = tmp_path / "c.yaml"
     cases.write_text("- id: a\n  input: hi\n  expct: {}\n")
-    result = invoke("eval", "run", TEAM, cases, "--db", "memory://")
+    result = invoke("eval", "run", TEAM, cases, "--db", "memory://", "--model", SCRIPTED)
     assert result.exit_code == 1
     assert f"{cases}:3: unknown key 'expct'; did you mean 'expect'?" in result.stderr
     assert "Traceback" not in result.output
@@ -101,6 +101,15 @@ def test_a_shared_scripted_model_is_refused_with_what_to_give_instead() -> None:
     assert result.exit_code == 1
     assert "is a ScriptedModel, which plays one conversation" in result.stderr
     assert "def shared(case) -> Model" in result.stderr
+
+
+def test_a_team_on_its_scripted_demo_model_is_refused_without_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "RELAYRACE_MODEL"):
+        monkeypatch.delenv(name, raising=False)  # the example falls back to its demo model
+    result = invoke("eval", "run", TEAM, CASES, "--db", "memory://")
+    assert result.exit_code == 1
+    assert "runs on a scripted model, which plays one conversation" in result.stderr
 
 
 def test_capture_then_replay(db: Path, tmp_path: Path) -> None:

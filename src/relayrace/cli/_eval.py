@@ -258,6 +258,11 @@ def run_cases(
     out = _console(stderr=to_stdout)
     with _errors():
         agent = resolve_target(team, agent_name)
+        if model is None and any(isinstance(a.model, ScriptedModel) for a in agent.root.walk()):
+            raise UserError(f"{team} runs on a scripted model, which plays one conversation, "
+                            "not one per case run: give --model provider:model, or --model "
+                            "file.py:NAME with a function (case) -> Model (see "
+                            "examples/support/eval_models.py).")
         cases = load_cases(cases_file)
         defaults = _context(context)
         if defaults:

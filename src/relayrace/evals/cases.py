@@ -30,7 +30,7 @@ __all__ = [
     "case_schema",
 ]
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 PathMode = Literal["exact", "in_order", "contains"]
 """How the handoff path compares: the same agents in the same order (``exact``), the expected
