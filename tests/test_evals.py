@@ -323,3 +323,25 @@ def test_the_pytest_helper_fails_with_the_checks_that_failed() -> None:
 def test_run_eval_rejects_a_repeat_below_one() -> None:
     with pytest.raises(UserError, match="at least 1; got repeat=0"):
         asyncio.run(run_eval(echo_team(), [RUBRIC], repeat=0))
+
+
+def test_captured_cases_go_into_jsonl_and_list_files_and_a_bad_result_is_undone(
+        tmp_path: Path) -> None:
+    case = Case(id="c1", input="hi", expect=Expect(path=["triage"]))
+    jsonl = tmp_path / "cases.jsonl"
+    append_case(jsonl, case)
+    append_case(jsonl, Case(id="c2", turns=["a", "b"]))
+    assert [c.id for c in load_cases(jsonl)] == ["c1", "c2"]
+    listed = write(tmp_path, "# top-level list\n- id: old\n  input: hi\n")
+    append_case(listed, case, note="a note")
+    assert [c.id for c in load_cases(listed)] == ["old", "c1"]
+    assert "# a note\n- id: c1" in listed.read_text()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("cases:\n  - id: old\n    input: hi\n  # a trailing block scalar:\n"
+                      "extra: |\n")
+    before = broken.read_text()
+    with pytest.raises(CaseFileError):
+        append_case(broken, case)
+    assert broken.read_text() == before
+    with pytest.raises(CaseFileError, match="is YAML"):
+        append_case(tmp_path / "cases.txt", case)
