@@ -242,6 +242,8 @@ def test_value_matchers() -> None:
     assert match_value(Match(contains=["a", "Z"]), "abc") == "abc does not contain 'Z'"
     with pytest.raises(ValueError, match="at least one of"):
         Match()
+    with pytest.raises(ValueError, match="final needs agent, or at least one of"):
+        ExpectFinal()
 
 
 def test_limits() -> None:

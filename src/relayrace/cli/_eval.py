@@ -192,7 +192,9 @@ async def _evaluate(team: Any, cases: list[Case], options: dict[str, Any],
                     progress: Progress | None, store: SessionStore) -> EvalResult:
     from ..evals import run_eval
 
-    task = progress.add_task("eval", total=len(cases) * options["repeat"]) if progress else None
+    total = len(cases) * options["repeat"]
+    task = progress.add_task(f"{len(cases)} case(s) x {options['repeat']}",
+                             total=total) if progress else None
 
     def advance(_: Any) -> None:
         if progress is not None and task is not None:

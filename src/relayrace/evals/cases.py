@@ -14,6 +14,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
+    "CASE_ADAPTER",
     "ArgsMode",
     "Case",
     "Expect",
@@ -136,8 +137,10 @@ class ExpectFinal(Match):
     """The agent that should give the final answer."""
 
     def __post_init__(self) -> None:
-        if self.agent is None:
-            super().__post_init__()
+        if self.agent is None and self.equals is None and self.contains is None \
+                and self.regex is None and self.schema is None:
+            raise ValueError("final needs agent, or at least one of equals, contains, regex, "
+                             "schema")
 
 
 @dataclass(config=_STRICT, kw_only=True)
