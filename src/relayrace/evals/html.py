@@ -163,11 +163,11 @@ def _baseline(deltas: Sequence[CaseDelta]) -> str:
     rows = []
     for d in deltas:
         css = {"better": "pass", "worse": "fail"}.get(d.verdict, "")
-        path = (f"{' → '.join(d.path[0])}<br>→ {' → '.join(d.path[1])}" if d.path_changed
-                else "same")
+        path = (f"{escape(' → '.join(d.path[0]))}<br>→ {escape(' → '.join(d.path[1]))}"
+                if d.path_changed else "same")
         rows.append(f'<tr><td>{escape(d.case_id)}</td><td class="{css}">{d.verdict}</td>'
                     f'<td>{rate(d.pass_rate[0])} → {rate(d.pass_rate[1])}</td>'
-                    f'<td>{escape(path) if path == "same" else path}</td>'
+                    f'<td>{path}</td>'
                     f'<td>{num(d.tokens[0], ".0f")} → {num(d.tokens[1], ".0f")}</td>'
                     f'<td>{num(d.seconds[0], ".3f")} → {num(d.seconds[1], ".3f")}</td></tr>')
     return ('<h2>Against the baseline</h2><table id="baseline"><tr><th>case</th><th></th>'

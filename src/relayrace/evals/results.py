@@ -116,11 +116,17 @@ class Distribution:
     """A few figures of a sample: count, mean, median, 90th percentile, min and max."""
 
     count: int
+    """How many values."""
     mean: float
+    """Their mean."""
     p50: float
+    """Their median."""
     p90: float
+    """The value 90% of them are at or below (nearest rank)."""
     min: float
+    """The smallest."""
     max: float
+    """The largest."""
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Distribution | None:
