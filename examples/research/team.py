@@ -68,3 +68,14 @@ def configured_model() -> str | None:
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
         return "openai:" + os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
     return None
+
+
+def _default_model() -> Model | str:
+    from script import scripted_model  # offline: the scripted demo conversation
+
+    return configured_model() or scripted_model()
+
+
+coordinator = build_team(_default_model())
+"""The team for the command line (``relayrace run``, ``relayrace eval``): on a real model if
+the environment names one, else on the scripted demo model."""

@@ -1,6 +1,7 @@
 r"""A customer-support team: triage routes to billing, technical and account specialists.
 
-technical has its own sub-agents (network, database); every specialist may transfer back to
+technical has its own sub-agents (network, database) and may delegate a look into past
+incidents to the incidents analyst, who reports back; every specialist may transfer back to
 its parent. The tools return realistic made-up data.
 
     relayrace run examples/support/team.py:triage "I was charged twice" -c customer=ACME \
@@ -96,6 +97,28 @@ async def replication_lag(region: str) -> dict[str, object]:
             "action": "replica rebuild scheduled" if lag > 5 else "none"}
 
 
+_INCIDENTS = [
+    {"id": "INC-311", "date": "2026-06-14", "service": "dashboard",
+     "summary": "dashboard timeouts: eu-west read replicas lagged after a schema migration",
+     "fix": "replica rebuild, 2 h 10 min"},
+    {"id": "INC-287", "date": "2026-03-02", "service": "api",
+     "summary": "API 502s behind a misconfigured load balancer in us-east",
+     "fix": "config rollback, 25 min"},
+]
+
+
+@tool
+async def search_incidents(query: str) -> list[dict[str, str]]:
+    """Search past incidents and their postmortems.
+
+    Args:
+        query: Keywords, e.g. a service name or a symptom.
+    """
+    words = {w.lower() for w in query.split() if len(w) > 2}
+    return [i for i in _INCIDENTS
+            if words & (set(i["summary"].replace(":", "").split()) | {i["service"]})]
+
+
 @tool
 async def get_account(ctx: RunContext[dict[str, str]]) -> dict[str, object]:
     """The signed-in customer's account: plan, contact e-mail and seats."""
@@ -119,13 +142,23 @@ def build_team(model: Model | str) -> Agent[dict[str, str]]:
                      "{{ customer | default('the customer') }}. Use replication_lag, then "
                      "explain the cause and what is being done.",
     )
+    incidents = Agent(
+        "incidents", model=model, tools=[search_incidents],
+        description="Finds past incidents like a current problem, and how they were fixed.",
+        instructions="You search past incidents and postmortems. Cite incident ids as sources; "
+                     "name what the records do not say as gaps.",
+    )
     technical = Agent(
-        "technical", model=model, tools=[check_service_status], sub_agents=[network, database],
+        "technical", model=model, sub_agents=[network, database],
+        tools=[check_service_status, incidents.as_tool(
+            description="Ask the incidents analyst whether a problem happened before and how "
+                        "it was fixed; it reports back with its sources and confidence.")],
         transfer_policy=BACK_TO_PARENT,
         description="Outages, errors, slowness of the dashboard or the API.",
         instructions="You are technical support. Check the service status first, then hand "
                      "network problems to network and database problems to database. Transfer "
-                     "back to triage for anything that is not technical.",
+                     "back to triage for anything that is not technical. When the customer asks "
+                     "whether a problem happened before, ask incidents.",
     )
     billing = Agent(
         "billing", model=model, tools=[lookup_invoice, issue_refund],

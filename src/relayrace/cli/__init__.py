@@ -556,11 +556,13 @@ def show_session(
 
 from ._a2a import a2a_app  # noqa: E402 - it uses _errors above
 from ._durable import submit, worker  # noqa: E402 - it uses _errors above
+from ._eval import eval_app  # noqa: E402 - it uses _errors above
 from ._mcp import mcp_app  # noqa: E402 - it uses _errors above
 from ._serve import serve  # noqa: E402 - it uses _errors above
 
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(a2a_app, name="a2a")
+app.add_typer(eval_app, name="eval")
 app.command()(serve)
 app.command(epilog=_EXIT_CODES)(submit)
 app.command()(worker)

@@ -12,7 +12,8 @@
 """
 
 from ._schema import json_schema
-from ._validate import ConfigWarning
+from ._validate import ConfigWarning, suggest
+from ._yaml import SourceDocument, format_path, read_documents
 from .graph import GraphEdge, GraphNode, TeamGraph, agent_graph, to_dot, to_mermaid, write_svg
 from .loader import DocumentInfo, LoadedTeam, load_team
 
@@ -22,10 +23,14 @@ __all__ = [
     "GraphEdge",
     "GraphNode",
     "LoadedTeam",
+    "SourceDocument",
     "TeamGraph",
     "agent_graph",
+    "format_path",
     "json_schema",
     "load_team",
+    "read_documents",
+    "suggest",
     "to_dot",
     "to_mermaid",
     "write_svg",
