@@ -353,6 +353,9 @@ class AgentLoop:
             state.trace.end(span)
             raise
         except BaseException as exc:
+            if state.steps is not None and state.steps.superseded(exc):
+                state.trace.end(span, exc)
+                raise  # the run is another attempt's now: nothing of this one is logged
             self.answer_dangling(agent, f"the run stopped ({type(exc).__name__})")
             self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
                                       output=f"{type(exc).__name__}: {exc}"))

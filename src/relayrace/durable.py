@@ -18,6 +18,7 @@ DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import socket
@@ -28,6 +29,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
+from dbos import error as dbos_error
 from pydantic_core import to_json
 
 from ._state import Decisions
@@ -36,7 +38,7 @@ from ._workers import Heartbeat, engine_url
 from .agent import Agent
 from .approvals import PendingRun
 from .events import RunFinishedEvent
-from .exceptions import DurableRunError, RelayraceError, UserError
+from .exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
 from .models.interface import Model
 from .runner import Runner, RunResult
 from .sessions.base import Session, new_session_id
@@ -52,6 +54,7 @@ RECORDS_VERSION = "relayrace-steps-1"
 """The DBOS application version of every worker: workers of any relayrace release take any
 run, since steps are found by key, not by the code's shape; it changes only if the keys do."""
 
+_log = logging.getLogger("relayrace.durable")
 _worker: DurableRunner | None = None  # the runner whose team this process's workflows run
 
 
@@ -78,12 +81,13 @@ async def _nothing() -> str:
 class _DbosSteps(StepRunner):
     """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
 
-    __slots__ = ("_client", "_done", "run_id")
+    __slots__ = ("_client", "_done", "began", "run_id")
 
     def __init__(self, client: DBOSClient, run_id: str) -> None:
         self._client = client
         self._done: dict[str, str] = {}
         self.run_id = run_id
+        self.began = False  # whether this attempt went through DBOS's step numbers yet
 
     async def start(self, again: bool) -> None:
         """Take in what earlier attempts of this run recorded (if one began).
@@ -96,6 +100,7 @@ class _DbosSteps(StepRunner):
         An attempt that finds no start of the run in the log needs none of this: the run's
         start is logged before its first step.
         """
+        self.began = True
         if not again:
             return
         recorded = {info["function_id"]: info["function_name"]
@@ -124,6 +129,11 @@ class _DbosSteps(StepRunner):
 
     def recorded(self, key: str) -> str | None:
         return self._done.get(key)
+
+    def superseded(self, exc: BaseException) -> bool:
+        # DBOS's word that another execution owns the workflow now (this worker was taken
+        # for dead): DBOS parks this one and takes the owner's outcome, when it comes.
+        return isinstance(exc, dbos_error.DBOSWorkflowConflictIDError)
 
 
 class _Results:
@@ -544,11 +554,24 @@ class DurableRunner:
     async def _execute(self, run_id: str, spec: dict[str, Any]) -> dict[str, Any]:
         """One attempt of the run ``run_id``: continue it from its session log."""
         session_id = spec["session_id"]
-        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
         # One session object: each read of its view takes in what was appended since.
         session = self.store.session(session_id)
         steps = _DbosSteps(self._need_client(), run_id)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
+        while True:
+            try:
+                return await self._attempt(run_id, spec, session, steps, wait)
+            except SessionInUseError:
+                # Renewed all along: its holder lives. A worker taken for dead by mistake
+                # finishes the step it is in, learns it lost the run and lets go; nothing of
+                # this attempt ran yet (the lease comes first), so it waits again.
+                _log.warning("run %s: session %s is still held by a live run; waiting "
+                             "again", run_id, session_id)
+
+    async def _attempt(self, run_id: str, spec: dict[str, Any], session: Session,
+                       steps: _DbosSteps, wait: float) -> dict[str, Any]:
+        session_id = spec["session_id"]
+        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
         try:
             if spec["agent"] != self.agent.name:
                 raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
@@ -577,6 +600,8 @@ class DurableRunner:
         except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
             return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:
+            if isinstance(exc, SessionInUseError) and not steps.began:
+                raise  # nothing of this attempt ran: it waits again
             return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         return base | _ended(result)
 
