@@ -6,9 +6,13 @@ links, large and unusual payloads, owners and pages, deletion, and a crashed hol
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -214,36 +218,70 @@ async def test_sessions_are_listed_by_owner_newest_first_in_pages(store: Session
 
 LEASE_HOLDER = """
 import asyncio, os, sys
+from relayrace import Agent, Runner, tool
 from relayrace.sessions import open_store
+from relayrace.testing import FunctionModel, text, tool_call
 
-async def main():
-    session = open_store(sys.argv[1]).session("leased")
-    session.lease_ttl = 1.0
-    assert await session.acquire_lease("crashing-run")
+@tool
+def note(text: str) -> str:
+    \"\"\"Write a note.\"\"\"
     print("held", flush=True)
-    os._exit(9)  # dies holding the lease, as a killed process does
+    if sys.argv[2] == "die":
+        os.kill(os.getpid(), 9)  # kill -9 mid-run, holding the lease
+    sys.stdin.readline()  # a live holder: until the test lets go
+    return "noted"
 
-asyncio.run(main())
+model = FunctionModel(lambda r: text("done") if r.messages[-1].role == "tool"
+                      else tool_call("note", {"text": "x"}))
+agent = Agent("talker", instructions="x", tools=[note], model=model)
+asyncio.run(Runner.run(agent, "mid-run", session=open_store(sys.argv[1]).session("leased")))
 """
 
 
+def _holder(url: str, how: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(LEASE_HOLDER), url, how],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-async def test_a_crashed_holders_lease_lapses(kind: str, tmp_path: Path,
-                                              request: pytest.FixtureRequest) -> None:
+async def test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one_is_named(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = str(tmp_path / "s.db") if kind == "sqlite" else request.getfixturevalue(
         "postgres_url")
     store = open_store(url)
+    live = _holder(url, "live")
+    with pytest.raises(SessionInUseError) as caught:  # a live holder: who, since, until when
+        await Runner.run(talker(), None, session=store.session("leased"))
+    said = str(caught.value)
+    assert f"held by process {live.pid} on host {socket.gethostname()} since " in said
+    assert " lapses at " in said, said
+    live.communicate("go\n", timeout=60)
+    dead = _holder(url, "die")
+    dead.communicate(timeout=60)
+    assert dead.returncode == -9
+    # Resumed at once, no wait: its holder is gone from this machine.
+    result = await Runner.run(talker("resumed"), None, session=store.session("leased"))
+    assert result.final_output == "resumed"
+    assert_valid_protocol(messages_of(await store.session("leased").get_events()))
+    await store.aclose()
+
+
+async def test_a_lease_of_a_holder_on_another_host_waits_for_it_to_lapse(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
     await store.session("leased").append(
         [MessageEvent(agent="a", path="a", message=Message.user("hi"))])
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LEASE_HOLDER), url],
-                          capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "held", done.stderr
-    with pytest.raises(SessionInUseError):  # still held: the lease has not lapsed yet
+    now = time.time()
+    with sqlite3.connect(tmp_path / "s.db") as conn:  # as a process of another host holds it
+        conn.execute("INSERT INTO leases VALUES ('leased', ?, ?)",
+                     (f"f00d@elsewhere/{os.getpid()}:{now}:run-1", now + 1.0))
+    with pytest.raises(SessionInUseError, match=f"held by process {os.getpid()} on host "
+                                                "elsewhere since .* it lapses at "):
         await Runner.run(talker(), "now", session=store.session("leased"))
-    result = await Runner.run(talker("after the lapse"), "later", session=store.session("leased"),
-                              wait_for_session=10)
+    result = await Runner.run(talker("after the lapse"), "later",
+                              session=store.session("leased"), wait_for_session=10)
     assert result.final_output == "after the lapse"
-    await store.aclose()
 
 
 async def test_an_unreachable_database_is_a_clear_retryable_error(tmp_path: Path) -> None:

@@ -257,14 +257,18 @@ class SessionError(RelayraceError):
 class SessionInUseError(SessionError):
     """Another run holds the session's lease: one run writes to a session at a time."""
 
-    def __init__(self, session_id: str, *, waited: float | None = None) -> None:
+    def __init__(self, session_id: str, *, waited: float | None = None,
+                 holder: str = "") -> None:
         self.waited = waited
         """How long the run waited for the lease (``None``: it did not wait)."""
+        self.holder = holder
+        """Who holds the lease: process, host, since when and when it lapses (if known)."""
         how = (f"it stayed busy for the {waited:g} s this run waited" if waited
                else "this run did not wait")
+        held = f"; its lease is {holder}" if holder else ""
         super().__init__(session_id, (
-            f"Session {session_id!r} has a run in progress ({how}). Let that run end first, or "
-            "queue this one with Runner.run(..., wait_for_session=SECONDS)."))
+            f"Session {session_id!r} has a run in progress ({how}{held}). Let that run end "
+            "first, or queue this one with Runner.run(..., wait_for_session=SECONDS)."))
 
 
 class SessionConflictError(SessionError):

@@ -15,8 +15,6 @@ database URL and event loop, shared by all its sessions. A database that cannot 
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -34,7 +32,15 @@ from ..exceptions import (
     SessionStoreUnavailable,
     UserError,
 )
-from .base import LogView, Session, SessionInfo, new_session_id
+from .base import (
+    LeaseHolder,
+    LogView,
+    Session,
+    SessionInfo,
+    lease_row_owner,
+    new_session_id,
+    process_tag,
+)
 from .store import SessionStore, check_page
 
 __all__ = ["PostgresSession", "PostgresStore"]
@@ -83,16 +89,9 @@ _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VAL
                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
                "expires_at = excluded.expires_at "
                "WHERE relayrace_leases.expires_at <= %s OR relayrace_leases.owner LIKE %s")
-# This process's tag in lease rows: a lease it left behind (a release that could not reach the
-# database) is its own to take again.
-_process: tuple[int, str] = (0, "")
-
-
-def _owner(owner: str) -> str:
-    global _process
-    if _process[0] != os.getpid():
-        _process = (os.getpid(), secrets.token_hex(6))
-    return f"{_process[1]}:{owner}"
+# Take over the lease of a holder that died on this machine: the row as it was read.
+_TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE session_id = %s "
+              "AND owner = %s")
 
 
 def _info(row: Sequence[Any]) -> SessionInfo:
@@ -185,6 +184,7 @@ class PostgresSession(Session):
         self._seq: int | None = None  # the log's last position as this object saw it
         self._failed: BaseException | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._rows: dict[str, str] = {}  # the lease rows' owners of the leases held here
         self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
 
     def _like(self, session_id: str, **links: Any) -> PostgresSession:
@@ -356,13 +356,24 @@ class PostgresSession(Session):
         """Take the lease in this process, then the database's lease row (kept alive)."""
         if not await super().acquire_lease(owner):
             return False
-        now, row_owner = time.time(), _owner(owner)
-        mine = row_owner.split(":")[0] + ":%"
+        now = time.time()
+        row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
+            now + self.lease_ttl
 
         async def take(conn: psycopg.AsyncConnection[Any]) -> bool:
-            cur = await conn.execute(_TAKE_LEASE, (self.session_id, row_owner,
-                                                   now + self.lease_ttl, now, mine))
-            return cur.rowcount == 1
+            cur = await conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
+                                                   process_tag() + ":%"))
+            if cur.rowcount == 1:
+                return True
+            row = await (await conn.execute(
+                "SELECT owner, expires_at FROM relayrace_leases WHERE session_id = %s",
+                (sid,))).fetchone()
+            holder = None if row is None else LeaseHolder.of(row[0], row[1])
+            self.holder = str(holder or "held by another process")
+            if row is not None and holder is not None and holder.gone():  # died here
+                cur = await conn.execute(_TAKE_DEAD, (row_owner, expires, sid, row[0]))
+                return cur.rowcount == 1
+            return False
 
         try:
             taken = await self._run(take)
@@ -372,6 +383,7 @@ class PostgresSession(Session):
         if not taken:
             await super().release_lease(owner)
             return False
+        self._rows[owner] = row_owner
         self._renewal = asyncio.create_task(self._renew(owner))
         return True
 
@@ -382,7 +394,7 @@ class PostgresSession(Session):
                 await self._run(lambda conn: conn.execute(
                     "UPDATE relayrace_leases SET expires_at = %s WHERE session_id = %s AND "
                     "owner = %s", (time.time() + self.lease_ttl, self.session_id,
-                                   _owner(owner))))
+                                   self._rows.get(owner))))
             except (SessionStoreBusy, SessionStoreUnavailable):
                 pass  # next time; if the lease lapses, appends still cannot clash
 
@@ -393,7 +405,7 @@ class PostgresSession(Session):
         try:
             await self._run(lambda conn: conn.execute(
                 "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s",
-                (self.session_id, _owner(owner))))
+                (self.session_id, self._rows.pop(owner, None))))
         except (SessionStoreBusy, SessionStoreUnavailable):
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
