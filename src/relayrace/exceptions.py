@@ -299,11 +299,20 @@ class SessionStoreBusy(SessionError):
 
 
 class SessionStoreUnavailable(SessionError):
-    """The session's store could not be reached: its database server refused the connection,
-    was down, or dropped it mid-write. Nothing of the write was stored (a transaction the
-    server did not confirm is rolled back)."""
+    """The session's store could not be reached (its database server was down, or dropped the
+    connection mid-write and again on a fresh one), or it refused the connection (no such
+    database, user or password: then not ``retryable``). Nothing of the write was stored (a
+    transaction the server did not confirm is rolled back)."""
 
-    def __init__(self, session_id: str, *, store: str, reason: str) -> None:
+    def __init__(self, session_id: str, *, store: str, reason: str,
+                 refused: bool = False) -> None:
+        if refused:  # reached, and it said no: trying again changes nothing
+            self.retryable = False
+            super().__init__(session_id, (
+                f"Session {session_id!r}: {store} refused the connection ({reason}). Nothing "
+                "of this write was stored; create the database, or fix the user, password or "
+                "database name in the URL, then run again on the session."))
+            return
         super().__init__(session_id, (
             f"Session {session_id!r}: {store} could not be reached ({reason}). Nothing of this "
             "write was stored; check that the database is up and the URL is right, then run "

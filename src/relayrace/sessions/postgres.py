@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import PoolTimeout
 
 from ..events import AgentEvent, dump_events, load_events
 from ..exceptions import (
@@ -32,6 +31,7 @@ from ..exceptions import (
     SessionStoreUnavailable,
     UserError,
 )
+from ._pgconn import Pools, connect, refused, why
 from .base import (
     LeaseHolder,
     LogView,
@@ -107,45 +107,12 @@ def _where(url: str) -> str:
            f"{parts.hostname or 'the local socket'}"
 
 
-class _Pools:
-    """One connection pool per database URL and event loop, for the whole process."""
-
-    def __init__(self) -> None:
-        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                               dict[str, AsyncConnectionPool]] = (
-            weakref.WeakKeyDictionary())
-        self._migrated: set[str] = set()
-
-    async def get(self, url: str, size: int, busy_timeout: float) -> AsyncConnectionPool:
-        loop = asyncio.get_running_loop()
-        pools = self._pools.setdefault(loop, {})
-        pool = pools.get(url)
-        if pool is None:
-            # The lock timeout is a setting of each connection, sent as it opens: no round
-            # trip per statement.
-            pool = pools[url] = AsyncConnectionPool(
-                url, min_size=1, max_size=size, open=False, timeout=30.0, name="relayrace",
-                kwargs={"autocommit": True,
-                        "options": f"-c lock_timeout={int(busy_timeout * 1000)}"})
-            await pool.open()
-        if url not in self._migrated:
-            await _migrate(pool)
-            self._migrated.add(url)
-        return pool
-
-    async def close(self, url: str) -> None:
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop, {}).pop(url, None)
-        if pool is not None:
-            await pool.close()
+_pools = Pools(lambda conn: _migrate(conn))
 
 
-_pools = _Pools()
-
-
-async def _migrate(pool: AsyncConnectionPool) -> None:
+async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
     """Bring the database to ``SCHEMA_VERSION``; concurrent starters wait for one another."""
-    async with pool.connection() as conn, conn.transaction():
+    async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS relayrace_schema (version INTEGER NOT "
                            "NULL, applied_at DOUBLE PRECISION NOT NULL)")
@@ -191,24 +158,32 @@ class PostgresSession(Session):
         return PostgresSession(session_id, self.url, busy_timeout=self.busy_timeout,
                                lease_ttl=self.lease_ttl, pool_size=self.pool_size, **links)
 
-    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
+                   again: Callable[[psycopg.AsyncConnection[Any]], Any] | None = None,
+                   safe: bool = True) -> Any:
         """``fn(connection)`` with a pooled connection; the database's failures as typed
-        errors."""
+        errors. A connection that dies on its own (the server restarted or dropped it; not a
+        statement that failed) is replaced once by a fresh one, for ``again`` (default:
+        ``fn``), unless the call is not ``safe`` to run twice."""
         try:
             pool = await _pools.get(self.url, self.pool_size, self.busy_timeout)
             async with pool.connection() as conn:
-                return await fn(conn)
+                try:
+                    return await fn(conn)
+                except psycopg.OperationalError:
+                    if not safe or not conn.broken:
+                        raise
+            async with await connect(self.url, self.busy_timeout) as fresh:
+                return await (again or fn)(fresh)
         except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
             raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
                                    store=_where(self.url)) from exc
         except (psycopg.OperationalError, OSError) as exc:
             raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
-                                          reason=str(exc).strip() or type(exc).__name__) from exc
-        except Exception as exc:
-            if type(exc).__name__ == "PoolTimeout":  # every connection busy, or none possible
-                raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
-                                              reason=str(exc)) from exc
-            raise
+                                          reason=why(exc), refused=refused(exc)) from exc
+        except PoolTimeout as exc:  # every connection busy past busy_timeout
+            raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
+                                          reason=str(exc)) from exc
 
     async def _load_info(self, conn: psycopg.AsyncConnection[Any]) -> None:
         row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
@@ -329,8 +304,17 @@ class PostgresSession(Session):
                          i.owner, *flat])
                 return start
 
+            async def again(conn: psycopg.AsyncConnection[Any]) -> int:
+                """The batch's start, if its first event was written by the attempt whose
+                connection died before it heard back (written atomically: all of it); else it is
+                written now (compared with the log as this object saw it, as always)."""
+                row = await (await conn.execute(
+                    "SELECT seq FROM relayrace_events WHERE session_id = %s AND seq > %s AND "
+                    "data = %s", (sid, seq or 0, lines[0]))).fetchone()
+                return int(row[0]) - 1 if row is not None else await write(conn)
+
             try:
-                start = await self._run(write)
+                start = await self._run(write, again=again)
             except pg_errors.UniqueViolation as exc:  # another writer holds these positions
                 async def last(conn: psycopg.AsyncConnection[Any]) -> int:
                     row = await (await conn.execute(_LAST, (sid,))).fetchone()
@@ -456,8 +440,9 @@ class PostgresStore(SessionStore):
         return PostgresSession(session_id, self.url, owner=owner, busy_timeout=self.busy_timeout,
                                lease_ttl=self.lease_ttl, pool_size=self.pool_size)
 
-    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
-        return await self.session("(the store)")._run(fn)
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
+                   safe: bool = True) -> Any:
+        return await self.session("(the store)")._run(fn, safe=safe)
 
     async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
                             limit: int = 100, offset: int = 0) -> list[SessionInfo]:
@@ -498,7 +483,7 @@ class PostgresStore(SessionStore):
                     await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
                                        (ids,))
                 return bool(ids)
-        result: bool = await self._run(remove)
+        result: bool = await self._run(remove, safe=False)  # a second run would find nothing
         return result
 
     async def aclose(self) -> None:
