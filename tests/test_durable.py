@@ -293,7 +293,13 @@ async def test_a_question_waits_durably_and_the_answer_goes_on(tmp_path: Path) -
             await durable.resume(run.session_id, answers={"nope": "INV-1"})
         again = await durable.resume(run.session_id, answers={question.id: "INV-7"})
         done = await durable.result(again.run_id, wait=30)
+        # Followed from the log: the resumed run's call, its result and the answer, in order.
+        followed = [e async for e in durable.follow(again.run_id)]
     assert done.status == "completed" and done.output == "Done: refunded INV-7."
+    assert [e.kind for e in followed] == [
+        "run_started", "tool_started", "tool_result", "message", "tool_started", "tool_result",
+        "message", "run_finished"]
+    assert followed[-1].status == "completed" and followed[-2].message.content == done.output
     # The same log a plain Runner would continue: a later turn runs on it in-process.
     more = await Runner.run(Agent("billing", instructions=".", model=ScriptedModel(
         [text("Anything else?")])), "Thanks", session=durable.store.session(run.session_id))
@@ -376,10 +382,14 @@ def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) 
         ended = json.loads(asked.stdout)
         [approval] = ended["pending"]["approvals"]
         done = subprocess.run([*cli, "submit", target, "--session", ended["session_id"],
-                               "--approve", approval["call_id"], "--db", db, "--timeout", "60"],
+                               "--approve", approval["call_id"], "--db", db, "--timeout", "60",
+                               "--follow"],
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "All done." in done.stdout and "answered by ops" in done.stdout
+        # Followed as the worker ran it: the approved call and its result, then the answer.
+        assert "charge" in done.stdout and "charged" in done.stdout, done.stdout
+        assert done.stdout.index("charged") < done.stdout.index("All done.")
         missing = subprocess.run([*cli, "submit", target, "--db", db], env=env,
                                  capture_output=True, text=True, timeout=120)
         assert missing.returncode == 1 and "Give the user message" in missing.stderr
@@ -388,6 +398,8 @@ def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) 
         _, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "works queue relayrace-triage" in err
+    for said in ("starts on queue", "took run run-", "drains", "stopped"):  # its life, logged
+        assert said in err, err
 
 
 async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
@@ -37,7 +37,7 @@ from ._steps import AttemptEnded
 from ._workers import Heartbeat, engine_url
 from .agent import Agent
 from .approvals import PendingRun
-from .events import RunFinishedEvent
+from .events import AgentEvent, RunFinishedEvent, RunStartedEvent
 from .exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
 from .models.interface import Model
 from .runner import Runner, RunResult
@@ -544,6 +544,37 @@ class DurableRunner:
         return [RunInfo(wf.workflow_id, _STATUS.get(wf.status, "failed"), wf.executor_id or "")
                 for wf in found]
 
+    async def follow(self, run_id: str, *, poll: float = 0.2) -> AsyncIterator[AgentEvent]:
+        """The events of the run ``run_id`` as its workers log them in its session (messages,
+        tool calls and results, handoffs, the answer), from its start: an async iterator that
+        waits while the run is queued and ends with its ``RunFinishedEvent``. A run whose
+        workflow ends without logging its end (cancelled) raises `DurableRunError`. The log
+        is read every ``poll`` seconds."""
+        client = self._need_client()
+        found = await client.list_workflows_async(workflow_ids=[run_id], load_output=False)
+        if not found:
+            raise DurableRunError("no run has this id; submit one first.", run_id=run_id)
+        spec: dict[str, Any] = found[0].input["args"][0] if found[0].input else {}
+        session = self.store.session(spec.get("session_id") or "")
+        seen, inside = 0, False
+        while True:
+            wf = await client.list_workflows_async(workflow_ids=[run_id], load_input=False,
+                                                   load_output=False)
+            events = await session.get_events()  # read after the status: an end is in it
+            for event in events[seen:]:
+                top = "/" not in event.path
+                inside = inside or (isinstance(event, RunStartedEvent) and top
+                                    and event.run_id == run_id)
+                if inside:
+                    yield event
+                    if isinstance(event, RunFinishedEvent) and top:
+                        return
+            seen = len(events)
+            if wf and wf[0].status not in ("PENDING", "ENQUEUED", "DELAYED"):
+                raise DurableRunError(f"its workflow ended {wf[0].status} without logging "
+                                      "its end.", run_id=run_id)
+            await asyncio.sleep(poll)
+
     async def cancel(self, run_id: str) -> None:
         """Cancel the run ``run_id``: a queued run never starts; a running one stops at its
         next step (its session keeps what it did, and a new run on it continues)."""
@@ -554,6 +585,7 @@ class DurableRunner:
     async def _execute(self, run_id: str, spec: dict[str, Any]) -> dict[str, Any]:
         """One attempt of the run ``run_id``: continue it from its session log."""
         session_id = spec["session_id"]
+        _log.info("worker %s took run %s (session %s)", self.executor_id, run_id, session_id)
         # One session object: each read of its view takes in what was appended since.
         session = self.store.session(session_id)
         steps = _DbosSteps(self._need_client(), run_id)
