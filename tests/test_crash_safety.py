@@ -115,7 +115,11 @@ async def test_new_input_after_a_crash_tells_started_from_never_run(tmp_path: Pa
     assert result.final_output == "all done"
     told = results(await session.get_events())
     assert told["first"].startswith("Outcome unknown")  # it ran: never "not executed"
-    assert told["second"].startswith("Not executed")  # it never started
+    # Said as it happened: the call started, and its result was never recorded.
+    assert "this call started at " in told["first"]
+    assert "its result was never recorded (the run was interrupted)" in told["first"]
+    assert "before this call ran" not in told["first"]
+    assert told["second"] == "Not executed: the run was interrupted before this call started."
     assert names(ledger) == ["first"]
     assert_valid_protocol(await session_messages(session))
 

@@ -47,6 +47,12 @@ HEARTBEAT, DEAD_AFTER, QUEUE_POLL = 0.2, 1.0, 0.2  # as durable_worker.py runs t
 INPUT = "Charge me after the work."
 
 
+def _path() -> str:
+    """The tests' directory on the path, before the one this process was given (a checkout's
+    own ``src``, when the tests run on it)."""
+    return os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+
+
 class Workers:
     """Worker processes of one test, on one database and one ledger; all killed at the end."""
 
@@ -56,7 +62,7 @@ class Workers:
 
     def start(self, name: str, crash: str = "") -> subprocess.Popen[str]:
         env = dict(os.environ, RELAYRACE_TEST_LEDGER=str(self.ledger),
-                   RELAYRACE_TEST_CRASH=crash, PYTHONPATH=str(HERE))
+                   RELAYRACE_TEST_CRASH=crash, PYTHONPATH=_path())
         proc = subprocess.Popen([sys.executable, str(WORKER), self.db, name], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(proc)
@@ -88,6 +94,15 @@ def _sqlite_logs(db: str) -> dict[str, list[Any]]:
     for sid, data in rows:
         logs.setdefault(sid, []).append(data)
     return {sid: load_events(lines) for sid, lines in logs.items()}
+
+
+def _heartbeat_rows(db: str, executor_id: str) -> list[Any]:
+    conn = sqlite3.connect(Path(db).with_suffix(".dbos.sqlite"))
+    try:
+        return conn.execute("SELECT * FROM relayrace_workers WHERE executor_id = ?",
+                            (executor_id,)).fetchall()
+    finally:
+        conn.close()
 
 
 def _check_no_damage(ledger: Path, logs: dict[str, list[Any]], *,
@@ -278,7 +293,13 @@ async def test_a_question_waits_durably_and_the_answer_goes_on(tmp_path: Path) -
             await durable.resume(run.session_id, answers={"nope": "INV-1"})
         again = await durable.resume(run.session_id, answers={question.id: "INV-7"})
         done = await durable.result(again.run_id, wait=30)
+        # Followed from the log: the resumed run's call, its result and the answer, in order.
+        followed = [e async for e in durable.follow(again.run_id)]
     assert done.status == "completed" and done.output == "Done: refunded INV-7."
+    assert [e.kind for e in followed] == [
+        "run_started", "tool_started", "tool_result", "message", "tool_started", "tool_result",
+        "message", "run_finished"]
+    assert followed[-1].status == "completed" and followed[-2].message.content == done.output
     # The same log a plain Runner would continue: a later turn runs on it in-process.
     more = await Runner.run(Agent("billing", instructions=".", model=ScriptedModel(
         [text("Anything else?")])), "Thanks", session=durable.store.session(run.session_id))
@@ -347,7 +368,7 @@ async def test_a_waiter_hears_when_the_database_fails() -> None:
 def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) -> None:
     db = str(tmp_path / "sessions.db")
     env = dict(os.environ, RELAYRACE_TEST_LEDGER=str(tmp_path / "ledger.jsonl"),
-               PYTHONPATH=str(HERE))
+               PYTHONPATH=_path())
     cli = [sys.executable, "-m", "relayrace.cli"]
     target = f"{HERE / 'durable_team.py'}:team"
     worker = subprocess.Popen([*cli, "worker", target, "--db", db, "--heartbeat", "0.2",
@@ -361,10 +382,14 @@ def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) 
         ended = json.loads(asked.stdout)
         [approval] = ended["pending"]["approvals"]
         done = subprocess.run([*cli, "submit", target, "--session", ended["session_id"],
-                               "--approve", approval["call_id"], "--db", db, "--timeout", "60"],
+                               "--approve", approval["call_id"], "--db", db, "--timeout", "60",
+                               "--follow"],
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "All done." in done.stdout and "answered by ops" in done.stdout
+        # Followed as the worker ran it: the approved call and its result, then the answer.
+        assert "charge" in done.stdout and "charged" in done.stdout, done.stdout
+        assert done.stdout.index("charged") < done.stdout.index("All done.")
         missing = subprocess.run([*cli, "submit", target, "--db", db], env=env,
                                  capture_output=True, text=True, timeout=120)
         assert missing.returncode == 1 and "Give the user message" in missing.stderr
@@ -373,6 +398,8 @@ def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) 
         _, err = worker.communicate(timeout=60)
     assert worker.returncode == 0, err
     assert "works queue relayrace-triage" in err
+    for said in ("starts on queue", "took run run-", "drains", "stopped"):  # its life, logged
+        assert said in err, err
 
 
 async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) -> None:
@@ -444,3 +471,34 @@ def test_one_live_worker_claims_a_dead_one_and_a_dead_claimers_claim_lapses(
     finally:
         for beat in beats.values():
             beat.close()
+
+
+async def test_a_worker_taken_for_dead_while_alive_lets_its_run_finish_on_the_new_owner(
+        workers: Workers) -> None:
+    """The race a loaded machine makes: a worker's heartbeat stops past ``dead_after`` while
+    its run goes on, a live worker takes the run over, then the first one wakes up mid-step."""
+    paused = workers.ledger.with_name("PAUSED")
+    workers.start("starved", crash="pause:tool:work")
+    async with DurableRunner(team, db=workers.db, work=False) as client:
+        run = await client.submit(INPUT, run_id="raced")
+        for _ in range(600):  # the run is in its first `work` call, the heartbeat silent
+            if paused.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert paused.exists()
+        workers.start("owner")
+        # Taken for dead: its heartbeat row is gone once the run is back on the queue; then
+        # a worker (either: the queue hands it to whichever asks first) runs it again.
+        for _ in range(600):
+            if not _heartbeat_rows(workers.db, "starved") and \
+                    [r.status for r in await client.runs([run.run_id])] == ["running"]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the starved worker's run was never taken over")
+        paused.unlink()  # the starved worker wakes up, still in the step it was in
+        await _approve_and_finish(client, run.run_id)
+    logs = _sqlite_logs(workers.db)
+    ends = [e for e in logs[run.session_id] if e.kind == "run_finished"]
+    assert [e.status for e in ends] == ["interrupted", "completed"]  # no failed end logged
+    _check_no_damage(workers.ledger, logs, answers_once=False)

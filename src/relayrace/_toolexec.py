@@ -319,9 +319,9 @@ def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None
 def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
     """What the model is told of a call that started but whose result was never recorded."""
     at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
-    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and "
-            f"{why} before its result was recorded. It may or may not have taken effect: "
-            "check before calling it again.")
+    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and its "
+            f"result was never recorded ({why}). It may or may not have taken effect: check "
+            "before calling it again.")
 
 
 def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:

@@ -18,16 +18,18 @@ DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
+from dbos import error as dbos_error
 from pydantic_core import to_json
 
 from ._state import Decisions
@@ -35,8 +37,8 @@ from ._steps import AttemptEnded
 from ._workers import Heartbeat, engine_url
 from .agent import Agent
 from .approvals import PendingRun
-from .events import RunFinishedEvent
-from .exceptions import DurableRunError, RelayraceError, UserError
+from .events import AgentEvent, RunFinishedEvent, RunStartedEvent
+from .exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
 from .models.interface import Model
 from .runner import Runner, RunResult
 from .sessions.base import Session, new_session_id
@@ -52,6 +54,7 @@ RECORDS_VERSION = "relayrace-steps-1"
 """The DBOS application version of every worker: workers of any relayrace release take any
 run, since steps are found by key, not by the code's shape; it changes only if the keys do."""
 
+_log = logging.getLogger("relayrace.durable")
 _worker: DurableRunner | None = None  # the runner whose team this process's workflows run
 
 
@@ -78,12 +81,13 @@ async def _nothing() -> str:
 class _DbosSteps(StepRunner):
     """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
 
-    __slots__ = ("_client", "_done", "run_id")
+    __slots__ = ("_client", "_done", "began", "run_id")
 
     def __init__(self, client: DBOSClient, run_id: str) -> None:
         self._client = client
         self._done: dict[str, str] = {}
         self.run_id = run_id
+        self.began = False  # whether this attempt went through DBOS's step numbers yet
 
     async def start(self, again: bool) -> None:
         """Take in what earlier attempts of this run recorded (if one began).
@@ -96,6 +100,7 @@ class _DbosSteps(StepRunner):
         An attempt that finds no start of the run in the log needs none of this: the run's
         start is logged before its first step.
         """
+        self.began = True
         if not again:
             return
         recorded = {info["function_id"]: info["function_name"]
@@ -124,6 +129,11 @@ class _DbosSteps(StepRunner):
 
     def recorded(self, key: str) -> str | None:
         return self._done.get(key)
+
+    def superseded(self, exc: BaseException) -> bool:
+        # DBOS's word that another execution owns the workflow now (this worker was taken
+        # for dead): DBOS parks this one and takes the owner's outcome, when it comes.
+        return isinstance(exc, dbos_error.DBOSWorkflowConflictIDError)
 
 
 class _Results:
@@ -534,6 +544,37 @@ class DurableRunner:
         return [RunInfo(wf.workflow_id, _STATUS.get(wf.status, "failed"), wf.executor_id or "")
                 for wf in found]
 
+    async def follow(self, run_id: str, *, poll: float = 0.2) -> AsyncIterator[AgentEvent]:
+        """The events of the run ``run_id`` as its workers log them in its session (messages,
+        tool calls and results, handoffs, the answer), from its start: an async iterator that
+        waits while the run is queued and ends with its ``RunFinishedEvent``. A run whose
+        workflow ends without logging its end (cancelled) raises `DurableRunError`. The log
+        is read every ``poll`` seconds."""
+        client = self._need_client()
+        found = await client.list_workflows_async(workflow_ids=[run_id], load_output=False)
+        if not found:
+            raise DurableRunError("no run has this id; submit one first.", run_id=run_id)
+        spec: dict[str, Any] = found[0].input["args"][0] if found[0].input else {}
+        session = self.store.session(spec.get("session_id") or "")
+        seen, inside = 0, False
+        while True:
+            wf = await client.list_workflows_async(workflow_ids=[run_id], load_input=False,
+                                                   load_output=False)
+            events = await session.get_events()  # read after the status: an end is in it
+            for event in events[seen:]:
+                top = "/" not in event.path
+                inside = inside or (isinstance(event, RunStartedEvent) and top
+                                    and event.run_id == run_id)
+                if inside:
+                    yield event
+                    if isinstance(event, RunFinishedEvent) and top:
+                        return
+            seen = len(events)
+            if wf and wf[0].status not in ("PENDING", "ENQUEUED", "DELAYED"):
+                raise DurableRunError(f"its workflow ended {wf[0].status} without logging "
+                                      "its end.", run_id=run_id)
+            await asyncio.sleep(poll)
+
     async def cancel(self, run_id: str) -> None:
         """Cancel the run ``run_id``: a queued run never starts; a running one stops at its
         next step (its session keeps what it did, and a new run on it continues)."""
@@ -544,11 +585,25 @@ class DurableRunner:
     async def _execute(self, run_id: str, spec: dict[str, Any]) -> dict[str, Any]:
         """One attempt of the run ``run_id``: continue it from its session log."""
         session_id = spec["session_id"]
-        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
+        _log.info("worker %s took run %s (session %s)", self.executor_id, run_id, session_id)
         # One session object: each read of its view takes in what was appended since.
         session = self.store.session(session_id)
         steps = _DbosSteps(self._need_client(), run_id)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
+        while True:
+            try:
+                return await self._attempt(run_id, spec, session, steps, wait)
+            except SessionInUseError:
+                # Renewed all along: its holder lives. A worker taken for dead by mistake
+                # finishes the step it is in, learns it lost the run and lets go; nothing of
+                # this attempt ran yet (the lease comes first), so it waits again.
+                _log.warning("run %s: session %s is still held by a live run; waiting "
+                             "again", run_id, session_id)
+
+    async def _attempt(self, run_id: str, spec: dict[str, Any], session: Session,
+                       steps: _DbosSteps, wait: float) -> dict[str, Any]:
+        session_id = spec["session_id"]
+        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
         try:
             if spec["agent"] != self.agent.name:
                 raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
@@ -577,6 +632,8 @@ class DurableRunner:
         except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
             return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:
+            if isinstance(exc, SessionInUseError) and not steps.began:
+                raise  # nothing of this attempt ran: it waits again
             return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         return base | _ended(result)
 

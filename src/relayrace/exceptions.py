@@ -257,14 +257,18 @@ class SessionError(RelayraceError):
 class SessionInUseError(SessionError):
     """Another run holds the session's lease: one run writes to a session at a time."""
 
-    def __init__(self, session_id: str, *, waited: float | None = None) -> None:
+    def __init__(self, session_id: str, *, waited: float | None = None,
+                 holder: str = "") -> None:
         self.waited = waited
         """How long the run waited for the lease (``None``: it did not wait)."""
+        self.holder = holder
+        """Who holds the lease: process, host, since when and when it lapses (if known)."""
         how = (f"it stayed busy for the {waited:g} s this run waited" if waited
                else "this run did not wait")
+        held = f"; its lease is {holder}" if holder else ""
         super().__init__(session_id, (
-            f"Session {session_id!r} has a run in progress ({how}). Let that run end first, or "
-            "queue this one with Runner.run(..., wait_for_session=SECONDS)."))
+            f"Session {session_id!r} has a run in progress ({how}{held}). Let that run end "
+            "first, or queue this one with Runner.run(..., wait_for_session=SECONDS)."))
 
 
 class SessionConflictError(SessionError):
@@ -295,11 +299,20 @@ class SessionStoreBusy(SessionError):
 
 
 class SessionStoreUnavailable(SessionError):
-    """The session's store could not be reached: its database server refused the connection,
-    was down, or dropped it mid-write. Nothing of the write was stored (a transaction the
-    server did not confirm is rolled back)."""
+    """The session's store could not be reached (its database server was down, or dropped the
+    connection mid-write and again on a fresh one), or it refused the connection (no such
+    database, user or password: then not ``retryable``). Nothing of the write was stored (a
+    transaction the server did not confirm is rolled back)."""
 
-    def __init__(self, session_id: str, *, store: str, reason: str) -> None:
+    def __init__(self, session_id: str, *, store: str, reason: str,
+                 refused: bool = False) -> None:
+        if refused:  # reached, and it said no: trying again changes nothing
+            self.retryable = False
+            super().__init__(session_id, (
+                f"Session {session_id!r}: {store} refused the connection ({reason}). Nothing "
+                "of this write was stored; create the database, or fix the user, password or "
+                "database name in the URL, then run again on the session."))
+            return
         super().__init__(session_id, (
             f"Session {session_id!r}: {store} could not be reached ({reason}). Nothing of this "
             "write was stored; check that the database is up and the URL is right, then run "

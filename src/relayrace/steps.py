@@ -38,6 +38,12 @@ class StepRunner(ABC):
         """The value of the step ``key``: recorded by an earlier attempt, or ``fn()``'s,
         recorded before it is returned."""
 
+    def superseded(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says this attempt lost the run to another one (the engine took it
+        for dead and gave it to another process): the attempt then stops without writing to
+        the session log, whose run goes on with the attempt that owns it."""
+        return False
+
     @abstractmethod
     def recorded(self, key: str) -> str | None:
         """The value an earlier attempt recorded for ``key`` (``None``: it recorded none), so

@@ -207,7 +207,7 @@ class ParallelAgent(Composite):
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         if pending:  # branches restart: close the calls a crash left open
-            driver.answer_dangling(self, "the parallel step was restarted.")
+            driver.answer_dangling(self, "the parallel step was restarted")
         users = [m for m in driver.transcript if m.role == "user" and m.name is None]
         task = users[-1].content if users else ""
         history = bounded_history(driver.transcript[:-1]) if users else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import signal
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,6 +17,7 @@ from ._target import resolve_model, resolve_target
 
 if TYPE_CHECKING:  # imported when used: DBOS is an extra
     from ..durable import DurableRunner
+    from ._render import EventPrinter
 
 __all__ = ["submit", "worker"]
 
@@ -87,15 +89,24 @@ async def _work(runner: DurableRunner, drain: float) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # The runs it takes, and the dead workers' runs it takes over, as they happen.
+    said = logging.StreamHandler(sys.stderr)
+    said.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    log = logging.getLogger("relayrace.durable")
+    log.addHandler(said)
+    log.setLevel(logging.INFO)
+    log.info("worker %s starts on queue %s (%d at a time), database %s", runner.executor_id,
+             runner.queue, runner.worker_concurrency, runner.dbos_url)
     await runner.start()
-    Console(stderr=True, highlight=False).print(Text(
-        f"worker {runner.executor_id} works queue {runner.queue} "
-        f"({runner.worker_concurrency} at a time) on {runner.dbos_url}", style="dim"),
-        soft_wrap=True)
+    log.info("worker %s works queue %s", runner.executor_id, runner.queue)
     try:
         await stop.wait()
     finally:
+        log.info("worker %s drains: up to %g s for its runs to finish, the rest back to the "
+                 "queue", runner.executor_id, drain)
         await runner.stop(drain=drain)
+        log.info("worker %s stopped", runner.executor_id)
+        log.removeHandler(said)
 
 
 def submit(
@@ -123,10 +134,14 @@ def submit(
     timeout: Annotated[float | None, typer.Option(
         "--timeout", min=0, help="Seconds to wait at most.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead.")] = False,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Print the run's events as the workers log them: messages, "
+        "tool calls, handoffs, the answer.")] = False,
 ) -> None:
     """Put a run on a team's queue for its workers (`relayrace worker`); with --approve,
     --reject or --answer, put on the run that goes on from where --session stopped."""
-    from . import EXIT_APPROVAL, _errors, _fail, _parse_answers
+    from . import EXIT_APPROVAL, _errors, _fail, _handoff_tools, _parse_answers
+    from ._render import EventPrinter
 
     durable_runner = _durable_runner()
 
@@ -143,12 +158,14 @@ def submit(
     with _errors():
         agent = resolve_target(target, agent_name)
         runner = durable_runner(agent, db=db, queue=queue, work=False)
+        shown = EventPrinter(Console(highlight=False), handoff_tools=_handoff_tools(agent)) \
+            if follow and not json_output else None
         ended = asyncio.run(_submit(runner, prompt, session, run_id, decisions, answers,
-                                    wait, timeout))
+                                    wait or follow, timeout, shown))
     if json_output:
         typer.echo(json.dumps(ended))
     else:
-        _show(ended)
+        _show(ended, answered=shown is None)  # a followed run's answer was printed with it
     status = ended.get("status")
     if status == "failed":
         raise typer.Exit(1)
@@ -158,7 +175,8 @@ def submit(
 
 async def _submit(runner: DurableRunner, prompt: str | None, session: str | None,
                   run_id: str | None, decisions: dict[str, bool], answers: dict[str, str],
-                  wait: bool, limit: float | None) -> dict[str, Any]:
+                  wait: bool, limit: float | None,
+                  shown: EventPrinter | None) -> dict[str, Any]:
     async with runner:
         if prompt is None:
             assert session is not None
@@ -172,6 +190,13 @@ async def _submit(runner: DurableRunner, prompt: str | None, session: str | None
             f"queued run {run.run_id} in session {run.session_id}; waiting for a worker "
             f"(relayrace worker) to run it. Ctrl-C stops waiting; the run stays queued.",
             style="dim"), soft_wrap=True)
+        if shown is not None:
+            try:
+                async with asyncio.timeout(limit):
+                    async for event in runner.follow(run.run_id):
+                        shown.print(event)
+            finally:
+                shown.close()
         result = await runner.result(run.run_id, wait=limit)
         ended: dict[str, Any] = {
             "run_id": result.run_id, "session_id": result.session_id, "status": result.status,
@@ -181,14 +206,15 @@ async def _submit(runner: DurableRunner, prompt: str | None, session: str | None
         return ended
 
 
-def _show(ended: dict[str, Any]) -> None:
+def _show(ended: dict[str, Any], *, answered: bool = True) -> None:
     out = Console(highlight=False)
     where = f"run {ended['run_id']} · session {ended['session_id']}"
     status = ended["status"]
     if status == "queued":
         out.print(Text(f"queued {where}", style="dim"), soft_wrap=True)
     elif status == "completed":
-        out.print(ended["output"], soft_wrap=True)
+        if answered:
+            out.print(ended["output"], soft_wrap=True)
         out.print(Text.assemble(("✓ ", "bold green"), ("answered by ", "dim"),
                                 (ended["last_agent"], "bold"), (f" · {where}", "dim")))
     elif status == "failed":

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import secrets
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -28,7 +30,8 @@ from ..events import (
 from ..exceptions import SessionInUseError, UserError
 from ..messages import Message
 
-__all__ = ["Lease", "LogView", "Session", "SessionInfo", "check_wait", "new_session_id"]
+__all__ = ["Lease", "LeaseHolder", "LogView", "Session", "SessionInfo", "check_wait",
+           "lease_row_owner", "new_session_id", "process_tag"]
 
 
 def new_session_id() -> str:
@@ -38,6 +41,85 @@ def new_session_id() -> str:
     one user's run the other's history.
     """
     return secrets.token_hex(8)
+
+
+class LeaseHolder:
+    """Who holds a store's lease row: written in its owner column as ``TAG:SINCE:OWNER``, the
+    TAG naming the holder's process (``TOKEN@MACHINE/PID``), so that another process can tell
+    a holder that died on this machine (its lease is taken over at once) and say who holds it.
+    """
+
+    __slots__ = ("expires_at", "machine", "pid", "since")
+
+    def __init__(self, machine: str, pid: int, since: float, expires_at: float) -> None:
+        self.machine, self.pid, self.since, self.expires_at = machine, pid, since, expires_at
+
+    @classmethod
+    def of(cls, row_owner: str, expires_at: float) -> LeaseHolder | None:
+        """The holder a lease row names (``None``: a row of an older relayrace)."""
+        tag, _, rest = row_owner.partition(":")
+        since, _, _ = rest.partition(":")
+        _, _, where = tag.partition("@")
+        machine, _, pid = where.rpartition("/")
+        try:
+            return cls(machine, int(pid), float(since), expires_at)
+        except ValueError:
+            return None
+
+    def gone(self) -> bool:
+        """Whether the holder was a process of this machine that no longer runs."""
+        return self.machine == _MACHINE and self.pid != os.getpid() and not _alive(self.pid)
+
+    def __str__(self) -> str:
+        def at(t: float) -> str:
+            return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+        host = self.machine.partition("[")[0]
+        return (f"held by process {self.pid} on host {host} since {at(self.since)}; it lapses "
+                f"at {at(self.expires_at)} unless its holder renews it")
+
+
+def _machine() -> str:
+    """This machine as lease rows name it: the host name, and the process id namespace (two
+    containers may share a host name, never one namespace)."""
+    try:
+        space = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        space = ""
+    return f"{socket.gethostname()}[{space}]" if space else socket.gethostname()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (a zombie, dead but not yet reaped by its
+    parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+_MACHINE = _machine()
+_process: tuple[int, str] = (0, "")
+
+
+def lease_row_owner(owner: str, since: float) -> str:
+    """``owner``'s lease as a store's row names it: ``TAG:SINCE:OWNER`` (see `LeaseHolder`)."""
+    return f"{process_tag()}:{since:.3f}:{owner}"
+
+
+def process_tag() -> str:
+    """This process's tag in lease rows (a new one after a fork, which holds no lease): a
+    lease row with it is this process's own to take again."""
+    global _process
+    if _process[0] != os.getpid():
+        _process = (os.getpid(), f"{secrets.token_hex(6)}@{_MACHINE}/{os.getpid()}")
+    return _process[1]
 
 
 # The write leases held in this process: a log's lease key -> the owner holding it. A lock,
@@ -252,14 +334,21 @@ class Session(ABC):
         """What names this log among the process's leases: by default the object itself."""
         return self
 
+    holder: str = ""
+    """Who held the lease when this object last failed to take it (for the error)."""
+
     async def acquire_lease(self, owner: str) -> bool:
-        """Take the session's write lease for ``owner``; ``False`` if another owner holds it.
+        """Take the session's write lease for ``owner``; ``False`` if another owner holds it
+        (``holder`` then says who).
 
         The default lease lives in this process, on this session object. A store whose log is
         shared by other objects or processes extends it (`SQLiteSession` keeps a lease row).
         """
         with _leases_lock:
-            return _leases.setdefault(self._lease_key(), owner) == owner
+            if _leases.setdefault(self._lease_key(), owner) == owner:
+                return True
+        self.holder = "held by another run in this process"
+        return False
 
     async def release_lease(self, owner: str) -> None:
         """Give up ``owner``'s lease (nothing happens if ``owner`` does not hold it)."""
@@ -314,7 +403,8 @@ class Lease:
         while not await session.acquire_lease(owner):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SessionInUseError(session.session_id, waited=self._wait)
+                raise SessionInUseError(session.session_id, waited=self._wait,
+                                        holder=session.holder)
             await asyncio.sleep(min(session.lease_poll, left))
         return owner
 

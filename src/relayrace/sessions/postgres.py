@@ -15,17 +15,14 @@ database URL and event loop, shared by all its sessions. A database that cannot 
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import time
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import PoolTimeout
 
 from ..events import AgentEvent, dump_events, load_events
 from ..exceptions import (
@@ -34,7 +31,16 @@ from ..exceptions import (
     SessionStoreUnavailable,
     UserError,
 )
-from .base import LogView, Session, SessionInfo, new_session_id
+from ._pgconn import Pools, connect, refused, why
+from .base import (
+    LeaseHolder,
+    LogView,
+    Session,
+    SessionInfo,
+    lease_row_owner,
+    new_session_id,
+    process_tag,
+)
 from .idempotency import PostgresIdempotency
 from .store import SessionStore, check_page
 
@@ -84,16 +90,9 @@ _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VAL
                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
                "expires_at = excluded.expires_at "
                "WHERE relayrace_leases.expires_at <= %s OR relayrace_leases.owner LIKE %s")
-# This process's tag in lease rows: a lease it left behind (a release that could not reach the
-# database) is its own to take again.
-_process: tuple[int, str] = (0, "")
-
-
-def _owner(owner: str) -> str:
-    global _process
-    if _process[0] != os.getpid():
-        _process = (os.getpid(), secrets.token_hex(6))
-    return f"{_process[1]}:{owner}"
+# Take over the lease of a holder that died on this machine: the row as it was read.
+_TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE session_id = %s "
+              "AND owner = %s")
 
 
 def _info(row: Sequence[Any]) -> SessionInfo:
@@ -109,45 +108,12 @@ def _where(url: str) -> str:
            f"{parts.hostname or 'the local socket'}"
 
 
-class _Pools:
-    """One connection pool per database URL and event loop, for the whole process."""
-
-    def __init__(self) -> None:
-        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                               dict[str, AsyncConnectionPool]] = (
-            weakref.WeakKeyDictionary())
-        self._migrated: set[str] = set()
-
-    async def get(self, url: str, size: int, busy_timeout: float) -> AsyncConnectionPool:
-        loop = asyncio.get_running_loop()
-        pools = self._pools.setdefault(loop, {})
-        pool = pools.get(url)
-        if pool is None:
-            # The lock timeout is a setting of each connection, sent as it opens: no round
-            # trip per statement.
-            pool = pools[url] = AsyncConnectionPool(
-                url, min_size=1, max_size=size, open=False, timeout=30.0, name="relayrace",
-                kwargs={"autocommit": True,
-                        "options": f"-c lock_timeout={int(busy_timeout * 1000)}"})
-            await pool.open()
-        if url not in self._migrated:
-            await _migrate(pool)
-            self._migrated.add(url)
-        return pool
-
-    async def close(self, url: str) -> None:
-        loop = asyncio.get_running_loop()
-        pool = self._pools.get(loop, {}).pop(url, None)
-        if pool is not None:
-            await pool.close()
+_pools = Pools(lambda conn: _migrate(conn))
 
 
-_pools = _Pools()
-
-
-async def _migrate(pool: AsyncConnectionPool) -> None:
+async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
     """Bring the database to ``SCHEMA_VERSION``; concurrent starters wait for one another."""
-    async with pool.connection() as conn, conn.transaction():
+    async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS relayrace_schema (version INTEGER NOT "
                            "NULL, applied_at DOUBLE PRECISION NOT NULL)")
@@ -186,30 +152,39 @@ class PostgresSession(Session):
         self._seq: int | None = None  # the log's last position as this object saw it
         self._failed: BaseException | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._rows: dict[str, str] = {}  # the lease rows' owners of the leases held here
         self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
 
     def _like(self, session_id: str, **links: Any) -> PostgresSession:
         return PostgresSession(session_id, self.url, busy_timeout=self.busy_timeout,
                                lease_ttl=self.lease_ttl, pool_size=self.pool_size, **links)
 
-    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
+                   again: Callable[[psycopg.AsyncConnection[Any]], Any] | None = None,
+                   safe: bool = True) -> Any:
         """``fn(connection)`` with a pooled connection; the database's failures as typed
-        errors."""
+        errors. A connection that dies on its own (the server restarted or dropped it; not a
+        statement that failed) is replaced once by a fresh one, for ``again`` (default:
+        ``fn``), unless the call is not ``safe`` to run twice."""
         try:
             pool = await _pools.get(self.url, self.pool_size, self.busy_timeout)
             async with pool.connection() as conn:
-                return await fn(conn)
+                try:
+                    return await fn(conn)
+                except psycopg.OperationalError:
+                    if not safe or not conn.broken:
+                        raise
+            async with await connect(self.url, self.busy_timeout) as fresh:
+                return await (again or fn)(fresh)
         except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
             raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
                                    store=_where(self.url)) from exc
         except (psycopg.OperationalError, OSError) as exc:
             raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
-                                          reason=str(exc).strip() or type(exc).__name__) from exc
-        except Exception as exc:
-            if type(exc).__name__ == "PoolTimeout":  # every connection busy, or none possible
-                raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
-                                              reason=str(exc)) from exc
-            raise
+                                          reason=why(exc), refused=refused(exc)) from exc
+        except PoolTimeout as exc:  # every connection busy past busy_timeout
+            raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
+                                          reason=str(exc)) from exc
 
     async def _load_info(self, conn: psycopg.AsyncConnection[Any]) -> None:
         row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
@@ -330,8 +305,17 @@ class PostgresSession(Session):
                          i.owner, *flat])
                 return start
 
+            async def again(conn: psycopg.AsyncConnection[Any]) -> int:
+                """The batch's start, if its first event was written by the attempt whose
+                connection died before it heard back (written atomically: all of it); else it is
+                written now (compared with the log as this object saw it, as always)."""
+                row = await (await conn.execute(
+                    "SELECT seq FROM relayrace_events WHERE session_id = %s AND seq > %s AND "
+                    "data = %s", (sid, seq or 0, lines[0]))).fetchone()
+                return int(row[0]) - 1 if row is not None else await write(conn)
+
             try:
-                start = await self._run(write)
+                start = await self._run(write, again=again)
             except pg_errors.UniqueViolation as exc:  # another writer holds these positions
                 async def last(conn: psycopg.AsyncConnection[Any]) -> int:
                     row = await (await conn.execute(_LAST, (sid,))).fetchone()
@@ -357,13 +341,24 @@ class PostgresSession(Session):
         """Take the lease in this process, then the database's lease row (kept alive)."""
         if not await super().acquire_lease(owner):
             return False
-        now, row_owner = time.time(), _owner(owner)
-        mine = row_owner.split(":")[0] + ":%"
+        now = time.time()
+        row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
+            now + self.lease_ttl
 
         async def take(conn: psycopg.AsyncConnection[Any]) -> bool:
-            cur = await conn.execute(_TAKE_LEASE, (self.session_id, row_owner,
-                                                   now + self.lease_ttl, now, mine))
-            return cur.rowcount == 1
+            cur = await conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
+                                                   process_tag() + ":%"))
+            if cur.rowcount == 1:
+                return True
+            row = await (await conn.execute(
+                "SELECT owner, expires_at FROM relayrace_leases WHERE session_id = %s",
+                (sid,))).fetchone()
+            holder = None if row is None else LeaseHolder.of(row[0], row[1])
+            self.holder = str(holder or "held by another process")
+            if row is not None and holder is not None and holder.gone():  # died here
+                cur = await conn.execute(_TAKE_DEAD, (row_owner, expires, sid, row[0]))
+                return cur.rowcount == 1
+            return False
 
         try:
             taken = await self._run(take)
@@ -373,6 +368,7 @@ class PostgresSession(Session):
         if not taken:
             await super().release_lease(owner)
             return False
+        self._rows[owner] = row_owner
         self._renewal = asyncio.create_task(self._renew(owner))
         return True
 
@@ -383,7 +379,7 @@ class PostgresSession(Session):
                 await self._run(lambda conn: conn.execute(
                     "UPDATE relayrace_leases SET expires_at = %s WHERE session_id = %s AND "
                     "owner = %s", (time.time() + self.lease_ttl, self.session_id,
-                                   _owner(owner))))
+                                   self._rows.get(owner))))
             except (SessionStoreBusy, SessionStoreUnavailable):
                 pass  # next time; if the lease lapses, appends still cannot clash
 
@@ -394,7 +390,7 @@ class PostgresSession(Session):
         try:
             await self._run(lambda conn: conn.execute(
                 "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s",
-                (self.session_id, _owner(owner))))
+                (self.session_id, self._rows.pop(owner, None))))
         except (SessionStoreBusy, SessionStoreUnavailable):
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
@@ -449,8 +445,9 @@ class PostgresStore(SessionStore):
         return PostgresSession(session_id, self.url, owner=owner, busy_timeout=self.busy_timeout,
                                lease_ttl=self.lease_ttl, pool_size=self.pool_size)
 
-    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any]) -> Any:
-        return await self.session("(the store)")._run(fn)
+    async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
+                   safe: bool = True) -> Any:
+        return await self.session("(the store)")._run(fn, safe=safe)
 
     async def list_sessions(self, *, parent_id: str | None = None, owner: str | None = None,
                             limit: int = 100, offset: int = 0) -> list[SessionInfo]:
@@ -491,7 +488,7 @@ class PostgresStore(SessionStore):
                     await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
                                        (ids,))
                 return bool(ids)
-        result: bool = await self._run(remove)
+        result: bool = await self._run(remove, safe=False)  # a second run would find nothing
         return result
 
     async def aclose(self) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
-import secrets
 import sqlite3
 import threading
 import time
@@ -29,7 +28,15 @@ from typing import Any, ClassVar, TypeVar
 
 from ..events import AgentEvent, dump_events, load_events
 from ..exceptions import SessionConflictError, SessionStoreBusy
-from .base import LogView, Session, SessionInfo, new_session_id
+from .base import (
+    LeaseHolder,
+    LogView,
+    Session,
+    SessionInfo,
+    lease_row_owner,
+    new_session_id,
+    process_tag,
+)
 
 __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
 
@@ -241,15 +248,8 @@ _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?,
                "expires_at = excluded.expires_at "
                "WHERE leases.expires_at <= ? OR leases.owner LIKE ?")
 
-_process: tuple[int, str] = (0, "")
-
-
-def _owner(owner: str) -> str:
-    """``owner`` as written in the lease row: prefixed with this process's own tag."""
-    global _process
-    if _process[0] != os.getpid():  # a new process, or a fork: it holds none of the leases
-        _process = (os.getpid(), secrets.token_hex(6))
-    return f"{_process[1]}:{owner}"
+# Take over the lease of a holder that died on this machine: the row as it was read.
+_TAKE_DEAD = "UPDATE leases SET owner = ?, expires_at = ? WHERE session_id = ? AND owner = ?"
 
 
 def _list(conn: sqlite3.Connection, parent_id: str | None) -> list[SessionInfo]:
@@ -337,6 +337,7 @@ class SQLiteSession(Session):
         self._seq: int | None = None
         self._failed: BaseException | None = None
         self._renewal: asyncio.Task[None] | None = None
+        self._rows: dict[str, str] = {}  # the lease rows' owners of the leases held here
 
     def _conn(self) -> sqlite3.Connection:
         return self._db.conn(self.busy_timeout)
@@ -477,11 +478,22 @@ class SQLiteSession(Session):
         return True
 
     def _take_lease(self, owner: str) -> bool:
-        now, row_owner = time.time(), _owner(owner)
-        mine = row_owner.split(":")[0] + ":%"
-        cur = self._conn().execute(
-            _TAKE_LEASE, (self.session_id, row_owner, now + self.lease_ttl, now, mine))
-        return cur.rowcount == 1
+        now = time.time()
+        row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
+            now + self.lease_ttl
+        conn = self._conn()
+        taken = conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
+                                           process_tag() + ":%")).rowcount == 1
+        if not taken:
+            row = conn.execute("SELECT owner, expires_at FROM leases WHERE session_id = ?",
+                               (sid,)).fetchone()
+            holder = None if row is None else LeaseHolder.of(row[0], row[1])
+            if holder is not None and holder.gone():  # died here: no need to let it lapse
+                taken = conn.execute(_TAKE_DEAD, (row_owner, expires, sid, row[0])).rowcount == 1
+            self.holder = str(holder or "held by another process")
+        if taken:
+            self._rows[owner] = row_owner
+        return taken
 
     async def _renew(self, owner: str) -> None:
         """Keep ``owner``'s lease from lapsing while its run lives."""
@@ -495,7 +507,7 @@ class SQLiteSession(Session):
     def _extend_lease(self, owner: str) -> None:
         self._conn().execute(
             "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?",
-            (time.time() + self.lease_ttl, self.session_id, _owner(owner)))
+            (time.time() + self.lease_ttl, self.session_id, self._rows.get(owner)))
 
     async def release_lease(self, owner: str) -> None:
         if self._renewal is not None:
@@ -510,7 +522,7 @@ class SQLiteSession(Session):
 
     def _drop_lease(self, owner: str) -> None:
         self._conn().execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
-                             (self.session_id, _owner(owner)))
+                             (self.session_id, self._rows.pop(owner, None)))
 
     # -- children and listing -----------------------------------------------------------------
 

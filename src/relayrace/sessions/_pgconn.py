@@ -1,0 +1,116 @@
+"""Connections to a PostgreSQL store: a pool per database URL and event loop, closed when the
+loop ends; connection failures said as what they are, within the store's ``busy_timeout``; a
+connection that died on its own replaced by a fresh one.
+
+A pool's own connection attempts report only that none succeeded in time, so the first
+connection of a pool is made here, directly: a refused port, a missing database or a wrong
+password is said at once. A database that restarts closes every connection of the pool; the
+operation that finds its connection dead gets one fresh connection (the server may still be
+starting: tried until ``busy_timeout``), where the caller says that running it again is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["Pools", "connect", "refused", "why"]
+
+_RETRY_INTERVAL = 0.1  # seconds between attempts to reach a server that is starting
+# What a server that was reached says when it turns a connection away for good.
+_REFUSALS = ("does not exist", "authentication failed", "no pg_hba.conf entry",
+             "permission denied", "password")
+
+
+def _options(busy_timeout: float) -> dict[str, Any]:
+    # The lock timeout is a setting of each connection, sent as it opens: no round trip per
+    # statement.
+    return {"autocommit": True, "options": f"-c lock_timeout={int(busy_timeout * 1000)}"}
+
+
+def why(exc: BaseException) -> str:
+    """What a connection failure says, on one line (the server's own words, if it answered)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text.partition("FATAL: ")[2].strip() or text
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether the server was reached and refused the connection for good (no such database
+    or user, a wrong password): trying again changes nothing."""
+    text = str(exc)
+    return "FATAL:" in text and any(r in text for r in _REFUSALS)
+
+
+async def connect(url: str, busy_timeout: float) -> psycopg.AsyncConnection[Any]:
+    """A new connection to ``url``, tried until ``busy_timeout`` runs out while the server
+    cannot be reached (it may be restarting); a refusal is raised at once."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return await psycopg.AsyncConnection.connect(
+                url, connect_timeout=max(1, int(left + 0.999)), **_options(busy_timeout))
+        except psycopg.OperationalError as exc:
+            if refused(exc) or time.monotonic() + _RETRY_INTERVAL >= deadline:
+                raise
+        await asyncio.sleep(_RETRY_INTERVAL)
+
+
+class Pools:
+    """One connection pool per database URL and event loop, for the whole process; a loop's
+    pools are closed when it ends (``asyncio.run`` cancels what is left at its end: a task
+    here waits for that), so that a process exits when its ``asyncio.run`` returns."""
+
+    def __init__(self, prepare: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
+                 ) -> None:
+        self._prepare = prepare  # run on a URL's first connection in this process
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                               dict[str, AsyncConnectionPool]] = (
+            weakref.WeakKeyDictionary())
+        self._prepared: set[str] = set()
+        self._closers: set[asyncio.Task[None]] = set()
+
+    async def get(self, url: str, size: int, busy_timeout: float) -> AsyncConnectionPool:
+        """The running loop's pool for ``url``; its first connection says what is wrong."""
+        loop = asyncio.get_running_loop()
+        pools = self._pools.get(loop)
+        if pools is None:
+            pools = self._pools[loop] = {}
+            closer = loop.create_task(_close_at_end(pools), name="relayrace-postgres-pools")
+            self._closers.add(closer)
+            closer.add_done_callback(self._closers.discard)
+        pool = pools.get(url)
+        if pool is not None:
+            return pool
+        async with await connect(url, busy_timeout) as first:
+            if url not in self._prepared:
+                await self._prepare(first)
+                self._prepared.add(url)
+        pool = pools.get(url)  # another task of the loop may have made it meanwhile
+        if pool is None:
+            pool = pools[url] = AsyncConnectionPool(
+                url, min_size=1, max_size=size, open=False, timeout=busy_timeout,
+                name="relayrace", kwargs=_options(busy_timeout))
+            await pool.open()
+        return pool
+
+    async def close(self, url: str) -> None:
+        """Close the running loop's pool for ``url``."""
+        pool = self._pools.get(asyncio.get_running_loop(), {}).pop(url, None)
+        if pool is not None:
+            await pool.close()
+
+
+async def _close_at_end(pools: dict[str, AsyncConnectionPool]) -> None:
+    """Wait for the loop's end (its final cancellation), then close its pools."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        while pools:
+            await pools.popitem()[1].close(timeout=0)
