@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -33,7 +32,7 @@ class _RunByDefault(TyperGroup):
     """``relayrace eval TEAM CASES`` is ``relayrace eval run TEAM CASES``: a first word that
     names no subcommand (``compare``, ``capture``, ``replay``) starts ``run``."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's own Context
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
