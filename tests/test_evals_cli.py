@@ -61,7 +61,8 @@ def test_a_worse_run_against_its_baseline_and_the_exit_code(db: Path, tmp_path: 
                   "--json", tmp_path / "good.json")
     assert good.exit_code == 0, good.output
     run_id = json.loads((tmp_path / "good.json").read_text())["run_id"]
-    bad = invoke("eval", "run", TEAM, CASES, "--model", f"{MISROUTE}:misroute", "--db", db,
+    # The issue's own form: `relayrace eval TEAM CASES` is `eval run`.
+    bad = invoke("eval", TEAM, CASES, "--model", f"{MISROUTE}:misroute", "--db", db,
                  "--baseline", run_id, "--min-pass-rate", "0.9", "--junit", tmp_path / "b.xml")
     assert bad.exit_code == 1
     out = bad.stdout

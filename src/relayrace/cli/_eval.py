@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperGroup
 
 from ..exceptions import UserError
 from ..models import Model
@@ -27,8 +28,19 @@ if TYPE_CHECKING:
 
 __all__ = ["eval_app"]
 
-eval_app = typer.Typer(help="Evaluate a team on cases: pass rates, routing, trajectories.",
-                       no_args_is_help=True)
+class _RunByDefault(TyperGroup):
+    """``relayrace eval TEAM CASES`` is ``relayrace eval run TEAM CASES``: a first word that
+    names no subcommand (``compare``, ``capture``, ``replay``) starts ``run``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # typer's own Context
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(help="Evaluate a team on cases: pass rates, routing, trajectories. "
+                       "`relayrace eval TEAM CASES` runs them (the `run` command).",
+                       no_args_is_help=True, cls=_RunByDefault)
 
 _DB_HELP = ("Where sessions live: a SQLite file, or a store URL (memory:// keeps nothing).")
 ContextOption = Annotated[list[str] | None, typer.Option(
