@@ -23,6 +23,7 @@ from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _openai
+from ._conversations import Conversations
 from ._errors import error_body, install
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
@@ -48,9 +49,11 @@ class Server:
     created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
     """Sessions created through the API that have no events yet: id -> owner and agent (the
     oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
-    conversations: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """OpenAI-protocol conversations without a session header: the transcript that ends with
-    an answer (its hash) -> the session that gave it."""
+    conversations: Conversations = field(default_factory=Conversations)
+    """Each OpenAI-protocol session's transcript so far (its hash)."""
+    match_transcripts: bool = False
+    """Whether an OpenAI-protocol request without a session handle goes on with the one
+    session whose transcript it resends."""
 
     @property
     def default(self) -> Agent[Any]:
@@ -76,7 +79,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
-               otel: bool = False, durable: bool = False) -> FastAPI:
+               otel: bool = False, durable: bool = False,
+               match_transcripts: bool = False) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -92,6 +96,10 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     ``relayrace[durable]`` and a store in a database), the API's runs go to the served team's
     DBOS queue for ``relayrace worker`` processes (`relayrace.durable`); the server follows
     each through its session log. The OpenAI-compatible endpoints still run in the server.
+    On ``/v1/chat/completions`` a conversation goes on in the session its
+    ``X-Relayrace-Session`` header names; a request without one starts a new session, unless
+    ``match_transcripts``: then it goes on with the one session whose transcript it resends
+    (refused with 409 when several do).
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -107,7 +115,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                     store=store if isinstance(store, SessionStore) else open_store(store),
                     runs=runs, keys=Keys(api_keys),
                     limiter=RateLimiter(limit) if limit is not None else None,
-                    max_body=max_body_bytes)
+                    max_body=max_body_bytes, match_transcripts=match_transcripts)
     exporter = _otel_processor() if otel else None
     if durable:
         runs.durable = _durable_runners(served, server.store)
@@ -143,7 +151,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
         app.add_middleware(CORSMiddleware, allow_origins=list(cors_origins),
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
-                                          "Last-Event-ID", "X-Relayrace-Session"],
+                                          "Last-Event-ID", "X-Relayrace-Session",
+                                          "X-Relayrace-Progress"],
                            expose_headers=["X-Relayrace-Session", "X-Relayrace-Run"])
     if console:
         static = resources.files("relayrace.server") / "static"
