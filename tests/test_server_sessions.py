@@ -116,10 +116,14 @@ def test_a_named_session_refuses_a_conversation_whose_earlier_turn_was_edited() 
         with pytest.raises(openai.ConflictError) as refused:
             _say(client, edited)
         assert refused.value.body["type"] == "conversation_mismatch"  # type: ignore[index]
-        # The conversation as the session has it goes on.
-        assert _say(client, [*said, {"role": "assistant", "content": second},
-                             {"role": "user", "content": "go on"}])[1] == \
-            "You said: hello | secret plan | go on"
+        # The conversation as the session has it goes on, sent whole or only its new message.
+        said += [{"role": "assistant", "content": second}, {"role": "user", "content": "go on"}]
+        third = _say(client, said)[1]
+        assert third == "You said: hello | secret plan | go on"
+        fourth = _say(client, [{"role": "user", "content": "and on"}])[1]
+        said += [{"role": "assistant", "content": third}, {"role": "user", "content": "and on"},
+                 {"role": "assistant", "content": fourth}, {"role": "user", "content": "end"}]
+        assert _say(client, said)[1] == "You said: hello | secret plan | go on | and on | end"
 
 
 def test_a_created_session_belongs_to_its_creator_and_ids_are_validated() -> None:
@@ -135,6 +139,14 @@ def test_a_created_session_belongs_to_its_creator_and_ids_are_validated() -> Non
         run = httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": "hi"}, headers=one,
                          timeout=30)
         assert run.status_code == 200 and run.json()["result"]["final_output"] == "You said: hi"
+        mine = openai.OpenAI(base_url=f"{url}/v1", api_key=k1, max_retries=0,
+                             default_headers={"X-Relayrace-Session": "k1-chat"})
+        mine.chat.completions.create(model="memo", messages=[{"role": "user", "content": "a"}])
+        with pytest.raises(openai.NotFoundError):  # not a 409 that would tell it exists
+            thief.chat.completions.create(
+                model="memo", extra_headers={"X-Relayrace-Session": "k1-chat"}, messages=[
+                    {"role": "user", "content": "b"}, {"role": "assistant", "content": "c"},
+                    {"role": "user", "content": "d"}])
 
         owner = openai.OpenAI(base_url=f"{url}/v1", api_key=k1, max_retries=0)
         for bad in (".", "..", "-x", "a/b", "a b", "a" * 257):

@@ -31,9 +31,15 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-def transcript_key(owner: str, model: str, said: Sequence[tuple[str, str]]) -> str:
-    """The hash naming a transcript (role, text pairs) of one key's talk with one model."""
-    return hashlib.sha256(json.dumps([owner, model, list(said)]).encode()).hexdigest()
+def transcript_key(owner: str, model: str, said: Sequence[tuple[str, str]],
+                   *, after: str | None = None) -> str:
+    """The hash naming a transcript (role, text pairs) of one key's talk with one model; with
+    ``after``, of the transcript that key names followed by ``said``."""
+    key = after if after is not None else hashlib.sha256(
+        json.dumps([owner, model]).encode()).hexdigest()
+    for pair in said:  # a chain: a transcript's key extends its beginning's
+        key = hashlib.sha256(json.dumps([key, *pair]).encode()).hexdigest()
+    return key
 
 
 class Conversations:

@@ -102,6 +102,13 @@ async def chat(request: Request, body: ChatRequest) -> Any:
     info = await server.store.get_info(session_id)
     if (info is not None and info.owner != owner) or (made is not None and made["owner"] != owner):
         raise ApiError(404, f"No session {session_id!r}.", "not_found")
+    end = server.conversations.end_of(session_id) if info is not None else None
+    if len(said) > 1 and end is not None and end != transcript_key(owner, body.model, said[:-1]):
+        # An edited or regenerated earlier turn: the session holds turns the client dropped.
+        raise ApiError(409, f"The messages sent are not session {session_id!r}'s conversation "
+                       "(an earlier turn was edited or regenerated). Send only the new message "
+                       f"to go on with it, or drop {SESSION_HEADER} (or name a new id) to start "
+                       "a session from the messages sent.", "conversation_mismatch")
     session = server.store.session(session_id, owner=owner)
     if info is not None and await PendingRun.from_session(session, entry=agent) is not None:
         raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
@@ -116,9 +123,15 @@ async def chat(request: Request, body: ChatRequest) -> Any:
     headers = {SESSION_HEADER: session_id, "X-Relayrace-Run": run.run_id}
     completion_id = "chatcmpl-" + secrets.token_hex(12)
 
+    # The transcript the answer will end: what the client sent (a new session is seeded with
+    # it), or the session's so far and the new message (a client may send only that). A known
+    # session whose transcript the server does not remember (a restart) stays unremembered.
+    said_new = said if info is None else said[-1:]
+
     def remember(answer: str) -> None:
-        server.conversations.answered(session_id, transcript_key(
-            owner, body.model, [*said, ("assistant", answer)]))
+        if info is None or end is not None:
+            server.conversations.answered(session_id, transcript_key(
+                owner, body.model, [*said_new, ("assistant", answer)], after=end))
 
     if body.stream:
         progress = request.headers.get(PROGRESS_HEADER, "").lower() in ("1", "true", "yes")
@@ -148,14 +161,6 @@ def _session_for(server: Any, owner: str, model: str, history: Sequence[tuple[st
     """The session a request goes on with: the one it names, the one the transcript it resends
     ends (only on a server that matches transcripts), or a new one."""
     if named is not None:
-        end = server.conversations.end_of(named)
-        if history and end is not None and end != transcript_key(owner, model, history):
-            # An edited or regenerated earlier turn: the session holds turns the client dropped.
-            raise ApiError(409, f"The messages sent are not session {named!r}'s conversation "
-                           "(an earlier turn was edited or regenerated). Send only the new "
-                           f"message to go on with it, or drop {SESSION_HEADER} (or name a "
-                           "new id) to start a session from the messages sent.",
-                           "conversation_mismatch")
         return named
     if server.match_transcripts and history:
         matches = server.conversations.ending_with(transcript_key(owner, model, history))
