@@ -120,7 +120,10 @@ async def test_a_background_run_streams_every_event_and_a_reconnect_misses_none(
                                                        "status")
               and "/" not in e["path"]]
     stored = (await client.get(f"/api/sessions/{sid}")).json()["events"]
-    assert logged == stored  # the stream lost nothing the session holds
+    assert [e["run_id"] for e in logged if e["kind"] == "run_started"] == [run_id]
+    for e in logged:  # the stream names the server's run; the session log holds the same event
+        e.pop("run_id", None)
+    assert logged == [{k: v for k, v in e.items() if k != "run_id"} for e in stored]
     run = (await client.get(f"/api/runs/{run_id}")).json()
     assert run["status"] == "finished" and run["result"]["usage"]["requests"] == 3
     trace = (await client.get(f"/api/runs/{run_id}/trace")).json()
@@ -300,7 +303,7 @@ def test_the_openai_client_talks_to_a_served_agent(tmp_path: Path) -> None:
             model="front", messages=[{"role": "user", "content": "hello"}])
         assert first.choices[0].message.content == "Echo: hello"
         assert first.usage is not None and first.usage.total_tokens > 0
-        # A client that resends the conversation continues the same session.
+        # A client that resends the conversation without a handle: a new session, seeded with it.
         raw = client.chat.completions.with_raw_response.create(model="front", messages=[
             {"role": "user", "content": "hello"},
             {"role": "assistant", "content": "Echo: hello"},
@@ -312,13 +315,11 @@ def test_the_openai_client_talks_to_a_served_agent(tmp_path: Path) -> None:
         assert [e["message"]["content"] for e in events
                 if e["kind"] == "message" and e["message"]["role"] == "user"] == [
             "hello", "research relays"]
-        # Streamed: handoffs and tool calls show as the CLI shows them.
+        # Streamed: the answer says what the run waits for.
         stream = client.chat.completions.create(
             model="front", stream=True, extra_headers={"X-Relayrace-Session": "chat-1"},
             messages=[{"role": "user", "content": "refund INV-8"}])
         shown = "".join(c.choices[0].delta.content or "" for c in stream)
-        assert "↪ handoff front → billing: a refund" in shown
-        assert '⚙ refund({"invoice": "INV-8"})' in shown
         assert "The run waits for a person" in shown and "approve refund" in shown
         missing = httpx.post(f"{url}/v1/chat/completions", json={
             "model": "nobody", "messages": [{"role": "user", "content": "x"}]})
@@ -444,7 +445,7 @@ async def test_first_messages_of_different_conversations_never_share_a_session(
     assert alice != bob
     again, _ = await say([*first, {"role": "assistant", "content": answer},
                           {"role": "user", "content": "research relays"}])
-    assert again in (alice, bob)  # the conversation whose answer this is goes on
+    assert again not in (alice, bob)  # no handle: never found by its text
     events = (await client.get(f"/api/sessions/{again}")).json()["events"]
     assert [e["message"]["content"] for e in events if e["kind"] == "message"
             and e["message"]["role"] == "user"] == ["hello", "research relays"]

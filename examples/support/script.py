@@ -16,9 +16,18 @@ CONVERSATION = [
 ]
 
 
+SPENT = ("That was the whole scripted demo (two customer messages). To talk about anything "
+         "else, run the team on a real model: --model provider:model and its API key.")
+
+
 def scripted_model() -> ScriptedModel:
-    """A fresh model holding the demo's turns, in the order the agents will ask."""
-    return ScriptedModel(turns(), name="scripted-demo")
+    """A fresh model holding the demo's turns, in the order the agents will ask.
+
+    Each session plays the demo from its start (a server gives every conversation its own
+    session), and a message past the demo's two is answered with ``SPENT``.
+    """
+    return ScriptedModel(turns(), name="scripted-demo", per_conversation=True,
+                         then=text(SPENT))
 
 
 def turns() -> list[Turn]:

@@ -258,6 +258,14 @@ class _TestModelBase(Model):
         return ModelResponse(message, usage, self.name)
 
 
+@dataclass(slots=True)
+class _Cursor:
+    """Where a conversation is in a `ScriptedModel`'s turns."""
+
+    next: int
+    agent_next: dict[str, int]
+
+
 class ScriptedModel(_TestModelBase):
     """Plays ``turns`` in call order; several agents may share one instance.
 
@@ -269,17 +277,34 @@ class ScriptedModel(_TestModelBase):
     say (``"native"`` plays an OpenAI-compatible server, ``"tool"`` Anthropic);
     ``supports_tools=False`` plays a model without tool calls (a delegated child then reports
     in text).
+
+    A served script (``relayrace serve``) meets many sessions: with ``per_conversation``, each
+    conversation (``ModelRequest.conversation``: the session, its delegated children
+    included) plays the turns from the first, so sessions never take each other's turns; and
+    ``then`` is the turn played whenever a conversation's turns are spent, instead of raising
+    `ScriptExhausted`, so any number of inputs is answered.
     """
 
     def __init__(self, turns: Sequence[Turn] = (), *, name: str = "scripted",
                  by_agent: Mapping[str, Sequence[Turn]] | None = None,
                  record: bool = True, output_mode: OutputMode = "tool",
-                 supports_tools: bool = True) -> None:
+                 supports_tools: bool = True, per_conversation: bool = False,
+                 then: Turn | None = None) -> None:
         super().__init__(name, record, output_mode, supports_tools)
         self.turns: list[Turn] = list(turns)
-        self._next = 0
         self.by_agent: dict[str, list[Turn]] = {a: list(t) for a, t in (by_agent or {}).items()}
-        self._agent_next: dict[str, int] = dict.fromkeys(self.by_agent, 0)
+        self.per_conversation = per_conversation
+        self.then = then
+        # Where each conversation is in the turns ("" for all, without per_conversation): the
+        # next turn of the shared list, and of each agent's own.
+        self._cursors: dict[str, _Cursor] = {}
+
+    def _cursor(self, conversation: str) -> _Cursor:
+        key = conversation if self.per_conversation else ""
+        cursor = self._cursors.get(key)
+        if cursor is None:
+            cursor = self._cursors[key] = _Cursor(0, dict.fromkeys(self.by_agent, 0))
+        return cursor
 
     def extend(self, turns: Sequence[Turn]) -> None:
         """Queue more turns."""
@@ -287,42 +312,50 @@ class ScriptedModel(_TestModelBase):
 
     @property
     def remaining(self) -> int:
-        """Turns not yet played."""
-        return len(self.turns) - self._next + sum(
-            len(t) - self._agent_next[a] for a, t in self.by_agent.items())
+        """Turns not yet played (by the conversation that has played fewest)."""
+        cursors = list(self._cursors.values()) or [_Cursor(0, dict.fromkeys(self.by_agent, 0))]
+        return max(len(self.turns) - c.next + sum(len(t) - c.agent_next[a]
+                                                  for a, t in self.by_agent.items())
+                   for c in cursors)
 
     def assert_complete(self) -> None:
-        """Fail if some scripted turns were never requested."""
-        if self._next < len(self.turns):
-            left = self.turns[self._next :]
-            raise AssertionError(
-                f"ScriptedModel has {len(left)} unused turn(s) after {self._next} request(s); "
-                f"next unused: {left[0]!r}"
-            )
-        for agent, turns in self.by_agent.items():
-            if self._agent_next[agent] < len(turns):
+        """Fail if some scripted turns were never requested (by any conversation)."""
+        for cursor in list(self._cursors.values()) or [self._cursor("")]:
+            if cursor.next < len(self.turns):
+                left = self.turns[cursor.next :]
                 raise AssertionError(
-                    f"ScriptedModel has {len(turns) - self._agent_next[agent]} unused turn(s) "
-                    f"for agent {agent!r}; next unused: {turns[self._agent_next[agent]]!r}")
+                    f"ScriptedModel has {len(left)} unused turn(s) after {cursor.next} "
+                    f"request(s); next unused: {left[0]!r}")
+            for agent, turns in self.by_agent.items():
+                if cursor.agent_next[agent] < len(turns):
+                    raise AssertionError(
+                        f"ScriptedModel has {len(turns) - cursor.agent_next[agent]} unused "
+                        f"turn(s) for agent {agent!r}; next unused: "
+                        f"{turns[cursor.agent_next[agent]]!r}")
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         chars = self._record(request)
+        cursor = self._cursor(request.conversation)
         own = self.by_agent.get(request.agent)
         if own is not None:
-            n = self._agent_next[request.agent]
-            if n >= len(own):
+            n = cursor.agent_next[request.agent]
+            if n < len(own):
+                cursor.agent_next[request.agent] = n + 1
+                return self._response(own[n], request, chars)
+            if self.then is None:
                 raise ScriptExhausted(f"ScriptedModel ran out of turns for agent "
                                       f"{request.agent!r} after {len(own)} request(s).")
-            self._agent_next[request.agent] = n + 1
-            return self._response(own[n], request, chars)
-        if self._next >= len(self.turns):
+        elif cursor.next < len(self.turns):
+            turn = self.turns[cursor.next]
+            cursor.next += 1
+            return self._response(turn, request, chars)
+        elif self.then is None:
             raise ScriptExhausted(
-                f"ScriptedModel ran out of turns: request {self._next + 1} from agent "
+                f"ScriptedModel ran out of turns: request {cursor.next + 1} from agent "
                 f"{request.agent!r} but only {len(self.turns)} turn(s) were scripted."
             )
-        turn = self.turns[self._next]
-        self._next += 1
-        return self._response(turn, request, chars)
+        assert self.then is not None
+        return self._response(self.then, request, chars)
 
     async def stream(self, request: ModelRequest) -> Any:
         response = await self.request(request)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
-from ._target import resolve_model
+from ._target import describe_models, resolve_model
 
 __all__ = ["serve"]
 
@@ -46,6 +46,11 @@ def serve(
     otel: Annotated[bool, typer.Option(
         "--otel", help="Export runs to OpenTelemetry (a request's traceparent is their "
         "parent).")] = False,
+    match_transcripts: Annotated[bool, typer.Option(
+        "--match-transcripts", help="On /v1/chat/completions, let a request without an "
+        "X-Relayrace-Session header go on with the one session whose conversation it resends "
+        "(off: such a request starts a new session). Only for a server with one user per "
+        "key.")] = False,
     durable: Annotated[bool, typer.Option(
         "--durable", help="Queue the API's runs for `relayrace worker` processes on the same "
         "--db (DBOS) instead of running them in the server.")] = False,
@@ -67,16 +72,20 @@ def serve(
         keys = list(api_keys or [])
         keys += [k for k in os.environ.get("RELAYRACE_API_KEYS", "").split(",") if k.strip()]
         agents = entry_agents(target, agent_names)
+        override = resolve_model(model) if model else None
         app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),
                          max_body_bytes=max_body, rate_limit=rate_limit,
-                         model=resolve_model(model) if model else None, max_turns=max_turns,
+                         model=override, max_turns=max_turns,
                          otel=otel, durable=durable, idempotency_window=idempotency_window,
+                         match_transcripts=match_transcripts,
                          allowed_hosts=[host, *(allowed_hosts or ())],
                          allowed_origins=allowed_origins or ())
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "
                    f"(API keys: {'required' if keys else 'none'})", err=True)
+        for agent in agents:  # as `relayrace run` says it
+            typer.echo(f"{agent.name}: {describe_models(agent, model=override)}", err=True)
         # What was loaded to start is kept out of the collector's later passes: a full
         # collection of a busy server then walks the requests' objects, not the modules'.
         gc.freeze()

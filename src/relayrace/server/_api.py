@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..approvals import PendingRun
 from ..events import RunStartedEvent
 from ..sessions import Session
+from ._conversations import check_session_id
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
 from ._runs import RunRecord, pending_summary
@@ -66,7 +67,9 @@ def _owner(request: Request) -> str:
 
 
 async def _session(request: Request, session_id: str) -> tuple[Session, dict[str, Any] | None]:
-    """The caller's session (404 for a missing one and for another key's: never a leak)."""
+    """The caller's session (404 for a missing one and for another key's: never a leak; 400
+    for an id no session can have)."""
+    check_session_id(session_id)
     server = _server(request)
     info = await server.store.get_info(session_id)
     owner = _owner(request)

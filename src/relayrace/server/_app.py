@@ -29,6 +29,7 @@ from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _openai
+from ._conversations import Conversations
 from ._errors import error_body, install
 from ._idempotency import DEFAULT_WINDOW, Idempotency
 from ._runs import RunManager
@@ -57,9 +58,11 @@ class Server:
     created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
     """Sessions created through the API that have no events yet: id -> owner and agent (the
     oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
-    conversations: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """OpenAI-protocol conversations without a session header: the transcript that ends with
-    an answer (its hash) -> the session that gave it."""
+    conversations: Conversations = field(default_factory=Conversations)
+    """Each OpenAI-protocol session's transcript so far (its hash)."""
+    match_transcripts: bool = False
+    """Whether an OpenAI-protocol request without a session handle goes on with the one
+    session whose transcript it resends."""
 
     @property
     def default(self) -> Agent[Any]:
@@ -87,7 +90,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                max_turns: int | None = None, console: bool = True,
                otel: bool = False, durable: bool = False, allowed_hosts: Sequence[str] = (),
                allowed_origins: Sequence[str] = (),
-               idempotency_window: float = DEFAULT_WINDOW) -> FastAPI:
+               idempotency_window: float = DEFAULT_WINDOW,
+               match_transcripts: bool = False) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -111,6 +115,10 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     A request that starts a run may send an ``Idempotency-Key``: a retry with the same key
     (from the same API key) within ``idempotency_window`` seconds (a day) gets the first
     request's response and starts no second run; the keys are kept in the store.
+    On ``/v1/chat/completions`` a conversation goes on in the session its
+    ``X-Relayrace-Session`` header names; a request without one starts a new session, unless
+    ``match_transcripts``: then it goes on with the one session whose transcript it resends
+    (refused with 409 when several do).
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -130,7 +138,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     server = Server(agents={a.name: a for a in served}, store=sessions,
                     runs=runs, keys=Keys(api_keys),
                     limiter=RateLimiter(limit) if limit is not None else None,
-                    max_body=max_body_bytes,
+                    max_body=max_body_bytes, match_transcripts=match_transcripts,
                     idempotency=Idempotency(sessions.idempotency(), idempotency_window))
     exporter = _otel_processor() if otel else None
     if durable:
@@ -175,7 +183,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
                                           "Last-Event-ID", "X-Relayrace-Session",
-                                          "Idempotency-Key"],
+                                          "Idempotency-Key", "X-Relayrace-Progress"],
                            expose_headers=["X-Relayrace-Session", "X-Relayrace-Run",
                                            "Idempotent-Replayed"])
     app.add_middleware(HostGuard, access=access)  # the outermost: checked before anything

@@ -1,19 +1,19 @@
 """The OpenAI-compatible endpoints: ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
 Each served entry agent is a model id. The conversation lives in a relayrace session: the one
-the ``X-Relayrace-Session`` header names, or else the one whose last answer ends the messages
-the client sent before its new one (a client that resends the whole conversation each turn
-continues its session; a first message starts a new one).
-Streamed content shows handoffs, tool calls and delegations as the CLI does; the final answer
-is the assistant message.
+the ``X-Relayrace-Session`` header names (its handle). Without one, a request starts a new
+session seeded with the messages it sent, unless the server matches transcripts
+(``match_transcripts``): then the one session whose last answer ends the messages the client
+sent before its new one goes on (several such sessions: refused, never guessed).
+Streamed content is the answer, byte for byte as the non-streamed message; with the
+``X-Relayrace-Progress: true`` header, chunks also carry the run's progress (handoffs, tool
+calls, delegations, as the CLI shows them) in a ``relayrace`` field that OpenAI clients ignore.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,6 +36,7 @@ from ..events import (
 )
 from ..messages import Message
 from ..sessions import new_session_id
+from ._conversations import check_session_id, transcript_key
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
 
@@ -44,8 +45,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1")
 
 SESSION_HEADER = "X-Relayrace-Session"
-_CONVERSATIONS = 10_000  # transcripts remembered per server (a forgotten one is reseeded)
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+PROGRESS_HEADER = "X-Relayrace-Progress"
 
 
 class ChatMessage(BaseModel):
@@ -106,18 +106,19 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
         raise ApiError(400, "The last message must be the user's, with text.",
                        "invalid_request_error")
     named = request.headers.get(SESSION_HEADER)
-    if named is not None and not _SESSION_ID.match(named):
-        raise ApiError(400, f"{SESSION_HEADER} is 1 to 128 letters, digits, '.', '_' or '-'.",
-                       "invalid_request_error")
-    # Without the header, a conversation is found by what was said before its last message:
-    # each answer is remembered under the transcript that ends with it, which is what the
-    # client sends back with its next message. A first message starts a new session.
-    known = server.conversations.get(_transcript_key(owner, body.model, said[:-1])) \
-        if named is None and len(said) > 1 else None
-    session_id = named or known or "oai-" + new_session_id()
+    session_id = _session_for(server, owner, body.model, said[:-1],
+                              None if named is None else check_session_id(named))
+    made = server.created.get(session_id)  # created through the API, not yet run
     info = await server.store.get_info(session_id)
-    if info is not None and info.owner != owner:
+    if (info is not None and info.owner != owner) or (made is not None and made["owner"] != owner):
         raise ApiError(404, f"No session {session_id!r}.", "not_found")
+    end = server.conversations.end_of(session_id) if info is not None else None
+    if len(said) > 1 and end is not None and end != transcript_key(owner, body.model, said[:-1]):
+        # An edited or regenerated earlier turn: the session holds turns the client dropped.
+        raise ApiError(409, f"The messages sent are not session {session_id!r}'s conversation "
+                       "(an earlier turn was edited or regenerated). Send only the new message "
+                       f"to go on with it, or drop {SESSION_HEADER} (or name a new id) to start "
+                       "a session from the messages sent.", "conversation_mismatch")
     session = server.store.session(session_id, owner=owner)
     if info is not None and await PendingRun.from_session(session, entry=agent) is not None:
         raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
@@ -131,18 +132,23 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
     run = server.runs.start(agent, session, owner, run_input)
     headers = {SESSION_HEADER: session_id, "X-Relayrace-Run": run.run_id}
     completion_id = "chatcmpl-" + secrets.token_hex(12)
+
+    # The transcript the answer will end: what the client sent (a new session is seeded with
+    # it), or the session's so far and the new message (a client may send only that). A known
+    # session whose transcript the server does not remember (a restart) stays unremembered.
+    said_new = said if info is None else said[-1:]
+
     def remember(answer: str) -> None:
-        conversations = server.conversations
-        conversations[_transcript_key(owner, body.model, [*said, ("assistant", answer)])] = \
-            session_id
-        while len(conversations) > _CONVERSATIONS:  # the least recently answered go first
-            conversations.popitem(last=False)
+        if info is None or end is not None:
+            server.conversations.answered(session_id, transcript_key(
+                owner, body.model, [*said_new, ("assistant", answer)], after=end))
 
     if body.stream:
         if claim.key is not None:  # a retry replays the whole stream, once it has ended
             claim.settle(run, lambda ended: _whole_stream(ended, body.model, completion_id,
                                                           remember, headers))
-        return StreamingResponse(_chunks(run, body.model, completion_id, remember),
+        progress = request.headers.get(PROGRESS_HEADER, "").lower() in ("1", "true", "yes")
+        return StreamingResponse(_chunks(run, body.model, completion_id, remember, progress),
                                  media_type="text/event-stream", headers=headers)
 
     async def respond(run: Any) -> Response:
@@ -168,12 +174,26 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
 async def _whole_stream(run: Any, model: str, completion_id: str,
                         remember: Callable[[str], None], headers: dict[str, str]) -> Response:
     """An ended run's stream, whole, as its first client was sent it (for a retry)."""
-    body = "".join([part async for part in _chunks(run, model, completion_id, remember)])
+    body = "".join([part async for part in _chunks(run, model, completion_id, remember,
+                                                   progress=False)])
     return Response(body, media_type="text/event-stream", headers=headers)
 
 
-def _transcript_key(owner: str, model: str, said: Sequence[tuple[str, str]]) -> str:
-    return hashlib.sha256(json.dumps([owner, model, said]).encode()).hexdigest()
+def _session_for(server: Any, owner: str, model: str, history: Sequence[tuple[str, str]],
+                 named: str | None) -> str:
+    """The session a request goes on with: the one it names, the one the transcript it resends
+    ends (only on a server that matches transcripts), or a new one."""
+    if named is not None:
+        return named
+    if server.match_transcripts and history:
+        matches = server.conversations.ending_with(transcript_key(owner, model, history))
+        if len(matches) > 1:
+            raise ApiError(409, f"{len(matches)} sessions end with the messages sent, so which "
+                           f"one goes on is ambiguous; name it in the {SESSION_HEADER} header "
+                           "(each answer's response carries it).", "ambiguous_conversation")
+        if matches:
+            return str(matches[0])
+    return "oai-" + new_session_id()
 
 
 def _final(result: dict[str, Any], session_id: str) -> str:
@@ -218,16 +238,17 @@ def _render(event: AgentEvent) -> str:
 
 
 async def _chunks(run: Any, model: str, completion_id: str,
-                  remember: Callable[[str], None]) -> AsyncIterator[str]:
+                  remember: Callable[[str], None], progress: bool) -> AsyncIterator[str]:
     created = int(time.time())
-    content: list[str] = []  # what the client is shown, to find the conversation next time
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        content.append(delta.get("content") or "")
-        return "data: " + json.dumps({
+    def chunk(delta: dict[str, Any], finish: str | None = None,
+              shown: str | None = None) -> str:
+        body: dict[str, Any] = {
             "id": completion_id, "object": "chat.completion.chunk", "created": created,
-            "model": model, "choices": [{"index": 0, "delta": delta,
-                                         "finish_reason": finish}]}, ensure_ascii=False) + "\n\n"
+            "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if shown is not None:  # an extension field: OpenAI's clients ignore it
+            body["relayrace"] = {"progress": shown}
+        return "data: " + json.dumps(body, ensure_ascii=False) + "\n\n"
 
     out = [chunk({"role": "assistant", "content": ""})]
     async for batch in run.events.follow(0):
@@ -236,14 +257,14 @@ async def _chunks(run: Any, model: str, completion_id: str,
                 if event.get("status") in ("failed", "cancelled"):
                     out.append(chunk({"content": f"\n[the run {event['status']}: "
                                                  f"{event.get('error')}]"}))
-                elif event.get("status") == "waiting":
-                    out.append(chunk({"content": "\n" + _final(event.get("result") or {},
-                                                               run.session_id)}))
+                else:  # the answer (or what the run waits for): as the non-streamed message
+                    answer = _final(event.get("result") or {}, run.session_id)
+                    out.append(chunk({"content": answer}))
+                    remember(answer)
                 out += [chunk({}, "stop"), "data: [DONE]\n\n"]
-                remember("".join(content))
                 break
-            shown = _render(event)
+            shown = _render(event) if progress else ""
             if shown:
-                out.append(chunk({"content": shown}))
+                out.append(chunk({}, shown=shown))
         yield "".join(out)  # what arrived together is written together
         out = []

@@ -8,6 +8,7 @@ live, so it misses nothing. A run's events stay in memory while it runs and for 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import secrets
 import time
@@ -302,8 +303,11 @@ class RunManager:
             self.runs.pop(self._finished.popleft(), None)
 
     def _record(self, run: RunRecord, event: AgentEvent) -> None:
-        if not run.trace_id and isinstance(event, RunStartedEvent):
-            run.trace_id = event.trace_id
+        if isinstance(event, RunStartedEvent):
+            if not run.trace_id:
+                run.trace_id = event.trace_id
+            if not event.run_id:  # a copy: the session log's event stays as it was
+                event = dataclasses.replace(event, run_id=run.run_id)
         run.events.add(event)
 
     async def cancel(self, run: RunRecord) -> None:
