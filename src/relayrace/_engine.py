@@ -423,7 +423,12 @@ class AgentLoop:
     ) -> tuple[str, Agent[Any], str]:
         """What ``drive`` returns once an agent's turns end with ``route``."""
         if route is not None and route.kind == "finish":
-            self.control.finish()
+            if route.scope == "run":
+                self.control.finish()
+            elif self.control.loops:
+                self.control.leaving_loop = True
+            else:  # no loop to leave: the turn ended, like an answer
+                return final, last, ""
             return final, last, route.reason
         return final, last, "guardrail" if self.control.blocked else ""
 
@@ -439,7 +444,7 @@ class AgentLoop:
         """One team member's turn; a typed ``TransferTo`` ends it for the team to route."""
         final, last, route = await self.turns_of(agent, span, pending, team=True)
         signal: TransferTo | Finish | None = None
-        if route is not None and route.kind == "finish":
+        if route is not None and route.kind == "finish" and route.scope == "run":
             signal = Finish(route.reason, route.summary)
         elif route is not None and route.kind == "transfer_to":
             signal = TransferTo(route.name, route.reason)
@@ -460,6 +465,21 @@ class AgentLoop:
     def finish(self) -> None:
         """End the run after this member (a tool returned ``Finish``)."""
         self.control.finish()
+
+    @contextmanager
+    def loop_scope(self) -> Iterator[None]:
+        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
+        self.control.loops += 1
+        try:
+            yield
+        finally:
+            self.control.loops -= 1
+            self.control.leaving_loop = False
+
+    @property
+    def leaving_loop(self) -> bool:
+        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
+        return self.control.leaving_loop
 
     @contextmanager
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, UserError
 
 __all__ = [
     "AgentTarget",
@@ -60,12 +60,24 @@ class TransferTo:
 
 @dataclass(slots=True, frozen=True)
 class Finish:
-    """Return this from a tool to end the run with ``summary`` as the final answer."""
+    """Return this from a tool to end the run with ``summary`` as the final answer.
+
+    ``scope="loop"`` (ADK's ``escalate``) ends only the innermost ``LoopAgent`` the tool's
+    agent runs in: control goes on after the loop, and the run continues. Outside any loop it
+    ends the agent's turn, like an answer.
+    """
 
     reason: str = "finished"
-    """Why the run ends."""
+    """Why the run (or the loop) ends."""
     summary: str = ""
     """The final answer (default: the speaker's last text)."""
+    scope: Literal["run", "loop"] = "run"
+    """What ends: the whole run, or the innermost loop."""
+
+    def __post_init__(self) -> None:
+        if self.scope not in ("run", "loop"):
+            raise UserError(f"Finish(scope={self.scope!r}): scope is 'run' (end the run) or "
+                            "'loop' (leave the innermost LoopAgent).")
 
 
 # -- conditions -------------------------------------------------------------------------------

@@ -107,6 +107,15 @@ class Driver(Protocol):
         """End the run after this member (a tool returned ``Finish``)."""
         ...
 
+    def loop_scope(self) -> AbstractContextManager[None]:
+        """While a ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, only it."""
+        ...
+
+    @property
+    def leaving_loop(self) -> bool:
+        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
+        ...
+
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],
                    output_guardrails: tuple[Guardrail, ...]) -> AbstractContextManager[None]:
         """Apply a team's guardrails to every member while the team runs."""
@@ -175,7 +184,9 @@ async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[An
         if i > first:
             driver.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
         final, last, reason = await driver.drive(step, span, pending if i == first else [])
-        if driver.stopped:  # a Finish or a guardrail's block ends every enclosing workflow
+        if driver.stopped or driver.leaving_loop:
+            # A Finish or a guardrail's block ends every enclosing workflow; leaving a loop
+            # ends the workflows inside the loop.
             return final, last, reason
     return final, last, reason
 
@@ -244,15 +255,17 @@ class LoopAgent(Composite):
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         final, last = "", self.sub_agents[0]
-        for i in range(self.max_iterations):
-            if i:
-                driver.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
-            final, last, reason = await _run_steps(driver, self, self.sub_agents, span, self.name,
-                                                   pending if i == 0 else [])
-            if driver.stopped:
-                return final, last, reason
-            if self.until is not None and self.until(final):
-                return final, last, "until"
+        with driver.loop_scope():
+            for i in range(self.max_iterations):
+                if i:
+                    driver.note(self, f"[{self.name}: iteration {i + 1} of "
+                                      f"{self.max_iterations}]")
+                final, last, reason = await _run_steps(driver, self, self.sub_agents, span,
+                                                       self.name, pending if i == 0 else [])
+                if driver.stopped or driver.leaving_loop:  # a step left the loop: go on after it
+                    return final, last, reason
+                if self.until is not None and self.until(final):
+                    return final, last, "until"
         return final, last, "max_iterations"
 
 
