@@ -281,13 +281,10 @@ class AgentLoop:
             self.calls.resume(log.started, log.asked)
         agent = start_agent or self._active(log.active)
         entry = self.place.entry
-        back = self._hands_back(agent) if input is not None and start_agent is None and \
-            _answered(self.views.transcript, agent) else None
-        if back is not None:  # a new user turn: an agent that can transfer nowhere hands back
-            self.log.add(HandoffEvent(
-                agent=agent.name, path=self.path(agent), to_agent=back.name,
-                reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
-                       f"{back.name} (make it sticky=True to keep the conversation)"))
+        back = self._hands_back(agent, log.ended) if input is not None and \
+            start_agent is None else None
+        if back is not None:  # a new user turn: the agent that ended the last one hands back
+            self._hand_back(agent, back)
             agent = back
         if entry.is_composite and start_agent is not entry:
             from .team import Team
@@ -372,17 +369,40 @@ class AgentLoop:
         state.trace.end(span)
         return final, agent, reason
 
-    def _hands_back(self, agent: Agent[Any]) -> Agent[Any] | None:
-        """The parent a chat agent that can transfer nowhere gives the next user turn back to
-        (``None`` if it is sticky, or not such an agent)."""
+    def _hands_back(self, agent: Agent[Any],
+                    ended: RunFinishedEvent | None) -> Agent[Any] | None:
+        """Who starts a new user turn instead of ``agent``, which held the conversation when
+        the last run completed (however it answered: in text or through a tool's ``Finish``).
+
+        A workflow, task or single-turn target a ``Finish`` stopped gives it back to the agent
+        that transferred; a chat agent that can transfer nowhere, to its parent (unless
+        sticky). ``None``: ``agent`` keeps it (or the last run did not complete).
+        """
+        entry = self.place.entry
+        if ended is None or ended.status != "completed" or agent is entry or \
+                entry.is_composite:
+            return None
+        if agent.is_composite or agent.mode in ("task", "single_turn"):
+            return self.caller()
         parent = agent.parent
-        if parent is None or agent is self.place.entry or agent.sticky or \
-                agent.mode != "chat" or agent.handoffs or self.place.entry.is_composite:
+        if parent is None or agent.sticky or agent.mode != "chat" or agent.handoffs or \
+                ended.agent != agent.name:
             return None
         policy = agent.transfer_policy
         if policy.to_parent or policy.to_peers or parent.is_composite:
             return None
         return parent
+
+    def _hand_back(self, agent: Agent[Any], back: Agent[Any]) -> None:
+        """Log that a new user turn starts with ``back`` rather than ``agent``."""
+        if back.name in self.transfers.returns:  # a return owed since the transfer
+            self._return(agent, back, "the new user turn starts with the agent that "
+                                      "transferred")
+            return
+        self.log.add(HandoffEvent(
+            agent=agent.name, path=self.path(agent), to_agent=back.name,
+            reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
+                   f"{back.name} (make it sticky=True to keep the conversation)"))
 
     def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
         """``source``'s handoff to ``target``, if it has an input filter."""
@@ -702,7 +722,7 @@ class AgentLoop:
 
 
 def _answered(transcript: Sequence[Message], agent: Agent[Any]) -> bool:
-    """Whether the conversation ends with ``agent``'s answer (not a call, nor a failure)."""
+    """Whether the conversation ends with ``agent``'s answer (not a call, nor a tool result)."""
     last = transcript[-1] if transcript else None
     return last is not None and last.role == "assistant" and last.name == agent.name and \
         not last.tool_calls
