@@ -331,8 +331,8 @@ class AgentLoop:
             elif agent.is_composite and agent is not self.place.entry:
                 # Resumed inside a workflow a handoff brought control to: it finishes, then
                 # the agent that transferred goes on.
-                final, agent, _ = await self._through(agent, span, span, pending)
-                if not (self.stopped or agent.is_composite):
+                final, agent, _, ended = await self._through(agent, span, span, pending)
+                if not (self.stopped or ended or agent.is_composite):
                     final, agent, route = await self.turns_of(agent, span, [])
                     final, agent, reason = self._ended(final, agent, route)
                 else:
@@ -571,9 +571,9 @@ class AgentLoop:
                     agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
                     if agent.is_composite and self.control.blocked is None:
                         # A workflow target runs its steps, then its caller goes on.
-                        final, agent, agent_span = await self._through(agent, agent_span,
-                                                                       run_span, [])
-                        if self.stopped:
+                        final, agent, agent_span, ended = await self._through(
+                            agent, agent_span, run_span, [])
+                        if self.stopped or ended:
                             return final, agent, None
                 if self.control.blocked is not None:  # the new agent's input guardrails
                     return self.blocked_answer(agent, self.control.blocked), agent, None
@@ -681,18 +681,27 @@ class AgentLoop:
         return self._switch(agent, target, agent_span, run_span, route)
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
-                       pending: list[ToolCall]) -> tuple[str, Agent[Any], Span]:
+                       pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:
         """Run a workflow a handoff brought control to, then give control back to the agent
-        that transferred (logged like a task's return): (its answer, who is active, span)."""
+        that transferred (logged like a task's return): (its answer, who is active, span,
+        whether the run ends with the workflow's answer).
+
+        With ``ends_turn`` and an answer in text, the run ends there and the agent that
+        transferred takes the next user turn; otherwise that agent goes on now.
+        """
         final, last, _ = await self.drive(workflow, span, pending)
         caller = self.caller()
         if self.stopped or caller is None:
-            return final, last, span
+            return final, last, span, False
         self._return(workflow, caller, final)
+        flow: Composite = workflow  # type: ignore[assignment]
+        if flow.ends_turn and _answered(self.views.transcript, last):
+            self.state.trace.end(span)
+            return final, last, self.state.trace.start("agent", caller.name, run_span), True
         self.note(caller, f"[{workflow.name} finished its steps and returned control to "
                           f"{caller.name}]")
         agent, span = self._switch(workflow, caller, span, run_span)
-        return final, agent, span
+        return final, agent, span, False
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self.transfers.returns:

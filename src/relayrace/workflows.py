@@ -140,6 +140,8 @@ class Composite(Agent[Any], ABC):
 
     is_composite = True
     handoff_target = False
+    ends_turn = False
+    """As a handoff target: whether its answer ends the run (see ``SequentialAgent``)."""
 
     def __init__(self, name: str, *, members: Sequence[Agent[Any]], description: str = "",
                  max_turns: int | None = None) -> None:
@@ -192,13 +194,22 @@ async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[An
 
 
 class SequentialAgent(Composite):
-    """Runs ``steps`` one after another in the same session; the last answer is the output."""
+    """Runs ``steps`` one after another in the same session; the last answer is the output.
+
+    As a handoff target, control returns to the agent that transferred once the steps are
+    done. By default that agent goes on in the same run and answers (it sees what the steps
+    wrote). ``ends_turn=True`` (ADK's behaviour) ends the run with the last step's answer
+    instead, one model call less; the agent that transferred answers the next user turn. A
+    workflow that ended with no answer in text (a loop left through a tool) lets that agent
+    answer either way.
+    """
 
     handoff_target = True
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], description: str = "",
-                 max_turns: int | None = None) -> None:
+                 max_turns: int | None = None, ends_turn: bool = False) -> None:
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
+        self.ends_turn = ends_turn
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -206,14 +217,18 @@ class SequentialAgent(Composite):
 
 
 class ParallelAgent(Composite):
-    """Runs ``branches`` at once on the latest request; their answers form one message."""
+    """Runs ``branches`` at once on the latest request; their answers form one message.
+
+    ``ends_turn``: as for ``SequentialAgent``.
+    """
 
     handoff_target = True
 
     def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
-                 max_concurrency: int | None = None) -> None:
+                 max_concurrency: int | None = None, ends_turn: bool = False) -> None:
         super().__init__(name, members=branches, description=description)
         self.max_concurrency = max_concurrency
+        self.ends_turn = ends_turn
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -234,14 +249,16 @@ class ParallelAgent(Composite):
 class LoopAgent(Composite):
     """Repeats ``steps`` until ``until`` holds for the latest answer, or ``max_iterations``.
 
-    ``until`` is a function of the answer, or a string the answer must contain.
+    ``until`` is a function of the answer, or a string the answer must contain. A step's
+    tool returning ``Finish(scope="loop")`` leaves the loop; control goes on after it.
+    ``ends_turn``: as for ``SequentialAgent``.
     """
 
     handoff_target = True
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], max_iterations: int,
                  until: str | Callable[[str], bool] | None = None, description: str = "",
-                 max_turns: int | None = None) -> None:
+                 max_turns: int | None = None, ends_turn: bool = False) -> None:
         if max_iterations < 1:
             raise UserError(f"LoopAgent {name!r}: max_iterations must be at least 1.")
         if until is not None and not isinstance(until, str) and not callable(until):
@@ -249,6 +266,7 @@ class LoopAgent(Composite):
                             f"or a function of the answer; got {until!r}.")
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
         self.max_iterations = max_iterations
+        self.ends_turn = ends_turn
         self.until: Callable[[str], bool] | None = (
             (lambda out, marker=until: marker in out) if isinstance(until, str) else until)
 
