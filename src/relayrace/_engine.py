@@ -374,15 +374,16 @@ class AgentLoop:
         """Who starts a new user turn instead of ``agent``, which held the conversation when
         the last run completed (however it answered: in text or through a tool's ``Finish``).
 
-        A workflow, task or single-turn target a ``Finish`` stopped gives it back to the agent
-        that transferred; a chat agent that can transfer nowhere, to its parent (unless
-        sticky). ``None``: ``agent`` keeps it (or the last run did not complete).
+        A workflow or single-turn target a ``Finish`` stopped gives it back to the agent that
+        transferred; a chat agent that can transfer nowhere, to its parent (unless sticky). A
+        ``task`` agent keeps it until ``finish_task``: its text asks the user. ``None``:
+        ``agent`` keeps it (or the last run did not complete).
         """
         entry = self.place.entry
         if ended is None or ended.status != "completed" or agent is entry or \
                 entry.is_composite:
             return None
-        if agent.is_composite or agent.mode in ("task", "single_turn"):
+        if agent.is_composite or agent.mode == "single_turn":
             return self.caller()
         parent = agent.parent
         if parent is None or agent.sticky or agent.mode != "chat" or agent.handoffs or \
