@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import assert_valid_protocol, session_messages
-from relayrace import Agent, HandoffEvent, ModelProviderError, Runner, TransferPolicy
+from relayrace import Agent, HandoffEvent, ModelProviderError, Runner, TransferPolicy, tool
+from relayrace.routing import Finish
 from relayrace.sessions import MemorySession, Session, SQLiteSession
 from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
@@ -133,3 +134,49 @@ def test_sticky_in_yaml(tmp_path: Path) -> None:
     lead = load_team(tmp_path)["lead"]
     desk_agent = lead.find_agent("desk")
     assert desk_agent is not None and desk_agent.sticky
+
+
+# --------------------------------------------------------------------------- the hand-back
+# does not depend on how the target answered: in text, or through a tool's Finish.
+
+@tool
+def wrap_up(summary: str) -> Finish:
+    """Give the final answer and end the turn."""
+    return Finish("wrapped up", summary)
+
+
+def _target(kind: str, model: ScriptedModel) -> Agent[Any]:
+    last = Agent("polish", instructions="Polish.", model=model, tools=[wrap_up])
+    if kind == "chat":
+        return last
+    if kind == "single_turn":
+        return Agent("polish", instructions="Polish.", model=model, tools=[wrap_up],
+                     mode="single_turn")
+    steps = [Agent("draft", instructions="Draft.", model=model), last]
+    if kind == "sequential":
+        return SequentialAgent("writing", steps=steps)
+    return LoopAgent("writing", steps=steps, max_iterations=1)
+
+
+@pytest.mark.parametrize("ending", ["text", "finish"])
+@pytest.mark.parametrize("kind", ["chat", "single_turn", "sequential", "loop"])
+async def test_the_next_turn_goes_back_to_the_agent_that_transferred_however_it_answered(
+        kind: str, ending: str) -> None:
+    target = _target(kind, ScriptedModel([]))
+    answer = (text("the note") if ending == "text"
+              else tool_call("wrap_up", {"summary": "the note"}))
+    lead_script = [tool_call(f"transfer_to_{target.name}")]
+    if ending == "text" and kind != "chat":  # a workflow or single-turn target returns now
+        lead_script.append(text("Here it is."))
+    lead_script.append(text("Anything else?"))
+    model = ScriptedModel(by_agent={"lead": lead_script, "draft": [text("a draft")],
+                                    "polish": [answer]})
+    for a in target.walk():
+        a.model = model
+    lead = Agent("lead", instructions="Lead.", model=model, sub_agents=[target])
+    session = MemorySession()
+    await Runner.run(lead, "write a note", session=session)
+    second = await Runner.run(lead, "thanks", session=session)
+    assert second.last_agent.name == "lead" and second.final_output == "Anything else?"
+    assert [r.agent for r in model.requests][-1] == "lead"
+    assert_valid_protocol(await session_messages(session))

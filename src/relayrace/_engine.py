@@ -281,13 +281,10 @@ class AgentLoop:
             self.calls.resume(log.started, log.asked)
         agent = start_agent or self._active(log.active)
         entry = self.place.entry
-        back = self._hands_back(agent) if input is not None and start_agent is None and \
-            _answered(self.views.transcript, agent) else None
-        if back is not None:  # a new user turn: an agent that can transfer nowhere hands back
-            self.log.add(HandoffEvent(
-                agent=agent.name, path=self.path(agent), to_agent=back.name,
-                reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
-                       f"{back.name} (make it sticky=True to keep the conversation)"))
+        back = self._hands_back(agent, log.ended) if input is not None and \
+            start_agent is None else None
+        if back is not None:  # a new user turn: the agent that ended the last one hands back
+            self._hand_back(agent, back)
             agent = back
         if entry.is_composite and start_agent is not entry:
             from .team import Team
@@ -334,8 +331,8 @@ class AgentLoop:
             elif agent.is_composite and agent is not self.place.entry:
                 # Resumed inside a workflow a handoff brought control to: it finishes, then
                 # the agent that transferred goes on.
-                final, agent, _ = await self._through(agent, span, span, pending)
-                if not (self.stopped or agent.is_composite):
+                final, agent, _, ended = await self._through(agent, span, span, pending)
+                if not (self.stopped or ended or agent.is_composite):
                     final, agent, route = await self.turns_of(agent, span, [])
                     final, agent, reason = self._ended(final, agent, route)
                 else:
@@ -375,17 +372,41 @@ class AgentLoop:
         state.trace.end(span)
         return final, agent, reason
 
-    def _hands_back(self, agent: Agent[Any]) -> Agent[Any] | None:
-        """The parent a chat agent that can transfer nowhere gives the next user turn back to
-        (``None`` if it is sticky, or not such an agent)."""
+    def _hands_back(self, agent: Agent[Any],
+                    ended: RunFinishedEvent | None) -> Agent[Any] | None:
+        """Who starts a new user turn instead of ``agent``, which held the conversation when
+        the last run completed (however it answered: in text or through a tool's ``Finish``).
+
+        A workflow or single-turn target a ``Finish`` stopped gives it back to the agent that
+        transferred; a chat agent that can transfer nowhere, to its parent (unless sticky). A
+        ``task`` agent keeps it until ``finish_task``: its text asks the user. ``None``:
+        ``agent`` keeps it (or the last run did not complete).
+        """
+        entry = self.place.entry
+        if ended is None or ended.status != "completed" or agent is entry or \
+                entry.is_composite:
+            return None
+        if agent.is_composite or agent.mode == "single_turn":
+            return self.caller()
         parent = agent.parent
-        if parent is None or agent is self.place.entry or agent.sticky or \
-                agent.mode != "chat" or agent.handoffs or self.place.entry.is_composite:
+        if parent is None or agent.sticky or agent.mode != "chat" or agent.handoffs or \
+                ended.agent != agent.name:
             return None
         policy = agent.transfer_policy
         if policy.to_parent or policy.to_peers or parent.is_composite:
             return None
         return parent
+
+    def _hand_back(self, agent: Agent[Any], back: Agent[Any]) -> None:
+        """Log that a new user turn starts with ``back`` rather than ``agent``."""
+        if back.name in self.transfers.returns:  # a return owed since the transfer
+            self._return(agent, back, "the new user turn starts with the agent that "
+                                      "transferred")
+            return
+        self.log.add(HandoffEvent(
+            agent=agent.name, path=self.path(agent), to_agent=back.name,
+            reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
+                   f"{back.name} (make it sticky=True to keep the conversation)"))
 
     def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
         """``source``'s handoff to ``target``, if it has an input filter."""
@@ -426,7 +447,12 @@ class AgentLoop:
     ) -> tuple[str, Agent[Any], str]:
         """What ``drive`` returns once an agent's turns end with ``route``."""
         if route is not None and route.kind == "finish":
-            self.control.finish()
+            if route.scope == "run":
+                self.control.finish()
+            elif self.control.loops:
+                self.control.leaving_loop = True
+            else:  # no loop to leave: the turn ended, like an answer
+                return final, last, ""
             return final, last, route.reason
         return final, last, "guardrail" if self.control.blocked else ""
 
@@ -442,7 +468,7 @@ class AgentLoop:
         """One team member's turn; a typed ``TransferTo`` ends it for the team to route."""
         final, last, route = await self.turns_of(agent, span, pending, team=True)
         signal: TransferTo | Finish | None = None
-        if route is not None and route.kind == "finish":
+        if route is not None and route.kind == "finish" and route.scope == "run":
             signal = Finish(route.reason, route.summary)
         elif route is not None and route.kind == "transfer_to":
             signal = TransferTo(route.name, route.reason)
@@ -463,6 +489,21 @@ class AgentLoop:
     def finish(self) -> None:
         """End the run after this member (a tool returned ``Finish``)."""
         self.control.finish()
+
+    @contextmanager
+    def loop_scope(self) -> Iterator[None]:
+        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
+        self.control.loops += 1
+        try:
+            yield
+        finally:
+            self.control.loops -= 1
+            self.control.leaving_loop = False
+
+    @property
+    def leaving_loop(self) -> bool:
+        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
+        return self.control.leaving_loop
 
     @contextmanager
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],
@@ -534,9 +575,9 @@ class AgentLoop:
                     agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
                     if agent.is_composite and self.control.blocked is None:
                         # A workflow target runs its steps, then its caller goes on.
-                        final, agent, agent_span = await self._through(agent, agent_span,
-                                                                       run_span, [])
-                        if self.stopped:
+                        final, agent, agent_span, ended = await self._through(
+                            agent, agent_span, run_span, [])
+                        if self.stopped or ended:
                             return final, agent, None
                 if self.control.blocked is not None:  # the new agent's input guardrails
                     return self.blocked_answer(agent, self.control.blocked), agent, None
@@ -644,18 +685,27 @@ class AgentLoop:
         return self._switch(agent, target, agent_span, run_span, route)
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
-                       pending: list[ToolCall]) -> tuple[str, Agent[Any], Span]:
+                       pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:
         """Run a workflow a handoff brought control to, then give control back to the agent
-        that transferred (logged like a task's return): (its answer, who is active, span)."""
+        that transferred (logged like a task's return): (its answer, who is active, span,
+        whether the run ends with the workflow's answer).
+
+        With ``ends_turn`` and an answer in text, the run ends there and the agent that
+        transferred takes the next user turn; otherwise that agent goes on now.
+        """
         final, last, _ = await self.drive(workflow, span, pending)
         caller = self.caller()
         if self.stopped or caller is None:
-            return final, last, span
+            return final, last, span, False
         self._return(workflow, caller, final)
+        flow: Composite = workflow  # type: ignore[assignment]
+        if flow.ends_turn and _answered(self.views.transcript, last):
+            self.state.trace.end(span)
+            return final, last, self.state.trace.start("agent", caller.name, run_span), True
         self.note(caller, f"[{workflow.name} finished its steps and returned control to "
                           f"{caller.name}]")
         agent, span = self._switch(workflow, caller, span, run_span)
-        return final, agent, span
+        return final, agent, span, False
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self.transfers.returns:
@@ -685,7 +735,7 @@ class AgentLoop:
 
 
 def _answered(transcript: Sequence[Message], agent: Agent[Any]) -> bool:
-    """Whether the conversation ends with ``agent``'s answer (not a call, nor a failure)."""
+    """Whether the conversation ends with ``agent``'s answer (not a call, nor a tool result)."""
     last = transcript[-1] if transcript else None
     return last is not None and last.role == "assistant" and last.name == agent.name and \
         not last.tool_calls

@@ -332,8 +332,8 @@ class Scope:
 class Control:
     """How far the run has gone and how it ends."""
 
-    __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "max_turns",
-                 "output_failures", "refuse_handoffs", "resuming", "turns")
+    __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "leaving_loop", "loops",
+                 "max_turns", "output_failures", "refuse_handoffs", "resuming", "turns")
 
     def __init__(self, max_turns: int) -> None:
         self.turns = 0
@@ -354,6 +354,10 @@ class Control:
         """A tool returned Finish: the run ends, workflows included."""
         self.output_failures = 0
         """Structured outputs the model gave that failed validation."""
+        self.loops = 0
+        """How many ``LoopAgent`` runs enclose the active agent."""
+        self.leaving_loop = False
+        """A tool returned ``Finish(scope="loop")``: the innermost loop ends, not the run."""
 
     def block(self, answer: str) -> None:
         """A guardrail blocked: the run ends with ``answer``."""

@@ -54,12 +54,13 @@ class Attempt:
     tb: str = ""
     reason: str = ""
     summary: str = ""
+    scope: Literal["run", "loop"] = "run"
 
     def signal(self) -> TransferTo | Finish:
         """The routing value a ``transfer`` or ``finish`` attempt returned."""
         if self.kind == "transfer":
             return TransferTo(self.text, self.reason)
-        return Finish(self.reason, self.summary)
+        return Finish(self.reason, self.summary, self.scope)
 
 
 class AttemptEnded(Exception):
@@ -102,7 +103,8 @@ async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
     if isinstance(value, TransferTo):
         return Attempt("transfer", value.target, reason=value.reason)
     if isinstance(value, Finish):
-        return Attempt("finish", reason=value.reason, summary=value.summary)
+        return Attempt("finish", reason=value.reason, summary=value.summary,
+                       scope=value.scope)
     return Attempt("value", render_tool_output(value))
 
 

@@ -64,6 +64,8 @@ class Route:
     """For a transfer: its result, which the target keeps seeing beside a filter."""
     input: Any = None
     """For a transfer with an ``input_type``: the validated value."""
+    scope: Literal["run", "loop"] = "run"
+    """For ``Finish``: whether the run ends, or only the innermost loop."""
 
 
 @dataclass(slots=True)
@@ -295,7 +297,8 @@ async def _take_route(
             f" Reason: {route.reason}" if route.reason else ""))
     else:
         route.summary = guard_text(loop, agent, route.summary) if route.summary else ""
-        results[index] = loop.tool_result(agent, call, f"Finishing the run: {route.reason}")
+        ending = "Leaving the loop" if route.scope == "loop" else "Finishing the run"
+        results[index] = loop.tool_result(agent, call, f"{ending}: {route.reason}")
     push_results(loop, results)
     return route
 
@@ -602,7 +605,8 @@ async def _call_tool(
 def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:
     if isinstance(signal, TransferTo):
         return Route("transfer_to", call, name=signal.target, reason=signal.reason)
-    return Route("finish", call, reason=signal.reason, summary=signal.summary)
+    return Route("finish", call, reason=signal.reason, summary=signal.summary,
+                 scope=signal.scope)
 
 
 def _describe(route: Route) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, UserError
 
 __all__ = [
     "AgentTarget",
@@ -25,6 +25,7 @@ __all__ = [
     "CustomTarget",
     "Finish",
     "FromSpeaker",
+    "NestedChatTarget",
     "RevertToInitiator",
     "RoundRobin",
     "RoutingRegistry",
@@ -60,12 +61,24 @@ class TransferTo:
 
 @dataclass(slots=True, frozen=True)
 class Finish:
-    """Return this from a tool to end the run with ``summary`` as the final answer."""
+    """Return this from a tool to end the run with ``summary`` as the final answer.
+
+    ``scope="loop"`` (ADK's ``escalate``) ends only the innermost ``LoopAgent`` the tool's
+    agent runs in: control goes on after the loop, and the run continues. Outside any loop it
+    ends the agent's turn, like an answer.
+    """
 
     reason: str = "finished"
-    """Why the run ends."""
+    """Why the run (or the loop) ends."""
     summary: str = ""
     """The final answer (default: the speaker's last text)."""
+    scope: Literal["run", "loop"] = "run"
+    """What ends: the whole run, or the innermost loop."""
+
+    def __post_init__(self) -> None:
+        if self.scope not in ("run", "loop"):
+            raise UserError(f"Finish(scope={self.scope!r}): scope is 'run' (end the run) or "
+                            "'loop' (leave the innermost LoopAgent).")
 
 
 # -- conditions -------------------------------------------------------------------------------
@@ -213,7 +226,29 @@ class CustomTarget:
     """The members it may pick (empty: any)."""
 
 
-Target = AgentTarget | TerminateTarget | RevertToInitiator | Stay | RoundRobin | CustomTarget
+@dataclass(slots=True, frozen=True)
+class NestedChatTarget:
+    """AG2's nested chat: the agent named ``agent`` (a team, a workflow or any agent, given
+    to the team's ``nested=``) runs as a delegated child, in a child session, on the
+    conversation so far; its answer comes back as one message from it. Then ``then`` picks
+    the next speaker, as if the member that led here had spoken (default: it goes on)."""
+
+    agent: str
+    """The nested agent's name (in the team's ``nested``)."""
+    then: Target = Stay()
+    """Who speaks after the nested chat: any target but another nested chat."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.agent, str) or not self.agent:
+            raise ConfigError(f"NestedChatTarget needs the nested agent's name, got "
+                              f"{self.agent!r}.")
+        if isinstance(self.then, NestedChatTarget):
+            raise ConfigError(f"NestedChatTarget({self.agent!r}): 'then' names who speaks "
+                              "after the nested chat; it cannot be another nested chat.")
+
+
+Target = (AgentTarget | TerminateTarget | RevertToInitiator | Stay | RoundRobin | CustomTarget
+          | NestedChatTarget)
 
 
 class RoutingRegistry:
@@ -318,10 +353,18 @@ def condition_from_dict(data: Mapping[str, Any],
 
 def target_from_dict(data: Mapping[str, Any], registry: RoutingRegistry | None = None) -> Target:
     """``{"agent": "a"}``, ``{"terminate": "reason"}``, ``{"revert_to_initiator": true}``,
-    ``{"stay": true}``, ``{"round_robin": ["a", "b"]}``, or ``{"custom": name}`` from
-    ``registry``."""
+    ``{"stay": true}``, ``{"round_robin": ["a", "b"]}``, ``{"custom": name}`` from
+    ``registry``, or ``{"nested_chat": {"agent": name, "then": <target>}}``."""
     key, value = _one_key(data, "target", ["agent", "terminate", "revert_to_initiator", "stay",
-                                           "round_robin", "custom"])
+                                           "round_robin", "custom", "nested_chat"])
+    if key == "nested_chat":
+        if not isinstance(value, Mapping) or "agent" not in value or \
+                set(value) - {"agent", "then"}:
+            raise ConfigError(f"nested_chat takes {{agent: <name>, then: <target>}} (then "
+                              f"optional, default stay); got {value!r}.")
+        then = value.get("then")
+        return NestedChatTarget(str(value["agent"]), Stay() if then is None
+                                else target_from_dict(then, registry))
     if key == "custom":
         found = (registry or RoutingRegistry()).find("target", value)
         assert isinstance(found, CustomTarget)
@@ -366,6 +409,8 @@ def describe(item: Condition | Target) -> str:
         return f"RoundRobin({', '.join(item.agents)})"
     if isinstance(item, Custom | CustomTarget):
         return f"{type(item).__name__}({item.name})"
+    if isinstance(item, NestedChatTarget):
+        return f"NestedChat({item.agent}, then {describe(item.then)})"
     return type(item).__name__
 
 
@@ -387,6 +432,8 @@ def target_to_dict(t: Target) -> dict[str, Any]:
         else {"terminate": t.reason} if isinstance(t, TerminateTarget)
         else {"round_robin": list(t.agents)} if isinstance(t, RoundRobin)
         else {"custom": t.name} if isinstance(t, CustomTarget)
+        else {"nested_chat": {"agent": t.agent, "then": target_to_dict(t.then)}}
+        if isinstance(t, NestedChatTarget)
         else {"revert_to_initiator": True} if isinstance(t, RevertToInitiator)
         else {"stay": True}
     )
@@ -412,6 +459,8 @@ class RuleGraph:
 
 
 def _targets(target: Target, speaker: str, initial: str, agents: Sequence[str]) -> set[str]:
+    if isinstance(target, NestedChatTarget):  # its agent is no member: who speaks after it
+        return _targets(target.then, speaker, initial, agents)
     if isinstance(target, AgentTarget):
         return {target.agent}
     if isinstance(target, TerminateTarget):
@@ -459,6 +508,8 @@ def check_rules(agents: Sequence[str], rules: Sequence[Rule], initial: str, defa
         if isinstance(r.condition, FromSpeaker):
             names.append(r.condition.agent)
     for t in [default, *(r.target for r in rules)]:
+        if isinstance(t, NestedChatTarget):
+            t = t.then
         if isinstance(t, AgentTarget):
             names.append(t.agent)
         elif isinstance(t, RoundRobin | CustomTarget):

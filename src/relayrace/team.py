@@ -7,13 +7,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .agent import Agent
-from .exceptions import ConfigError, HandoffError, UserError
+from .delegation import bounded_history, run_child
+from .exceptions import ConfigError, HandoffError, PatternStepFailed, UserError
 from .guardrails import Guardrail
 from .messages import ToolCall
 from .routing import (
     AgentTarget,
     CustomTarget,
     Finish,
+    NestedChatTarget,
     RevertToInitiator,
     RoundRobin,
     RoutingRegistry,
@@ -41,7 +43,7 @@ _NO_RULE = TerminateTarget("no rule matched")
 GRAPH_FORMAT = "relayrace.team/1"
 """The ``format`` of ``Team.to_dict``'s data; ``from_dict`` refuses others."""
 _GRAPH_KEYS = {"format", "name", "description", "agents", "initial", "rules", "default_target",
-               "max_turns", "bounded"}
+               "max_turns", "bounded", "nested"}
 
 
 class Team(Composite):
@@ -55,7 +57,9 @@ class Team(Composite):
     ``Runner.run(team, None, session=...)`` after the team stopped at ``max_turns`` goes on
     with the member that was to speak next. Rule cycles with no way out are refused, unless
     ``bounded=True`` says ``max_turns`` is meant to end the run (see ``round_robin``). The
-    graph saves as data with ``to_dict`` and loads with ``from_dict``.
+    graph saves as data with ``to_dict`` and loads with ``from_dict``. ``nested`` are the
+    agents a ``NestedChatTarget`` runs as a nested chat (no members: they run in child
+    sessions).
     """
 
     def __init__(
@@ -71,12 +75,19 @@ class Team(Composite):
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
         bounded: bool = False,
+        nested: Sequence[Agent[Any]] = (),
     ) -> None:
-        for a in agents:
+        for a in [*agents, *nested]:
             if not isinstance(a, Agent):
                 raise UserError(f"Team {name!r}: agents takes Agent objects, not "
                                 f"{type(a).__name__} {a!r}.")
         rules = tuple(rules)
+        chats = {a.name: a for a in nested}
+        for t in [default_target, *(r.target for r in rules)]:
+            if isinstance(t, NestedChatTarget) and t.agent not in chats:
+                raise ConfigError(f"Team {name!r}: a NestedChatTarget runs {t.agent!r}, which "
+                                  f"is not in nested=[...] (nested: "
+                                  f"{', '.join(chats) or 'none'}); pass that agent there.")
         initial = initial or (agents[0].name if agents else "")
         if agents:  # checked before the agents join the team, so a rejected team keeps none
             dynamic = {a.name: {t for tool in a.tools for t in getattr(tool, "routes_to", ())}
@@ -92,6 +103,8 @@ class Team(Composite):
         self.team_input = tuple(input_guardrails)
         self.team_output = tuple(output_guardrails)
         self.bounded = bounded
+        self.nested = chats
+        """The agents nested chats run, by name."""
 
     @classmethod
     def round_robin(cls, name: str, agents: Sequence[Agent[Any]], *, max_turns: int,
@@ -109,7 +122,8 @@ class Team(Composite):
                 "agents": [a.name for a in self.sub_agents], "initial": self.initial,
                 "rules": [rule_to_dict(r) for r in self.rules],
                 "default_target": target_to_dict(self.default_target),
-                "max_turns": self.team_turns, "bounded": self.bounded}
+                "max_turns": self.team_turns, "bounded": self.bounded,
+                "nested": list(self.nested)}
 
     def to_json(self) -> str:
         """``to_dict`` as JSON text."""
@@ -147,13 +161,18 @@ class Team(Composite):
             raise ConfigError(f"The team graph's 'max_turns' is a positive integer, got "
                               f"{max_turns!r}.")
         default = data.get("default_target")
+        nested = data.get("nested", [])
+        if not isinstance(nested, list) or any(n not in by_name for n in nested):
+            raise ConfigError(f"The team graph's 'nested' lists agents given in agents=...; "
+                              f"got {nested!r}, given: {', '.join(by_name) or 'none'}.")
         return cls(str(data.get("name") or ""), agents=[by_name[n] for n in names],
                    rules=[rule_from_dict(r, registry) for r in rules],
                    initial=data.get("initial"), max_turns=max_turns,
                    default_target=_NO_RULE if default is None
                    else target_from_dict(default, registry),
                    description=str(data.get("description", "")),
-                   bounded=bool(data.get("bounded", False)), **options)
+                   bounded=bool(data.get("bounded", False)),
+                   nested=[by_name[n] for n in nested], **options)
 
     @classmethod
     def from_json(cls, text: str, **options: Any) -> Team:
@@ -215,6 +234,9 @@ class Team(Composite):
                     why += f": {signal.reason}"
             else:
                 target, why = self._select(TurnInfo(spoke.name, called, driver.context))
+                if isinstance(target, NestedChatTarget):
+                    final = await self._nested_chat(driver, span, self.nested[target.agent])
+                    target = target.then
                 if isinstance(target, TerminateTarget):
                     return final, last_agent, target.reason
                 if isinstance(target, AgentTarget):
@@ -232,3 +254,17 @@ class Team(Composite):
             driver.route(last_agent, nxt, why)
             speaker = nxt
         return final, last_agent, "max_turns"
+
+    async def _nested_chat(self, driver: Driver, span: Span, agent: Agent[Any]) -> str:
+        """Run ``agent`` as a delegated child on the conversation so far; its answer joins
+        the conversation as one message from it."""
+        transcript = driver.transcript
+        said = [m for m in transcript if m.role in ("user", "assistant") and m.content]
+        task = said[-1].content if said else ""
+        result = await run_child(driver.context_for(self, span=span), agent, task, report=False,
+                                 history=bounded_history(transcript[:-1]))
+        if not result.ok:
+            raise PatternStepFailed(self.name, f"nested chat {agent.name!r}",
+                                    result.error or "no answer")
+        driver.say(agent, result.output)
+        return result.output

@@ -107,6 +107,15 @@ class Driver(Protocol):
         """End the run after this member (a tool returned ``Finish``)."""
         ...
 
+    def loop_scope(self) -> AbstractContextManager[None]:
+        """While a ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, only it."""
+        ...
+
+    @property
+    def leaving_loop(self) -> bool:
+        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
+        ...
+
     def team_scope(self, input_guardrails: tuple[Guardrail, ...],
                    output_guardrails: tuple[Guardrail, ...]) -> AbstractContextManager[None]:
         """Apply a team's guardrails to every member while the team runs."""
@@ -131,6 +140,8 @@ class Composite(Agent[Any], ABC):
 
     is_composite = True
     handoff_target = False
+    ends_turn = False
+    """As a handoff target: whether its answer ends the run (see ``SequentialAgent``)."""
 
     def __init__(self, name: str, *, members: Sequence[Agent[Any]], description: str = "",
                  max_turns: int | None = None) -> None:
@@ -175,19 +186,30 @@ async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[An
         if i > first:
             driver.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
         final, last, reason = await driver.drive(step, span, pending if i == first else [])
-        if driver.stopped:  # a Finish or a guardrail's block ends every enclosing workflow
+        if driver.stopped or driver.leaving_loop:
+            # A Finish or a guardrail's block ends every enclosing workflow; leaving a loop
+            # ends the workflows inside the loop.
             return final, last, reason
     return final, last, reason
 
 
 class SequentialAgent(Composite):
-    """Runs ``steps`` one after another in the same session; the last answer is the output."""
+    """Runs ``steps`` one after another in the same session; the last answer is the output.
+
+    As a handoff target, control returns to the agent that transferred once the steps are
+    done. By default that agent goes on in the same run and answers (it sees what the steps
+    wrote). ``ends_turn=True`` (ADK's behaviour) ends the run with the last step's answer
+    instead, one model call less; the agent that transferred answers the next user turn. A
+    workflow that ended with no answer in text (a loop left through a tool) lets that agent
+    answer either way.
+    """
 
     handoff_target = True
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], description: str = "",
-                 max_turns: int | None = None) -> None:
+                 max_turns: int | None = None, ends_turn: bool = False) -> None:
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
+        self.ends_turn = ends_turn
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -195,14 +217,18 @@ class SequentialAgent(Composite):
 
 
 class ParallelAgent(Composite):
-    """Runs ``branches`` at once on the latest request; their answers form one message."""
+    """Runs ``branches`` at once on the latest request; their answers form one message.
+
+    ``ends_turn``: as for ``SequentialAgent``.
+    """
 
     handoff_target = True
 
     def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
-                 max_concurrency: int | None = None) -> None:
+                 max_concurrency: int | None = None, ends_turn: bool = False) -> None:
         super().__init__(name, members=branches, description=description)
         self.max_concurrency = max_concurrency
+        self.ends_turn = ends_turn
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -223,14 +249,16 @@ class ParallelAgent(Composite):
 class LoopAgent(Composite):
     """Repeats ``steps`` until ``until`` holds for the latest answer, or ``max_iterations``.
 
-    ``until`` is a function of the answer, or a string the answer must contain.
+    ``until`` is a function of the answer, or a string the answer must contain. A step's
+    tool returning ``Finish(scope="loop")`` leaves the loop; control goes on after it.
+    ``ends_turn``: as for ``SequentialAgent``.
     """
 
     handoff_target = True
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], max_iterations: int,
                  until: str | Callable[[str], bool] | None = None, description: str = "",
-                 max_turns: int | None = None) -> None:
+                 max_turns: int | None = None, ends_turn: bool = False) -> None:
         if max_iterations < 1:
             raise UserError(f"LoopAgent {name!r}: max_iterations must be at least 1.")
         if until is not None and not isinstance(until, str) and not callable(until):
@@ -238,21 +266,24 @@ class LoopAgent(Composite):
                             f"or a function of the answer; got {until!r}.")
         super().__init__(name, members=steps, description=description, max_turns=max_turns)
         self.max_iterations = max_iterations
+        self.ends_turn = ends_turn
         self.until: Callable[[str], bool] | None = (
             (lambda out, marker=until: marker in out) if isinstance(until, str) else until)
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         final, last = "", self.sub_agents[0]
-        for i in range(self.max_iterations):
-            if i:
-                driver.note(self, f"[{self.name}: iteration {i + 1} of {self.max_iterations}]")
-            final, last, reason = await _run_steps(driver, self, self.sub_agents, span, self.name,
-                                                   pending if i == 0 else [])
-            if driver.stopped:
-                return final, last, reason
-            if self.until is not None and self.until(final):
-                return final, last, "until"
+        with driver.loop_scope():
+            for i in range(self.max_iterations):
+                if i:
+                    driver.note(self, f"[{self.name}: iteration {i + 1} of "
+                                      f"{self.max_iterations}]")
+                final, last, reason = await _run_steps(driver, self, self.sub_agents, span,
+                                                       self.name, pending if i == 0 else [])
+                if driver.stopped or driver.leaving_loop:  # a step left the loop: go on after it
+                    return final, last, reason
+                if self.until is not None and self.until(final):
+                    return final, last, "until"
         return final, last, "max_iterations"
 
 

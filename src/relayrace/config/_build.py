@@ -26,7 +26,7 @@ from ..models.fallback import FallbackModel
 from ..output import json_schema_type
 from ..patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndExecute, swarm
 from ..permissions import Permissions
-from ..routing import TerminateTarget
+from ..routing import NestedChatTarget, TerminateTarget
 from ..team import Team
 from ..tools import RateLimit, Tool, Toolset, tool
 from ..workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
@@ -145,6 +145,12 @@ def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
                 requires_approval=bool(spec.requires_approval or spec.confirm),
                 rate_limit=_rate(spec.rate_limit), max_result_tokens=spec.max_result_tokens,
                 protected=bool(spec.protected), compactable=bool(spec.compactable))(value)
+
+
+def _nested_chats(doc: ParsedDocument) -> list[str]:
+    """The agents a team's nested chats run, each once."""
+    targets = [doc.default_target, *(r.target for r in doc.rules)]
+    return list(dict.fromkeys(t.agent for t in targets if isinstance(t, NestedChatTarget)))
 
 
 def _guardrails(rules: list[dict[str, Any]]) -> list[Guardrail]:
@@ -462,7 +468,8 @@ class Builder:
                         default_target=doc.default_target or TerminateTarget("no rule matched"),
                         max_turns=spec.max_turns, description=spec.description,
                         input_guardrails=input_guardrails, output_guardrails=output_guardrails,
-                        bounded=spec.bounded)
+                        bounded=spec.bounded,
+                        nested=[self._member(n) for n in _nested_chats(doc)])
 
     def _workflow(self, doc: ParsedDocument, model: WorkflowDocument) -> Agent[Any]:
         spec = model.spec

@@ -20,6 +20,7 @@ from ..models import Model
 from ..routing import (
     AgentTarget,
     FromSpeaker,
+    NestedChatTarget,
     RoundRobin,
     TerminateTarget,
     check_rules,
@@ -219,11 +220,18 @@ def _check_rules(doc: ParsedDocument, model: TeamDocument, by_name: dict[str, Pa
         doc.rules.append(rule)
         if isinstance(rule.condition, FromSpeaker):
             member(rule.condition.agent, (*loc, "when", "from_speaker"))
-        if isinstance(rule.target, AgentTarget):
-            member(rule.target.agent, (*loc, "then", "agent"))
-        elif isinstance(rule.target, RoundRobin):
-            for j, name in enumerate(rule.target.agents):
-                member(name, (*loc, "then", "round_robin", j))
+        target, at = rule.target, (*loc, "then")
+        if isinstance(target, NestedChatTarget):
+            if target.agent not in by_name:
+                problems.append(f"{doc.where(at)}: {format_path((*at, 'nested_chat'))}: "
+                                f"undefined agent {target.agent!r}"
+                                f"{suggest(target.agent, list(by_name))}")
+            target, at = target.then, (*at, "nested_chat", "then")
+        if isinstance(target, AgentTarget):
+            member(target.agent, (*at, "agent"))
+        elif isinstance(target, RoundRobin):
+            for j, name in enumerate(target.agents):
+                member(name, (*at, "round_robin", j))
     if spec.default_target is not None:
         loc = ("spec", "default_target")
         try:

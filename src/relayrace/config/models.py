@@ -588,7 +588,9 @@ class TeamSpec(_Strict):
     rules: list[dict[str, Any]] = Field(default_factory=list, description=(
         "Routing rules {when: <condition>, then: <target>, priority: 0}; conditions: "
         "from_speaker, tool_called, context_equals, always; targets: agent, terminate, "
-        "revert_to_initiator, stay, round_robin."))
+        "revert_to_initiator, stay, round_robin, nested_chat: {agent: <any agent, team or "
+        "workflow>, then: <target>} (runs it in a child session on the conversation so far; "
+        "its answer comes back as one message)."))
     default_target: dict[str, Any] | None = Field(default=None, description=(
         "Where control goes when no rule matches (default: terminate)."))
     max_turns: int = Field(default=20, ge=1, description="Most agent turns per run.")
