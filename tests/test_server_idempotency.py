@@ -359,5 +359,6 @@ async def test_a_run_refused_because_another_process_holds_its_session_is_409(
     for reply in (busy, chat):
         assert reply.status_code == 409, reply.text
         assert "x-should-retry" not in reply.headers  # nothing ran: a retry later is fine
-        assert "SessionInUseError" in reply.json()["error"]["message"]
+        assert "has a run in progress" in reply.json()["error"]["message"]
+    assert busy.json()["run"]["status"] == "busy"  # the run's record says it never ran
     assert lines(ledger) == ["charge for a"]

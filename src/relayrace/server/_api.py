@@ -16,7 +16,7 @@ from ..sessions import Session
 from ._conversations import check_session_id
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
-from ._runs import RunRecord, pending_summary
+from ._runs import ENDED_WITHOUT_RESULT, RunRecord, pending_summary
 from ._sessions import event_dicts, summarize
 
 __all__ = ["router"]
@@ -215,7 +215,7 @@ async def _start(request: Request, claim: Claim, session: Session, agent: Any, i
 
 async def _ended(run: RunRecord) -> Response:
     """A run's answer once it has ended: its summary, or (failed) an error that says so."""
-    if run.status in ("failed", "cancelled"):
+    if run.status in ENDED_WITHOUT_RESULT:
         return run_failed(run.status, run.error, run=run.summary())
     return JSONResponse(run.summary())
 

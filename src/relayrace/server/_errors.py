@@ -48,15 +48,15 @@ def error_body(message: str, kind: str) -> dict[str, Any]:
 
 def run_failed(status: str, error: str | None, *, headers: dict[str, str] | None = None,
                run: dict[str, Any] | None = None) -> JSONResponse:
-    """The answer to a request whose run ended without a result (``status``: ``failed`` or
-    ``cancelled``; ``error``: why; ``run``: the run's summary, added to the body).
+    """The answer to a request whose run ended without a result (``status``: ``failed``,
+    ``cancelled`` or ``busy``; ``error``: why; ``run``: the run's summary, added to the body).
 
     A run refused because another process holds its session is 409: it did nothing, and may
     be tried again. Any other is 500 with ``x-should-retry: false``: a retry would start a
     second run, and the first may have called tools already.
     """
     extra = {} if run is None else {"run": run}
-    if (error or "").startswith(f"{SessionInUseError.__name__}:"):
+    if status == "busy":
         return JSONResponse({**error_body(f"The session is busy: {error}", "conflict"),
                              **extra}, status_code=409, headers=headers)
     kind = "run_cancelled" if status == "cancelled" else "run_failed"

@@ -39,6 +39,7 @@ from ..sessions import new_session_id
 from ._conversations import check_session_id, transcript_key
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
+from ._runs import ENDED_WITHOUT_RESULT
 
 __all__ = ["router"]
 
@@ -152,7 +153,7 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
                                  media_type="text/event-stream", headers=headers)
 
     async def respond(run: Any) -> Response:
-        if run.status == "failed" or run.status == "cancelled":
+        if run.status in ENDED_WITHOUT_RESULT:
             return run_failed(run.status, run.error, headers=headers)
         result = run.result or {}
         usage = result.get("usage") or {}

@@ -21,11 +21,15 @@ from pydantic_core import to_jsonable_python
 
 from ..agent import Agent
 from ..events import AgentEvent, RunStartedEvent, dump_events
+from ..exceptions import SessionInUseError
 from ..runner import Runner, RunResult
 from ..sessions import Session
 from ..tracing import Span, add_trace_processor
 
-__all__ = ["RunEvents", "RunManager", "RunRecord", "TraceStore"]
+__all__ = ["ENDED_WITHOUT_RESULT", "RunEvents", "RunManager", "RunRecord", "TraceStore"]
+
+ENDED_WITHOUT_RESULT = ("failed", "cancelled", "busy")
+"""The statuses of a run that ended with no answer to give its request."""
 
 
 Event = AgentEvent | dict[str, Any]
@@ -91,7 +95,8 @@ class RunRecord:
     owner: str
     agent: str
     status: str = "running"
-    """``running``, then ``finished``, ``waiting`` (for a person), ``failed`` or ``cancelled``."""
+    """``running``, then ``finished``, ``waiting`` (for a person), ``failed``, ``cancelled`` or
+    ``busy`` (refused: another process's run holds the session; nothing ran)."""
     result: dict[str, Any] | None = None
     error: str | None = None
     trace_id: str = ""
@@ -288,6 +293,8 @@ class RunManager:
     def _failed(run: RunRecord, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):
             run.status, run.error = "cancelled", "cancelled by a client"
+        elif isinstance(exc, SessionInUseError):
+            run.status, run.error = "busy", str(exc)
         elif isinstance(exc, Exception):  # a tool or model bug too: reported, the server goes on
             run.status, run.error = "failed", f"{type(exc).__name__}: {exc}"
         else:
