@@ -44,13 +44,14 @@ AGENTS = ["billing", "slowpoke", "broken", "careful", "desk", "reporter"]
 
 
 @contextlib.contextmanager
-def serving(db: Path, port: int = 0) -> Iterator[str]:
+def serving(db: Path, port: int = 0, *options: str, env: dict[str, str] | None = None
+            ) -> Iterator[str]:
     """``relayrace a2a serve`` in its own process on ``port`` (0: a free one): its URL."""
     command = [sys.executable, "-m", "relayrace.cli", "a2a", "serve", str(HERE / "a2a_team.py"),
                *[a for name in AGENTS for a in ("--agent", name)], "--port", str(port),
-               "--db", str(db)]
+               "--db", str(db), *options]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})
+                               env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}))
     lines: list[str] = []
     started = threading.Event()
 
@@ -527,3 +528,23 @@ async def test_a_foreign_remotes_data_parts_are_part_of_the_tool_result() -> Non
     said, data = result.message.content.split("\n")
     assert said == "Sunny." and json.loads(data) == {"celsius": 21, "sky": "clear"}
     assert [e.text for e in events if isinstance(e, StatusEvent)] == ["looking outside"]
+
+
+async def test_a_server_started_with_keys_refuses_a_request_without_one(tmp_path: Path) -> None:
+    first, second = "k" * 20, "e" * 20
+    with serving(tmp_path / "server.db", 0, "--api-key", first,
+                 env={"RELAYRACE_API_KEYS": second}) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+            assert set(card["securitySchemes"]) == {"bearer", "apiKey"}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+            refused = await http.post(url, json=call)
+            assert refused.status_code == 401 and "API key" in refused.text
+            wrong = await http.post(url, json=call, headers={"X-API-Key": "w" * 20})
+            assert wrong.status_code == 401
+            for key in (first, second):  # the flag's key and the environment's
+                known = await http.post(url, json=call, headers={"Authorization": f"Bearer {key}"})
+                assert known.status_code == 200 and "error" in known.json()
+        billing = remote(url, "billing", headers={"X-API-Key": second})
+        *_, answered = [item async for item in billing.send("Is INV-1 paid?", context_id="c1")]
+        assert "INV-1 is paid" in getattr(answered, "text", "")
