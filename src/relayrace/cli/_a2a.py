@@ -53,6 +53,7 @@ def serve(
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen()  # clients that come before the server starts wait in the backlog
         bound = sock.getsockname()[1]
         where = f"[{host}]" if ":" in host else host
         url = f"http://{where}:{bound}"
