@@ -548,3 +548,14 @@ async def test_a_server_started_with_keys_refuses_a_request_without_one(tmp_path
         billing = remote(url, "billing", headers={"X-API-Key": second})
         *_, answered = [item async for item in billing.send("Is INV-1 paid?", context_id="c1")]
         assert "INV-1 is paid" in getattr(answered, "text", "")
+
+
+async def test_the_sdk_client_reads_a_handoff_from_the_status_metadata(client: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    events = [e async for e in client.send_message(_message("Invoice INV-4", agent="desk"))]
+    said = [MessageToDict(e.status_update.metadata) for e in events
+            if e.WhichOneof("payload") == "status_update" and e.status_update.metadata]
+    assert said == [{"relayrace": {"handoff": {
+        "from": "desk", "to": "billing_local", "reason": "invoice question",
+        "returned": False}}}]

@@ -289,7 +289,7 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
             said = _progress(event)
             if said is not None:
                 await up.update_status(TaskState.TASK_STATE_WORKING, up.new_agent_message(
-                    _parts(said[0], {"event": said[1]})))
+                    _parts(said[0], {"event": said[1]})), metadata=_status_metadata(event))
     except RelayraceError as exc:
         await up.failed(up.new_agent_message(_parts(f"{type(exc).__name__}: {exc}")))
         return
@@ -339,6 +339,15 @@ def _progress(event: AgentEvent) -> tuple[str, dict[str, Any]] | None:
         e = event
         return f"{e.path}: {e.text}", where | {"state": e.state}
     return None
+
+
+def _status_metadata(event: AgentEvent) -> dict[str, Any] | None:
+    """The status update's own metadata: a handoff as data a client reads without parsing
+    the text (``{"relayrace": {"handoff": {"from", "to", "reason", "returned"}}}``)."""
+    if not isinstance(event, HandoffEvent):
+        return None
+    return {DATA_KEY: {"handoff": {"from": event.agent, "to": event.to_agent,
+                                   "reason": event.reason, "returned": event.is_return}}}
 
 
 def _answer(result: RunResult[Any]) -> tuple[str, dict[str, Any]]:
