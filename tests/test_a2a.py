@@ -555,7 +555,32 @@ async def test_the_sdk_client_reads_a_handoff_from_the_status_metadata(client: A
 
     events = [e async for e in client.send_message(_message("Invoice INV-4", agent="desk"))]
     said = [MessageToDict(e.status_update.metadata) for e in events
-            if e.WhichOneof("payload") == "status_update" and e.status_update.metadata]
+            if e.WhichOneof("payload") == "status_update"
+            and state_name(e.status_update.status.state) == "working"
+            and e.status_update.metadata]
     assert said == [{"relayrace": {"handoff": {
         "from": "desk", "to": "billing_local", "reason": "invoice question",
         "returned": False}}}]
+
+
+async def test_a_relayrace_remote_reports_its_usage_and_tool_calls_and_the_caller_counts_them(
+        server: tuple[str, Path], client: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    url, _ = server
+    events = [e async for e in client.send_message(_message("Invoice INV-4", agent="desk"))]
+    task = await client.get_task(GetTaskRequest(id=events[-1].status_update.task_id))
+    spent = MessageToDict(task.metadata)["relayrace"]
+    assert spent["usage"]["requests"] == 4 and spent["usage"]["tool_calls"] == 1
+    assert [(c["path"], c["tool"], c["ok"]) for c in spent["tool_calls"]] == [
+        ("desk", "clerk", True), ("desk", "transfer_to_billing_local", True)]
+    desk = remote(url, "desk")
+    model = ScriptedModel([tool_call("desk", {"query": "Invoice INV-4 please"}), text("ok")])
+    boss = Agent("boss", instructions="x", model=model, tools=[desk.as_tool(report=False)])
+    stream = Runner.stream(boss, "go", session=MemorySession())
+    said = [e.text async for e in stream if isinstance(e, StatusEvent)]
+    assert stream.result is not None
+    # one exchange, with the tokens the remote's run used (its own models', counted there)
+    usage = stream.result.usage.per_agent["boss/desk"]
+    assert usage.requests == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert "desk: clerk done" in said  # the remote's tool call, by its own path

@@ -78,6 +78,12 @@ class RemoteResult:
     """The artifacts' structured (data) parts."""
     task_id: str = ""
     """The remote task's id ("" when the remote answered with a message and no task)."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """What a relayrace remote's run used (`Usage`'s fields), as its task's metadata says;
+    empty for another remote."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """A relayrace remote's tool calls (``path``, ``tool``, ``ok``), from its task's
+    metadata."""
 
 
 _FINAL = frozenset({"completed", "failed", "canceled", "rejected", "input-required",
@@ -351,6 +357,8 @@ def _follow(event: Any, result: RemoteResult, context_id: str, task_id: str
                          f"{about.context_id or '-'}, while this exchange is task "
                          f"{wanted or '(new)'} in context {context_id}")
     result.task_id = result.task_id or their_task
+    if kind in ("task", "status_update") and about.metadata:
+        _spent(about.metadata, result)
     if kind == "message":
         result.text, data = _texts(event.message.parts)
         result.data.extend(data)
@@ -391,6 +399,21 @@ def _follow(event: Any, result: RemoteResult, context_id: str, task_id: str
         if said and result.state in ("working", "submitted"):
             return StatusUpdate(said, result.state)
     return None
+
+
+def _spent(metadata: Any, result: RemoteResult) -> None:
+    """Read what a relayrace remote reports it used and did from a task's metadata."""
+    from google.protobuf.json_format import MessageToDict
+
+    mine = _plain(MessageToDict(metadata)).get(DATA_KEY)
+    if not isinstance(mine, dict):
+        return
+    usage, calls = mine.get("usage"), mine.get("tool_calls")
+    if isinstance(usage, dict):
+        known = set(Usage.__dataclass_fields__)
+        result.usage = {k: v for k, v in usage.items() if k in known and isinstance(v, int)}
+    if isinstance(calls, list):
+        result.tool_calls = [c for c in calls if isinstance(c, dict)]
 
 
 async def _cancel(client: Any, task_id: str, within: float) -> None:
@@ -503,8 +526,11 @@ class _RemoteModel(Model):
                 text = ""
             else:
                 raise ModelProviderError(why, provider="a2a")
+        # a relayrace remote says what its run used: its tokens count as this agent's (the
+        # run counts the exchange as one request)
+        used = Usage(**result.usage) if result.usage else Usage(requests=1)
         return ModelResponse(message=Message.assistant(text, calls, name=name),
-                             usage=Usage(requests=1), model=self.name)
+                             usage=used, model=self.name)
 
 
 def _pending_of(result: RemoteResult) -> dict[str, Any]:

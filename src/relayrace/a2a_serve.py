@@ -15,6 +15,7 @@ import hashlib
 import json
 import socket
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -284,8 +285,12 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
             run_input = text
     await up.start_work()
     stream = Runner.stream(agent, run_input, **options)
+    calls: list[dict[str, Any]] = []  # the run's tool calls, for the task's metadata
     try:
         async for event in stream:
+            if isinstance(event, ToolResultEvent):
+                calls.append({"path": event.path, "tool": event.tool_name,
+                              "ok": not event.is_error})
             said = _progress(event)
             if said is not None:
                 await up.update_status(TaskState.TASK_STATE_WORKING, up.new_agent_message(
@@ -295,14 +300,17 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
         return
     result = stream.result
     assert result is not None
+    # what the run used and did, for a caller that counts and shows its remotes' work
+    spent = {DATA_KEY: {"usage": asdict(result.usage.total), "tool_calls": calls}}
     if result.pending is not None:
         server.asked(session_id, task.id)
-        await up.requires_input(up.new_agent_message(_parts(
-            _asking(result.pending), {"pending": _pending(result.pending)})))
+        await up.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, up.new_agent_message(
+            _parts(_asking(result.pending), {"pending": _pending(result.pending)})),
+            metadata=spent)
         return
     answer, extra = _answer(result)
     await up.add_artifact(_parts(answer, extra), name="answer")
-    await up.complete()
+    await up.update_status(TaskState.TASK_STATE_COMPLETED, metadata=spent)
 
 
 def _parts(text: str, data: dict[str, Any] | None = None) -> list[Any]:
