@@ -44,13 +44,14 @@ AGENTS = ["billing", "slowpoke", "broken", "careful", "desk", "reporter"]
 
 
 @contextlib.contextmanager
-def serving(db: Path, port: int = 0) -> Iterator[str]:
+def serving(db: Path, port: int = 0, *options: str, env: dict[str, str] | None = None
+            ) -> Iterator[str]:
     """``relayrace a2a serve`` in its own process on ``port`` (0: a free one): its URL."""
     command = [sys.executable, "-m", "relayrace.cli", "a2a", "serve", str(HERE / "a2a_team.py"),
                *[a for name in AGENTS for a in ("--agent", name)], "--port", str(port),
-               "--db", str(db)]
+               "--db", str(db), *options]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
-                               env=os.environ | {"PYTHONUNBUFFERED": "1"})
+                               env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}))
     lines: list[str] = []
     started = threading.Event()
 
@@ -527,3 +528,59 @@ async def test_a_foreign_remotes_data_parts_are_part_of_the_tool_result() -> Non
     said, data = result.message.content.split("\n")
     assert said == "Sunny." and json.loads(data) == {"celsius": 21, "sky": "clear"}
     assert [e.text for e in events if isinstance(e, StatusEvent)] == ["looking outside"]
+
+
+async def test_a_server_started_with_keys_refuses_a_request_without_one(tmp_path: Path) -> None:
+    first, second = "k" * 20, "e" * 20
+    with serving(tmp_path / "server.db", 0, "--api-key", first,
+                 env={"RELAYRACE_API_KEYS": second}) as url:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+            assert set(card["securitySchemes"]) == {"bearer", "apiKey"}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+            refused = await http.post(url, json=call)
+            assert refused.status_code == 401 and "API key" in refused.text
+            wrong = await http.post(url, json=call, headers={"X-API-Key": "w" * 20})
+            assert wrong.status_code == 401
+            for key in (first, second):  # the flag's key and the environment's
+                known = await http.post(url, json=call, headers={"Authorization": f"Bearer {key}"})
+                assert known.status_code == 200 and "error" in known.json()
+        billing = remote(url, "billing", headers={"X-API-Key": second})
+        *_, answered = [item async for item in billing.send("Is INV-1 paid?", context_id="c1")]
+        assert "INV-1 is paid" in getattr(answered, "text", "")
+
+
+async def test_the_sdk_client_reads_a_handoff_from_the_status_metadata(client: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    events = [e async for e in client.send_message(_message("Invoice INV-4", agent="desk"))]
+    said = [MessageToDict(e.status_update.metadata) for e in events
+            if e.WhichOneof("payload") == "status_update"
+            and state_name(e.status_update.status.state) == "working"
+            and e.status_update.metadata]
+    assert said == [{"relayrace": {"handoff": {
+        "from": "desk", "to": "billing_local", "reason": "invoice question",
+        "returned": False}}}]
+
+
+async def test_a_relayrace_remote_reports_its_usage_and_tool_calls_and_the_caller_counts_them(
+        server: tuple[str, Path], client: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    url, _ = server
+    events = [e async for e in client.send_message(_message("Invoice INV-4", agent="desk"))]
+    task = await client.get_task(GetTaskRequest(id=events[-1].status_update.task_id))
+    spent = MessageToDict(task.metadata)["relayrace"]
+    assert spent["usage"]["requests"] == 4 and spent["usage"]["tool_calls"] == 1
+    assert [(c["path"], c["tool"], c["ok"]) for c in spent["tool_calls"]] == [
+        ("desk", "clerk", True), ("desk", "transfer_to_billing_local", True)]
+    desk = remote(url, "desk")
+    model = ScriptedModel([tool_call("desk", {"query": "Invoice INV-4 please"}), text("ok")])
+    boss = Agent("boss", instructions="x", model=model, tools=[desk.as_tool(report=False)])
+    stream = Runner.stream(boss, "go", session=MemorySession())
+    said = [e.text async for e in stream if isinstance(e, StatusEvent)]
+    assert stream.result is not None
+    # one exchange, with the tokens the remote's run used (its own models', counted there)
+    usage = stream.result.usage.per_agent["boss/desk"]
+    assert usage.requests == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert "desk: clerk done" in said  # the remote's tool call, by its own path

@@ -25,8 +25,8 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "connected"
 TEAM = '''
 from pydantic import BaseModel
 
-from relayrace import Agent
-from relayrace.testing import FunctionModel, final_output, text
+from relayrace import Agent, tool
+from relayrace.testing import FunctionModel, final_output, text, tool_call
 
 
 class Count(BaseModel):
@@ -36,6 +36,8 @@ class Count(BaseModel):
 
 def answer(request):
     task = request.messages[-1].content
+    if "long" in task:
+        return text("x" * 700_000)
     if "crash" in task:
         raise RuntimeError("the model fell over")
     if "report" in task:
@@ -46,6 +48,14 @@ def answer(request):
 
 helper = Agent("helper", instructions="Help.", description="Answers questions about notes.",
                model=FunctionModel(answer))
+@tool(confirm=True)
+def refund(invoice: str) -> str:
+    """Refund an invoice (a person confirms first)."""
+    return f"refunded {invoice}"
+
+
+careful = Agent("careful", instructions="Refund.", tools=[refund],
+                model=FunctionModel(lambda r: tool_call("refund", {"invoice": "INV-9"})))
 counter = Agent("counter", instructions="Count.", output_type=Count,
                 model=FunctionModel(lambda r: final_output(Count(notes=3, topics=["mcp"]))))
 '''
@@ -56,33 +66,45 @@ async def call(session: Any, name: str, task: str) -> dict[str, Any]:
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
-async def check(session: Any) -> None:
+async def check(session: Any, *, stored: bool = False) -> None:
     await asyncio.wait_for(session.initialize(), 60)
     listed = (await session.list_tools()).tools
-    helper, counter = [t.model_dump(by_alias=True) for t in listed]
+    helper, counter, _ = [t.model_dump(by_alias=True) for t in listed]
     assert (helper["name"], counter["name"]) == ("helper", "counter")
     assert helper["description"] == "Answers questions about notes."
     assert list(helper["inputSchema"]["properties"]) == ["task"]
 
     plain = await call(session, "helper", "how many notes?")
     assert plain["content"] == [{"type": "text", "text": "You asked: how many notes?"}]
-    assert not plain.get("isError")
-    assert plain["structuredContent"]["agent"] == "helper"
-    assert plain["structuredContent"]["report"] is None
-    assert plain["structuredContent"]["output"] is None
+    assert not plain.get("isError") and "structuredContent" not in plain
+    assert plain["_meta"]["relayrace"]["agent"] == "helper"
+    assert plain["_meta"]["relayrace"]["report"] is None
 
     counted = await call(session, "counter", "count the notes")
-    assert counted["structuredContent"]["output"] == {"notes": 3, "topics": ["mcp"]}
+    assert counted["structuredContent"] == {"notes": 3, "topics": ["mcp"]}
     assert counted["content"][0]["text"] == '{"notes": 3, "topics": ["mcp"]}'
 
+    # The answer is sent once: a long one fits the SDK client's 1 MiB limit over HTTP.
+    long = await call(session, "helper", "a long answer")
+    assert long["content"] == [{"type": "text", "text": "x" * 700_000}]
+    assert "structuredContent" not in long
+
     reported = await call(session, "helper", "report please")
-    report = reported["structuredContent"]["report"]
+    report = reported["_meta"]["relayrace"]["report"]
     assert report["summary"] == "counted the notes" and report["key_findings"] == ["3 notes"]
     assert report["confidence"] == "high"
 
     failed = await call(session, "helper", "crash now")
     assert failed["isError"] is True
     assert failed["content"][0]["text"] == ("The run failed: RuntimeError: the model fell over")
+
+    stopped = await call(session, "careful", "refund INV-9")
+    said = stopped["content"][0]["text"]
+    assert stopped["isError"] is True and "refund (" in said
+    if stored:  # the session is in the server's database: it can be resumed there
+        assert "relayrace resume" in said and "--session" in said
+    else:  # in memory: nothing can resume it, and the client is told what it can do
+        assert "relayrace resume" not in said and "cannot be resumed" in said
 
 
 async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
@@ -92,11 +114,13 @@ async def test_mcp_serve_over_stdio(tmp_path: Path) -> None:
     params = mcp.StdioServerParameters(
         command=sys.executable, args=["-m", "relayrace.cli", "mcp", "serve",
                                       str(tmp_path / "team.py"), "--agent", "helper",
-                                      "--agent", "counter", "--db", str(tmp_path / "s.db")])
+                                      "--agent", "counter", "--agent", "careful",
+                                      "--db", str(tmp_path / "s.db")],
+        env=dict(os.environ))
     async with AsyncExitStack() as stack:
         streams = await stack.enter_async_context(stdio_client(params))
         session = await stack.enter_async_context(mcp.ClientSession(streams[0], streams[1]))
-        await check(session)
+        await check(session, stored=True)
     assert (tmp_path / "s.db").exists()  # each call's session was kept
 
 
@@ -109,7 +133,7 @@ async def test_mcp_serve_over_http(tmp_path: Path) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen()  # connections wait in the backlog until the server accepts them
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    agents = [namespace["helper"], namespace["counter"]]
+    agents = [namespace["helper"], namespace["counter"], namespace["careful"]]
     serving = asyncio.create_task(serve_http(mcp_server(agents), port=0, sock=sock))
     try:
         async with AsyncExitStack() as stack:
@@ -142,7 +166,7 @@ def test_connected_example(tmp_path: Path) -> None:
     out = done.stdout
     # The stdio server's answer, then the HTTP-served relayrace team's (with its report).
     assert '→ notes_search: {"result":["handoff: A handoff passes the live conversation' in out
-    assert '→ librarian: {"answer":"Checked the catalogue for: books about agent handoffs' in out
+    assert '→ librarian: Checked the catalogue for: books about agent handoffs' in out
     assert "assistant: A handoff passes the live conversation to another agent." in out
     # The A2A-served team: as a delegated child, then as a handoff target across two turns.
     assert "→ billing: INV-7 is paid (42.00 EUR, on 2026-11-02)." in out

@@ -78,8 +78,16 @@ class RemoteResult:
     """The artifacts' structured (data) parts."""
     task_id: str = ""
     """The remote task's id ("" when the remote answered with a message and no task)."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """What a relayrace remote's run used (`Usage`'s fields), as its task's metadata says;
+    empty for another remote."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """A relayrace remote's tool calls (``path``, ``tool``, ``ok``), from its task's
+    metadata."""
 
 
+_FINAL = frozenset({"completed", "failed", "canceled", "rejected", "input-required",
+                    "auth-required"})
 _STATES = {"TASK_STATE_COMPLETED": "completed", "TASK_STATE_FAILED": "failed",
            "TASK_STATE_CANCELED": "canceled", "TASK_STATE_INPUT_REQUIRED": "input-required",
            "TASK_STATE_REJECTED": "rejected", "TASK_STATE_AUTH_REQUIRED": "auth-required",
@@ -186,21 +194,34 @@ class RemoteAgent(Agent[Any, str]):
     async def send(self, text: str, *, context_id: str, task_id: str = "",
                    data: Any = None) -> AsyncIterator[StatusUpdate | RemoteResult]:
         """Send one message to the remote and follow its task: its progress, then the
-        `RemoteResult` last. Transport failures and timeouts are `ModelProviderError`s.
+        `RemoteResult` last. Transport failures, timeouts, events addressed to another task
+        or context, and a stream that ends before the task reaches a final state are
+        `ModelProviderError`s. ``timeout`` bounds the whole exchange (the card, a second
+        attempt, and the cancel of a task that took too long).
 
         A remote that no longer knows ``task_id`` (it restarted, or let the task expire)
         gets the message again as a new task of the same context: a relayrace server then
         answers the run that waits in the context's session."""
-        card = await self.card()
+        deadline = asyncio.get_running_loop().time() + self.exchange_timeout
         try:
-            async for item in self._exchange(card, text, context_id, task_id, data):
+            async with asyncio.timeout_at(deadline):
+                card = await self.card()
+        except TimeoutError as exc:
+            raise self._too_long() from exc
+        try:
+            async for item in self._exchange(card, text, context_id, task_id, data, deadline):
                 yield item
         except _TaskGone:
-            async for item in self._exchange(card, text, context_id, "", data):
+            async for item in self._exchange(card, text, context_id, "", data, deadline):
                 yield item
 
+    def _too_long(self) -> ModelTimeout:
+        return ModelTimeout(f"The remote agent {self.name!r} at {self.url} did not finish "
+                            f"within {self.exchange_timeout} s.")
+
     async def _exchange(self, card: AgentCard, text: str, context_id: str, task_id: str,
-                        data: Any) -> AsyncIterator[StatusUpdate | RemoteResult]:
+                        data: Any, deadline: float
+                        ) -> AsyncIterator[StatusUpdate | RemoteResult]:
         import httpx
         from a2a.client import ClientConfig, create_client
         from a2a.types.a2a_pb2 import Message as A2AMessage
@@ -214,22 +235,27 @@ class RemoteAgent(Agent[Any, str]):
                              task_id=task_id, role=Role.ROLE_USER, parts=parts)
         result = RemoteResult(state="unknown")
         client: Any = None
+        # kept from the exchange's time, so that a task that took too long is cancelled
+        # within ``timeout`` too
+        reserve = min(1.0, self.exchange_timeout / 10)
         async with httpx.AsyncClient(headers=self.headers, timeout=self.exchange_timeout) as http:
             try:
                 client = await create_client(card, ClientConfig(httpx_client=http))
-                async with asyncio.timeout(self.exchange_timeout):
+                async with asyncio.timeout_at(deadline - reserve):
                     request = SendMessageRequest(message=message)
                     if self.metadata:
                         request.metadata.update(self.metadata)
                     async for event in client.send_message(request):
-                        update = _follow(event, result)
+                        update = _follow(event, result, context_id, task_id)
                         if update is not None:
                             yield update
+                if result.state not in _FINAL:
+                    raise ValueError(f"its stream ended while the task was {result.state}, "
+                                     "before any final state")
             except TimeoutError as exc:
                 if result.task_id:  # the remote should not go on with work nobody waits for
-                    await _cancel(client, result.task_id)
-                raise ModelTimeout(f"The remote agent {self.name!r} at {self.url} did not "
-                                   f"finish within {self.exchange_timeout} s.") from exc
+                    await _cancel(client, result.task_id, reserve)
+                raise self._too_long() from exc
             except TaskNotFoundError as exc:
                 if task_id and not result.task_id:
                     raise _TaskGone from exc
@@ -314,9 +340,25 @@ def _data_part(data: Any) -> Any:
     return Part(data=ParseDict(data, Value()))
 
 
-def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
-    """Fold one streamed A2A event into ``result``; the progress to show, if any."""
+def _follow(event: Any, result: RemoteResult, context_id: str, task_id: str
+            ) -> StatusUpdate | None:
+    """Fold one streamed A2A event into ``result``; the progress to show, if any. An event
+    of another context, or of another task than the one sent to (or first seen), is refused
+    (ValueError): it answers someone else."""
     kind = event.WhichOneof("payload")
+    if kind is None:
+        return None
+    about = getattr(event, kind)
+    their_task = about.id if kind == "task" else about.task_id
+    wanted = task_id or result.task_id
+    if (about.context_id and about.context_id != context_id) or \
+            (their_task and wanted and their_task != wanted):
+        raise ValueError(f"it sent a {kind} of task {their_task or '-'} in context "
+                         f"{about.context_id or '-'}, while this exchange is task "
+                         f"{wanted or '(new)'} in context {context_id}")
+    result.task_id = result.task_id or their_task
+    if kind in ("task", "status_update") and about.metadata:
+        _spent(about.metadata, result)
     if kind == "message":
         result.text, data = _texts(event.message.parts)
         result.data.extend(data)
@@ -359,11 +401,26 @@ def _follow(event: Any, result: RemoteResult) -> StatusUpdate | None:
     return None
 
 
-async def _cancel(client: Any, task_id: str) -> None:
+def _spent(metadata: Any, result: RemoteResult) -> None:
+    """Read what a relayrace remote reports it used and did from a task's metadata."""
+    from google.protobuf.json_format import MessageToDict
+
+    mine = _plain(MessageToDict(metadata)).get(DATA_KEY)
+    if not isinstance(mine, dict):
+        return
+    usage, calls = mine.get("usage"), mine.get("tool_calls")
+    if isinstance(usage, dict):
+        known = set(Usage.__dataclass_fields__)
+        result.usage = {k: v for k, v in usage.items() if k in known and isinstance(v, int)}
+    if isinstance(calls, list):
+        result.tool_calls = [c for c in calls if isinstance(c, dict)]
+
+
+async def _cancel(client: Any, task_id: str, within: float) -> None:
     from a2a.types.a2a_pb2 import CancelTaskRequest
 
     try:
-        await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=task_id)), 5.0)
+        await asyncio.wait_for(client.cancel_task(CancelTaskRequest(id=task_id)), within)
     except Exception:  # noqa: S110 - best effort: the timeout is what the caller hears of
         pass
 
@@ -469,8 +526,11 @@ class _RemoteModel(Model):
                 text = ""
             else:
                 raise ModelProviderError(why, provider="a2a")
+        # a relayrace remote says what its run used: its tokens count as this agent's (the
+        # run counts the exchange as one request)
+        used = Usage(**result.usage) if result.usage else Usage(requests=1)
         return ModelResponse(message=Message.assistant(text, calls, name=name),
-                             usage=Usage(requests=1), model=self.name)
+                             usage=used, model=self.name)
 
 
 def _pending_of(result: RemoteResult) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import socket
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from ._asgi import Access, HostGuard, serve_asgi
+from ._keys import Keys, presented_key
 from .a2a import DATA_KEY, _texts, sdk
 from .agent import Agent
 from .approvals import PendingRun
@@ -47,20 +49,28 @@ _YES = {"yes", "y", "approve", "approved", "ok", "allow", "true"}
 _NO = {"no", "n", "reject", "rejected", "deny", "false"}
 
 
-def session_id_for(context_id: str) -> str:
-    """The relayrace session that holds the A2A context ``context_id``."""
-    return "a2a-" + hashlib.sha256(context_id.encode()).hexdigest()[:24]
+def session_id_for(context_id: str, owner: str = "") -> str:
+    """The relayrace session that holds the A2A context ``context_id`` of the API key whose
+    owner id is ``owner`` (``""``: a server without keys): one key never reaches another's."""
+    scoped = f"{owner}\n{context_id}" if owner else context_id
+    return "a2a-" + hashlib.sha256(scoped.encode()).hexdigest()[:24]
 
 
 def agent_card(agents: Sequence[Agent[Any]], *, url: str, name: str | None = None,
-               version: str = "1") -> Any:
-    """The A2A agent card of ``agents``: each agent a skill, and each of its tools one too."""
+               version: str = "1", keys_required: bool = False) -> Any:
+    """The A2A agent card of ``agents``: each agent a skill, and each of its tools one too;
+    with ``keys_required``, its security schemes say how to send the API key."""
     sdk()
     from a2a.types.a2a_pb2 import (
         AgentCapabilities,
         AgentCard,
         AgentInterface,
         AgentSkill,
+        APIKeySecurityScheme,
+        HTTPAuthSecurityScheme,
+        SecurityRequirement,
+        SecurityScheme,
+        StringList,
     )
 
     skills = []
@@ -71,7 +81,16 @@ def agent_card(agents: Sequence[Agent[Any]], *, url: str, name: str | None = Non
             skills.append(AgentSkill(id=f"{agent.name}.{t.name}", name=t.name, tags=["tool"],
                                      description=t.description or t.name))
     first = agents[0]
-    return AgentCard(
+    schemes = {"bearer": SecurityScheme(http_auth_security_scheme=HTTPAuthSecurityScheme(
+                   scheme="Bearer", description="An API key of the server, as a bearer token.")),
+               "apiKey": SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(
+                   location="header", name="X-API-Key",
+                   description="An API key of the server, in the X-API-Key header."))}
+    secured: dict[str, Any] = {} if not keys_required else {
+        "security_schemes": schemes,
+        "security_requirements": [SecurityRequirement(schemes={n: StringList()})
+                                  for n in schemes]}
+    return AgentCard(**secured,
         name=name or first.name, version=version,
         description=first.description or f"The relayrace agent {first.name} and its team.",
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC",
@@ -84,8 +103,8 @@ def agent_card(agents: Sequence[Agent[Any]], *, url: str, name: str | None = Non
 def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
                    store: SessionStore | str | None = None, model: Model | str | None = None,
                    max_turns: int | None = None, name: str | None = None,
-                   max_tasks: int = 10_000, allowed_hosts: Sequence[str] = (),
-                   allowed_origins: Sequence[str] = ()) -> Any:
+                   max_tasks: int = 10_000, api_keys: Sequence[str] = (),
+                   allowed_hosts: Sequence[str] = (), allowed_origins: Sequence[str] = ()) -> Any:
     """A Starlette app serving ``agents`` over A2A (JSON-RPC at ``/``, the card at
     ``/.well-known/agent-card.json``); ``url`` is where clients reach it.
 
@@ -96,6 +115,10 @@ def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
     forgotten, or sent before a restart, goes on in the context's session all the same.
     Requests must name a loopback host, ``url``'s or one of ``allowed_hosts`` as their Host,
     and a web page elsewhere than those or ``allowed_origins`` may not post (`HostGuard`).
+
+    With ``api_keys``, every request but the card's needs one (``Authorization: Bearer
+    KEY`` or ``X-API-Key: KEY``; else 401), and each key has its own tasks and contexts:
+    another key's task is not found, and its context id names a different conversation.
     """
     sdk()
     from a2a.server.request_handlers import DefaultRequestHandler
@@ -110,15 +133,47 @@ def create_a2a_app(agents: Agent[Any] | Sequence[Agent[Any]], *, url: str,
     if not served:
         raise UserError("An A2A server needs at least one agent to serve.")
     sessions = store if isinstance(store, SessionStore) else open_store(store)
-    card = agent_card(served, url=url, name=name)
-    executor = _executor_class()(served, sessions, model, max_turns)
-    handler = DefaultRequestHandler(agent_executor=executor,
-                                    task_store=_recent_tasks_class()(max_tasks),
+    keys = Keys(api_keys)
+    card = agent_card(served, url=url, name=name, keys_required=keys.required)
+    tasks = _recent_tasks_class()(max_tasks)
+    executor = _executor_class()(served, sessions, model, max_turns, tasks)
+    handler = DefaultRequestHandler(agent_executor=executor, task_store=tasks,
                                     agent_card=card)
     access = Access([urlsplit(url).netloc, *allowed_hosts], allowed_origins)
     return Starlette(routes=[*create_agent_card_routes(card),
                              *create_jsonrpc_routes(handler, rpc_url="/")],
-                     middleware=[Middleware(HostGuard, access=access)])
+                     middleware=[Middleware(HostGuard, access=access), _key_check(keys)])
+
+
+def _key_check(keys: Keys) -> Any:
+    """The middleware that lets in a request with a valid key (any, without keys) as the
+    key's owner, which the SDK's task store and the executor scope everything by."""
+    from starlette.authentication import (
+        AuthCredentials,
+        AuthenticationBackend,
+        AuthenticationError,
+        SimpleUser,
+    )
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.requests import HTTPConnection
+    from starlette.responses import JSONResponse
+
+    class KeyBackend(AuthenticationBackend):
+        async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, SimpleUser]:
+            if conn.url.path.startswith("/.well-known/"):  # the card says how to get in
+                return AuthCredentials(), SimpleUser("")
+            owner = keys.owner(presented_key(conn.headers))
+            if owner is None:
+                raise AuthenticationError("A valid API key is needed: send it as "
+                                          "'Authorization: Bearer KEY' or 'X-API-Key: KEY'.")
+            return AuthCredentials(["authenticated"]), SimpleUser(owner)
+
+    def refuse(conn: HTTPConnection, exc: Exception) -> JSONResponse:
+        return JSONResponse({"error": {"message": str(exc), "type": "unauthorized"}},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    return Middleware(AuthenticationMiddleware, backend=KeyBackend(), on_error=refuse)
 
 
 def _recent_tasks_class() -> type:
@@ -151,16 +206,29 @@ def _recent_tasks_class() -> type:
 
 
 def _executor_class() -> type:
+    from collections import OrderedDict
+
     from a2a.server.agent_execution import AgentExecutor
 
     class Executor(AgentExecutor):
         def __init__(self, agents: list[Agent[Any]], store: SessionStore,
-                     model: Model | str | None, max_turns: int | None) -> None:
+                     model: Model | str | None, max_turns: int | None, tasks: Any) -> None:
             self.agents = {a.name: a for a in agents}
             self.default = agents[0]
             self.store = store
             self.model = model
             self.max_turns = max_turns
+            # session id -> the task that asked for input there: while the server remembers
+            # that task, only it takes the answer; once forgotten (or after a restart), any
+            # task of its owner on the context does
+            self.asking: OrderedDict[str, str] = OrderedDict()
+            self.tasks = tasks
+
+        def asked(self, session_id: str, task_id: str) -> None:
+            self.asking[session_id] = task_id
+            self.asking.move_to_end(session_id)
+            while len(self.asking) > self.tasks.limit:
+                self.asking.popitem(last=False)
 
         async def execute(self, context: Any, event_queue: Any) -> None:
             await _execute(self, context, event_queue)
@@ -196,8 +264,15 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
             f"{', '.join(server.agents)}.")))
         return
     agent = server.agents.get(wanted, server.default)
-    session = server.store.session(session_id_for(task.context_id))
+    session_id = session_id_for(task.context_id, context.call_context.user.user_name)
+    session = server.store.session(session_id)
     pending = await PendingRun.from_session(session, entry=agent)
+    asker = server.asking.get(session_id, task.id) if pending is not None else task.id
+    if asker != task.id and await server.tasks.get(asker, context.call_context) is not None:
+        await up.reject(up.new_agent_message(_parts(
+            f"This conversation waits for an answer on its task {asker}: send the answer "
+            "there (with that taskId).")))
+        return
     options: dict[str, Any] = {"session": session, "model": server.model,
                                "max_turns": server.max_turns}
     run_input: Any = text
@@ -216,24 +291,32 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
             run_input = text
     await up.start_work()
     stream = Runner.stream(agent, run_input, **options)
+    calls: list[dict[str, Any]] = []  # the run's tool calls, for the task's metadata
     try:
         async for event in stream:
+            if isinstance(event, ToolResultEvent):
+                calls.append({"path": event.path, "tool": event.tool_name,
+                              "ok": not event.is_error})
             said = _progress(event)
             if said is not None:
                 await up.update_status(TaskState.TASK_STATE_WORKING, up.new_agent_message(
-                    _parts(said[0], {"event": said[1]})))
+                    _parts(said[0], {"event": said[1]})), metadata=_status_metadata(event))
     except RelayraceError as exc:
         await up.failed(up.new_agent_message(_parts(f"{type(exc).__name__}: {exc}")))
         return
     result = stream.result
     assert result is not None
+    # what the run used and did, for a caller that counts and shows its remotes' work
+    spent = {DATA_KEY: {"usage": asdict(result.usage.total), "tool_calls": calls}}
     if result.pending is not None:
-        await up.requires_input(up.new_agent_message(_parts(
-            _asking(result.pending), {"pending": _pending(result.pending)})))
+        server.asked(session_id, task.id)
+        await up.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, up.new_agent_message(
+            _parts(_asking(result.pending), {"pending": _pending(result.pending)})),
+            metadata=spent)
         return
     answer, extra = _answer(result)
     await up.add_artifact(_parts(answer, extra), name="answer")
-    await up.complete()
+    await up.update_status(TaskState.TASK_STATE_COMPLETED, metadata=spent)
 
 
 def _parts(text: str, data: dict[str, Any] | None = None) -> list[Any]:
@@ -270,6 +353,15 @@ def _progress(event: AgentEvent) -> tuple[str, dict[str, Any]] | None:
         e = event
         return f"{e.path}: {e.text}", where | {"state": e.state}
     return None
+
+
+def _status_metadata(event: AgentEvent) -> dict[str, Any] | None:
+    """The status update's own metadata: a handoff as data a client reads without parsing
+    the text (``{"relayrace": {"handoff": {"from", "to", "reason", "returned"}}}``)."""
+    if not isinstance(event, HandoffEvent):
+        return None
+    return {DATA_KEY: {"handoff": {"from": event.agent, "to": event.to_agent,
+                                   "reason": event.reason, "returned": event.is_return}}}
 
 
 def _answer(result: RunResult[Any]) -> tuple[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from ._asgi import Access, HostGuard, serve_asgi
 from .agent import Agent
+from .approvals import PendingRun
 from .exceptions import UserError
 from .mcp import _sdk
 from .models.interface import Model
@@ -49,10 +50,12 @@ def mcp_server(agents: Sequence[Agent[Any]], *, name: str = "relayrace",
 
     A call ``{"task": "..."}`` runs the agent's team on the task in a new session (kept in the
     SQLite file ``db`` if given, where ``relayrace sessions`` shows it; else in memory). The
-    result's text is the final answer (an ``output_type``'s data as JSON); its structured
-    content holds the answer, the output data (``None`` for a text answer), the agent that
-    gave it, the session id, and the delegation report when the answer ends with one. A
-    run that fails, or stops for approval, is an ``isError`` result saying why.
+    result's text is the final answer, sent once (an ``output_type``'s data as JSON, and that
+    data, when an object, as the structured content). The result's ``_meta["relayrace"]``
+    holds the agent that gave it, the session id, and the delegation report when the answer
+    ends with one. A
+    run that fails, or stops for approval, is an ``isError`` result saying why (and, for a
+    run that stopped, how it can go on).
     """
     if not agents:
         raise UserError("An MCP server needs at least one agent to offer.")
@@ -73,12 +76,14 @@ def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
                max_turns: int | None) -> Any:
     types = _sdk().types
 
-    def result(text: str, structured: dict[str, Any] | None = None,
+    def result(text: str, structured: Any = None, meta: dict[str, Any] | None = None,
                is_error: bool = False) -> Any:
         data: dict[str, Any] = {"content": [{"type": "text", "text": text}],
                                 "isError": is_error}
         if structured is not None:
             data["structuredContent"] = structured
+        if meta is not None:
+            data["_meta"] = {"relayrace": meta}
         return types.CallToolResult.model_validate(data)
 
     async def run(task: str) -> Any:
@@ -90,10 +95,7 @@ def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
         except Exception as exc:  # the client is told; this server goes on serving
             return result(f"The run failed: {type(exc).__name__}: {exc}", is_error=True)
         if outcome.pending is not None:
-            calls = ", ".join(f"{a.tool_name} ({a.call_id})" for a in outcome.pending.approvals)
-            return result(f"The run stopped for a human decision on {calls}; decide with "
-                          f"`relayrace resume --session {session_id}` on the server's "
-                          "database.", is_error=True)
+            return result(_stopped(outcome.pending, session_id, db), is_error=True)
         output = outcome.final_output
         if isinstance(output, str):
             answer, data = output, None
@@ -103,9 +105,12 @@ def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
         report = parse_report(answer)
         reported = (report.key_findings or report.sources or report.gaps
                     or report.confidence != "unknown")
-        return result(answer, {
-            "answer": answer, "output": data, "agent": outcome.last_agent.name,
-            "session_id": session_id, "report": report.to_dict() if reported else None})
+        # The answer is the text, once (the SDK's client refuses an HTTP event over 1 MiB);
+        # an output_type's data is also the structured content, as MCP asks. Who answered,
+        # where and the report are the result's metadata.
+        return result(answer, data if isinstance(data, dict) else None, {
+            "agent": outcome.last_agent.name, "session_id": session_id,
+            "report": report.to_dict() if reported else None})
 
     # Set here, not written as annotations: the SDK reads them, and its types are imported
     # only when a server is made (relayrace imports without the mcp package).
@@ -115,6 +120,22 @@ def _runner_of(agent: Agent[Any], db: Path | None, model: Model | str | None,
     }
     run.__name__ = f"run_{_INVALID.sub('_', agent.name)}"
     return run
+
+
+def _stopped(pending: PendingRun, session_id: str, db: Path | None) -> str:
+    """What a client is told of a run that stopped for a person's decision."""
+    calls = ", ".join(f"{a.tool_name} ({a.call_id})" for a in pending.approvals)
+    asked = "; ".join(q.question for q in pending.questions)
+    waits = " and ".join(w for w in (f"a decision on {calls}" if calls else "",
+                                     f"an answer to: {asked}" if asked else "") if w)
+    if db is not None:
+        return (f"The run stopped for {waits}; nothing was done yet. Someone with the server's "
+                f"database decides with `relayrace resume TEAM --session {session_id} --db "
+                f"{db}`.")
+    return (f"The run stopped for {waits}, and nothing was done. This server keeps its "
+            "sessions in memory, so the run cannot be resumed: ask for a task that needs no "
+            "such decision, or have the server started with --db FILE, where a stopped run "
+            "can be resumed.")
 
 
 async def serve_stdio(server: Any) -> None:

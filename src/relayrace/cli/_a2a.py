@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
+from ._serve import ApiKeys, api_keys_given
 from ._target import resolve_model
 
 __all__ = ["a2a_app"]
@@ -41,6 +42,7 @@ def serve(
         "--name", help="The agent card's name (default: the first agent's).")] = None,
     allowed_hosts: AllowedHosts = None,
     allowed_origins: AllowedOrigins = None,
+    api_keys: ApiKeys = None,
 ) -> None:
     """Serve a team's entry agents over A2A: each message is a run in the session of its
     context; the agent card is at /.well-known/agent-card.json."""
@@ -49,17 +51,20 @@ def serve(
 
     with _errors():
         agents = entry_agents(target, agent_names)
+        keys = api_keys_given(api_keys)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen()  # clients that come before the server starts wait in the backlog
         bound = sock.getsockname()[1]
         where = f"[{host}]" if ":" in host else host
         url = f"http://{where}:{bound}"
         app = create_a2a_app(agents, url=url, store=db, name=name,
                              model=resolve_model(model) if model else None,
-                             max_turns=max_turns, allowed_hosts=allowed_hosts or (),
+                             max_turns=max_turns, api_keys=keys, allowed_hosts=allowed_hosts or (),
                              allowed_origins=allowed_origins or ())
-        typer.echo(f"Serving {', '.join(a.name for a in agents)} over A2A at {url}", err=True)
+        typer.echo(f"Serving {', '.join(a.name for a in agents)} over A2A at {url} "
+                   f"(API keys: {'required' if keys else 'none'})", err=True)
         try:
             asyncio.run(serve_a2a(app, port=bound, host=host, sock=sock))
         except KeyboardInterrupt:

@@ -10,10 +10,21 @@ from typing import Annotated
 
 import typer
 
+from .._keys import ENV_KEYS
 from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
 from ._target import describe_models, resolve_model
 
-__all__ = ["serve"]
+__all__ = ["ApiKeys", "api_keys_given", "serve"]
+
+ApiKeys = Annotated[list[str] | None, typer.Option(
+    "--api-key", help=f"Require this API key (repeatable; also {ENV_KEYS}, "
+    "comma-separated). Each key sees only its own sessions.")]
+"""The ``--api-key`` option, the same on every server command."""
+
+
+def api_keys_given(api_keys: list[str] | None) -> list[str]:
+    """The keys of ``--api-key`` and of ``RELAYRACE_API_KEYS`` (comma-separated)."""
+    return [*(api_keys or []), *(k for k in os.environ.get(ENV_KEYS, "").split(",") if k.strip())]
 
 
 def serve(
@@ -29,9 +40,7 @@ def serve(
     db: Annotated[str | None, typer.Option(
         "--db", envvar="RELAYRACE_DB", help="Where sessions live: a SQLite file or a store URL "
         "(default: .relayrace/sessions.db, the CLI's).")] = None,
-    api_keys: Annotated[list[str] | None, typer.Option(
-        "--api-key", help="Require this API key (repeatable; also RELAYRACE_API_KEYS, "
-        "comma-separated). Each key sees only its own sessions.")] = None,
+    api_keys: ApiKeys = None,
     cors: Annotated[list[str] | None, typer.Option(
         "--cors-origin", help="Let browsers call from this origin (repeatable).")] = None,
     rate_limit: Annotated[str | None, typer.Option(
@@ -69,8 +78,7 @@ def serve(
 
         from ..server import create_app
 
-        keys = list(api_keys or [])
-        keys += [k for k in os.environ.get("RELAYRACE_API_KEYS", "").split(",") if k.strip()]
+        keys = api_keys_given(api_keys)
         agents = entry_agents(target, agent_names)
         override = resolve_model(model) if model else None
         app = create_app(agents, store=db, api_keys=keys, cors_origins=cors or (),

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
 from .._asgi import Access, HostGuard
+from .._keys import presented_key
 from .._version import __version__
 from ..agent import Agent
 from ..exceptions import UserError
@@ -248,10 +249,7 @@ class _Guard:
                    for k, v in scope["headers"]}
         state = scope.setdefault("state", {})
         if path.startswith(("/api/", "/v1/")):
-            auth = headers.get("authorization", "")
-            presented = auth[7:].strip() if auth.lower().startswith("bearer ") else \
-                headers.get("x-api-key")
-            owner = server.keys.owner(presented)
+            owner = server.keys.owner(presented_key(headers))
             if owner is None:
                 await _reply(send, 401, error_body(
                     "A valid API key is needed: send it as 'Authorization: Bearer KEY' or "
