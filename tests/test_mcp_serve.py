@@ -177,3 +177,56 @@ def test_connected_example(tmp_path: Path) -> None:
             "42.00 EUR, back in 3 days.") in out
     assert out.rstrip().endswith("assistant: Billing has refunded INV-7; the money is back in "
                                  "3 days.")
+
+
+async def test_mcp_serve_over_http_with_keys_lets_in_only_a_valid_key() -> None:
+    """Over HTTP with API keys, a request with no key or a wrong one is 401 (what the mcp
+    client raises on), and the client sending a valid key as a bearer token is served."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    key = "k" * 24
+    helper = Agent("helper", instructions="Help.", model=FunctionModel(lambda r: text("hi")))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    serving = asyncio.create_task(serve_http(mcp_server([helper]), port=0, sock=sock,
+                                             api_keys=[key]))
+    try:
+        async with httpx2.AsyncClient() as plain:
+            for headers in ({}, {"Authorization": "Bearer " + "w" * 24}):
+                refused = await plain.post(url, headers=headers, json={})
+                assert refused.status_code == 401, refused.text
+                assert refused.headers["www-authenticate"] == "Bearer"
+                assert "A valid API key is needed" in refused.json()["error"]["message"]
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}))
+            streams = await stack.enter_async_context(streamable_http_client(
+                url, http_client=client))
+            session = await stack.enter_async_context(mcp.ClientSession(streams[0],
+                                                                        streams[1]))
+            await session.initialize()
+            answer = await session.call_tool("helper", {"task": "greet"})
+            assert answer.content[0].text == "hi"
+    finally:
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+        sock.close()
+
+
+def test_api_keys_over_stdio_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from relayrace.cli import app
+
+    team = tmp_path / "team.py"
+    team.write_text("from relayrace import Agent\nfrom relayrace.testing import FunctionModel, "
+                    "text\nhelper = Agent('helper', instructions='Help.', "
+                    "model=FunctionModel(lambda r: text('hi')))\n")
+    result = CliRunner().invoke(app, ["mcp", "serve", f"{team}:helper", "--api-key",
+                                      "k" * 24])
+    assert result.exit_code != 0
+    assert "API keys guard the HTTP server" in result.output and "--port" in result.output

@@ -12,9 +12,10 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from ._keys import Keys, presented_key
 from .exceptions import UserError
 
-__all__ = ["CONTENT_SECURITY_POLICY", "LOOPBACK", "Access", "HostGuard", "serve_asgi"]
+__all__ = ["CONTENT_SECURITY_POLICY", "LOOPBACK", "Access", "HostGuard", "KeyGuard", "serve_asgi"]
 
 log = logging.getLogger("relayrace.http")
 
@@ -162,11 +163,33 @@ _SECURITY = [(b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
              (b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff")]
 
 
-async def _refuse(send: Send, status: int, kind: str, message: str) -> None:
+class KeyGuard:
+    """ASGI middleware: with `Keys` that require one, refuses a request that presents no valid
+    key (``Authorization: Bearer KEY`` or ``X-API-Key: KEY``) with 401 and
+    ``WWW-Authenticate: Bearer``; without keys it lets everything in."""
+
+    def __init__(self, app: App, keys: Keys) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.keys.required:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope["headers"]}
+            if self.keys.owner(presented_key(headers)) is None:
+                await _refuse(send, 401, "unauthorized", (
+                    "A valid API key is needed: send it as 'Authorization: Bearer KEY' or "
+                    "'X-API-Key: KEY'."), [(b"www-authenticate", b"Bearer")])
+                return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, kind: str, message: str,
+                  extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"error": {"message": message, "type": kind}}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        *_SECURITY]})
+        *_SECURITY, *extra]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -19,7 +19,8 @@ from typing import Annotated, Any
 from pydantic import Field
 from pydantic_core import to_jsonable_python
 
-from ._asgi import Access, HostGuard, serve_asgi
+from ._asgi import Access, HostGuard, KeyGuard, serve_asgi
+from ._keys import Keys
 from .agent import Agent
 from .approvals import PendingRun
 from .exceptions import UserError
@@ -145,15 +146,19 @@ async def serve_stdio(server: Any) -> None:
 
 async def serve_http(server: Any, *, port: int, host: str = "127.0.0.1",
                      sock: socket.socket | None = None, allowed_hosts: Sequence[str] = (),
-                     allowed_origins: Sequence[str] = ()) -> None:
+                     allowed_origins: Sequence[str] = (), api_keys: Sequence[str] = ()) -> None:
     """Serve ``server`` over streamable HTTP at ``http://host:port/mcp`` until cancelled, then
     shut down (open streams get a second to end).
 
     ``sock`` is an already bound socket to serve on instead (e.g. one bound to port 0).
     Requests must name a loopback host, ``host`` or one of ``allowed_hosts`` as their Host,
     and a web page elsewhere than those or ``allowed_origins`` may not post (`HostGuard`).
+    With ``api_keys``, every request needs one (``Authorization: Bearer KEY`` or
+    ``X-API-Key: KEY``; else 401, `KeyGuard`). Each call runs in a session of its own, and MCP
+    lists no sessions, so one key's calls never see another's.
     """
     access = Access([host, *allowed_hosts], allowed_origins)
+    keys = Keys(api_keys)
     from mcp.server.transport_security import TransportSecuritySettings
 
     # relayrace's guard checks Host and Origin (the same for all its servers): the SDK's own
@@ -164,4 +169,4 @@ async def serve_http(server: Any, *, port: int, host: str = "127.0.0.1",
     else:  # mcp 1.x reads it from the server's settings
         server.settings.transport_security = unchecked
         app = server.streamable_http_app()
-    await serve_asgi(HostGuard(app, access), port=port, host=host, sock=sock)
+    await serve_asgi(HostGuard(KeyGuard(app, keys), access), port=port, host=host, sock=sock)

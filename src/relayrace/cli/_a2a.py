@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
-from ._serve import ApiKeys, api_keys_given
+from ._mcp import entry_agents
+from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model
 
 __all__ = ["a2a_app"]

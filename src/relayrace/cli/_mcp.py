@@ -11,20 +11,10 @@ import typer
 from ..agent import Agent
 from ..exceptions import UserError
 from ..mcp_serve import mcp_server, serve_http, serve_stdio
+from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model, resolve_target
 
-__all__ = ["AllowedHosts", "AllowedOrigins", "entry_agents", "mcp_app"]
-
-AllowedHosts = Annotated[list[str] | None, typer.Option(
-    "--allowed-host", help="Also answer requests for this Host: NAME (any port) or NAME:PORT, "
-    "or '*' for any (repeatable). Loopback names, and --host unless it is 0.0.0.0 or ::, "
-    "always are; other hosts get 421 (DNS rebinding).")]
-"""``--allowed-host``, the same on every serving command."""
-
-AllowedOrigins = Annotated[list[str] | None, typer.Option(
-    "--allowed-origin", help="Let web pages at this origin (scheme://host[:port], or '*') "
-    "post to the server (repeatable). Pages on an allowed host may; others get 403.")]
-"""``--allowed-origin``, the same on every serving command."""
+__all__ = ["entry_agents", "mcp_app"]
 
 mcp_app = typer.Typer(help="Serve a team over MCP (Model Context Protocol).",
                       no_args_is_help=True)
@@ -66,6 +56,7 @@ def serve(
     name: Annotated[str, typer.Option("--name", help="The server's name.")] = "relayrace",
     allowed_hosts: AllowedHosts = None,
     allowed_origins: AllowedOrigins = None,
+    api_keys: ApiKeys = None,
 ) -> None:
     """Offer a team's entry agents as MCP tools: each call runs the agent on its task and
     returns its answer (and its report, as structured content)."""
@@ -76,9 +67,15 @@ def serve(
         server = mcp_server(agents, name=name, db=db,
                             model=resolve_model(model) if model else None, max_turns=max_turns)
         if port is None:
+            if api_keys:
+                raise UserError("API keys guard the HTTP server: over stdio the only caller "
+                                "is the process that started it. Add --port PORT, or leave "
+                                "out --api-key.")
             asyncio.run(serve_stdio(server))
         else:
+            keys = api_keys_given(api_keys)
             typer.echo(f"Serving {', '.join(a.name for a in agents)} at "
-                       f"http://127.0.0.1:{port}/mcp", err=True)
+                       f"http://127.0.0.1:{port}/mcp (API keys: "
+                       f"{'required' if keys else 'none'})", err=True)
             asyncio.run(serve_http(server, port=port, allowed_hosts=allowed_hosts or (),
-                                   allowed_origins=allowed_origins or ()))
+                                   allowed_origins=allowed_origins or (), api_keys=keys))

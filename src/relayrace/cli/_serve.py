@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 from typing import Annotated
 
 import typer
 
-from .._keys import ENV_KEYS
-from ._mcp import AllowedHosts, AllowedOrigins, entry_agents
+from ._mcp import entry_agents
+from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import describe_models, resolve_model
 
-__all__ = ["ApiKeys", "api_keys_given", "serve"]
-
-ApiKeys = Annotated[list[str] | None, typer.Option(
-    "--api-key", help=f"Require this API key (repeatable; also {ENV_KEYS}, "
-    "comma-separated). Each key sees only its own sessions.")]
-"""The ``--api-key`` option, the same on every server command."""
-
-
-def api_keys_given(api_keys: list[str] | None) -> list[str]:
-    """The keys of ``--api-key`` and of ``RELAYRACE_API_KEYS`` (comma-separated)."""
-    return [*(api_keys or []), *(k for k in os.environ.get(ENV_KEYS, "").split(",") if k.strip())]
+__all__ = ["serve"]
 
 
 def serve(
