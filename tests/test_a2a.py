@@ -580,7 +580,11 @@ async def test_a_relayrace_remote_reports_its_usage_and_tool_calls_and_the_calle
     stream = Runner.stream(boss, "go", session=MemorySession())
     said = [e.text async for e in stream if isinstance(e, StatusEvent)]
     assert stream.result is not None
-    # one exchange, with the tokens the remote's run used (its own models', counted there)
+    # what the remote's run used (its own models' requests, its tool calls, their tokens)
+    # counts as the remote agent's, and in the run's total
     usage = stream.result.usage.per_agent["boss/desk"]
-    assert usage.requests == 1 and usage.input_tokens > 0 and usage.output_tokens > 0
+    assert (usage.requests, usage.tool_calls) == (4, 1)
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+    total = stream.result.usage.total
+    assert total.requests == 4 + 2 and total.tool_calls == 1 + 1  # boss: 2 requests, 1 call
     assert "desk: clerk done" in said  # the remote's tool call, by its own path

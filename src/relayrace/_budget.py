@@ -64,11 +64,17 @@ class Budget:
         if response is None:
             return
         used = response.usage
-        # Tokens of every kind; the request was counted when it was admitted.
-        self.usage.total.add_tokens(used)
-        self.usage.per_agent[path].add_tokens(used)
+        # Tokens of every kind; the request was counted when it was admitted. A remote agent's
+        # run behind the response adds its other requests and its tool calls.
+        added = Usage()
+        added.add_tokens(used)
+        if response.remote is not None:
+            added.requests = max(0, response.remote.requests - 1)
+            added.tool_calls = response.remote.tool_calls
+        self.usage.total.add(added)
+        self.usage.per_agent[path].add(added)
         if local is not None:
-            local.add_tokens(used)
+            local.add(added)
         served = response.served
         if not served:
             served = {model: Usage(requests=1)}

@@ -526,11 +526,14 @@ class _RemoteModel(Model):
                 text = ""
             else:
                 raise ModelProviderError(why, provider="a2a")
-        # a relayrace remote says what its run used: its tokens count as this agent's (the
-        # run counts the exchange as one request)
-        used = Usage(**result.usage) if result.usage else Usage(requests=1)
+        # a relayrace remote says what its run used: its requests, tool calls and tokens count
+        # as this agent's; another remote's exchange is one request
+        remote = Usage(**result.usage) if result.usage else None
+        used = Usage(requests=1)
+        if remote is not None:
+            used.add_tokens(remote)
         return ModelResponse(message=Message.assistant(text, calls, name=name),
-                             usage=used, model=self.name)
+                             usage=used, model=self.name, remote=remote)
 
 
 def _pending_of(result: RemoteResult) -> dict[str, Any]:

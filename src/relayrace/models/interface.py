@@ -172,6 +172,10 @@ class ModelResponse:
     """For a model that asks other models (``FallbackModel``): what each of them used for this
     request, by model name (one request per response, a refusal moved on from included);
     ``usage`` is their sum. Empty when the model asked answered itself."""
+    remote: Usage | None = None
+    """For a model that stands for a whole agent run elsewhere (a relayrace agent reached over
+    A2A): what that run used. Its requests past this one and its tool calls count as the
+    asking agent's, with ``usage``'s tokens (which are that run's tokens)."""
 
 
 class Model(ABC):
