@@ -28,7 +28,7 @@ from ..exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
-from . import _api, _openai
+from . import _api, _openai, _workbench
 from ._errors import error_body, install
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
@@ -146,6 +146,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     install(app)
     app.include_router(_api.router)
     app.include_router(_openai.router)
+    app.include_router(_workbench.router)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, Any]:

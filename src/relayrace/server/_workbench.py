@@ -1,0 +1,85 @@
+"""The console's workbench API: a session's runs as its log records them, and forks (time
+travel: a new session from any event of another, to run on from there)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..events import (
+    AgentEvent,
+    DelegationEvent,
+    HandoffEvent,
+    MessageEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
+from ._api import _session
+
+__all__ = ["router", "runs_of"]
+
+router = APIRouter(prefix="/api")
+
+
+class Fork(BaseModel):
+    """Where to fork a session."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: int = Field(description="The event seq (from 1) the fork's log ends with.")
+
+
+def runs_of(events: list[AgentEvent], *, running: bool = False) -> list[dict[str, Any]]:
+    """The runs a log records, oldest first: each one's input, status, agent path, tokens,
+    time and the seqs of its first and last events (``running``: the last one is live)."""
+    runs: list[dict[str, Any]] = []
+    run: dict[str, Any] | None = None
+    for seq, e in enumerate(events, 1):
+        top = "/" not in e.path
+        if isinstance(e, RunStartedEvent) and top:
+            run = {"first_seq": seq, "last_seq": seq, "run_id": e.run_id, "input": None,
+                   "status": "incomplete", "agents": [e.agent], "started_at": e.time,
+                   "duration_s": 0.0, "usage": {"requests": 0, "input_tokens": 0,
+                                                "output_tokens": 0}}
+            runs.append(run)
+            continue
+        if run is None:
+            continue
+        run["last_seq"], run["duration_s"] = seq, round(e.time - run["started_at"], 3)
+        if isinstance(e, MessageEvent):
+            if top and e.message.role == "user" and run["input"] is None:
+                run["input"] = e.message.content
+            _count(run["usage"], e.usage)
+        elif isinstance(e, DelegationEvent):
+            _count(run["usage"], e.usage)
+        elif isinstance(e, HandoffEvent) and top:
+            run["agents"].append(e.to_agent)
+        elif isinstance(e, RunFinishedEvent) and top:
+            run["status"] = e.status
+    if running and runs and runs[-1]["status"] == "incomplete":
+        runs[-1]["status"] = "running"
+    return runs
+
+
+def _count(usage: dict[str, int], used: Any) -> None:
+    if used is not None:
+        usage["requests"] += used.requests
+        usage["input_tokens"] += used.input_tokens
+        usage["output_tokens"] += used.output_tokens
+
+
+@router.get("/sessions/{session_id}/runs", summary="A session's runs, as its log records them")
+async def session_runs(request: Request, session_id: str) -> dict[str, Any]:
+    session, made = await _session(request, session_id)
+    events = [] if made is not None else await session.get_events()
+    running = session_id in request.app.state.relayrace.runs.active
+    return {"session_id": session_id, "runs": runs_of(events, running=running)}
+
+
+@router.post("/sessions/{session_id}/fork", status_code=201,
+             summary="Fork a session: a new one whose log is this one's up to an event")
+async def fork_session(request: Request, session_id: str, body: Fork) -> dict[str, Any]:
+    session, _ = await _session(request, session_id)
+    fork = await session.fork(at=body.at)  # out of the log's range: 400, saying the range
+    return {"session_id": fork.session_id, "forked_from": session_id, "forked_at": body.at}

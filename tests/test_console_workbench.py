@@ -1,0 +1,97 @@
+"""The console's workbench in the system's Chromium (Playwright): a session's runs in the
+History tab, and time travel (fork from any event, edit the next message, run on), with
+screenshots; agent-written text stays text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("playwright.sync_api")
+
+from relayrace.server import create_app  # noqa: E402
+from relayrace.sessions import SQLiteStore  # noqa: E402
+from server_team import front  # noqa: E402
+from test_console import browser, pytestmark, shot  # noqa: E402
+from test_server import uvicorn_server  # noqa: E402
+
+__all__ = ["browser", "pytestmark"]
+
+HOSTILE = '<img src=x id=injected onerror="document.title=1"><b id=bold>hi</b>'
+
+
+def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path: Path) -> None:
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        for said in ("hello one", "research relay races", HOSTILE, "refund INV-4"):
+            httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": said}, timeout=30)
+        origin = httpx.get(f"{url}/api/sessions/{sid}").json()["events"]
+        bad = httpx.post(f"{url}/api/sessions/{sid}/fork", json={"at": len(origin) + 1})
+        assert bad.status_code == 400 and f"from 1 to {len(origin)}" in bad.text
+
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.locator("#sessions li").first.click()
+        page.locator("#conversation .handoff").first.wait_for()
+        page.click("#tab-history")
+        runs = page.locator("#history details.run")
+        runs.nth(3).wait_for()
+        assert runs.count() == 4
+        rows = runs.evaluate_all("""rs => rs.map(r => ({
+            input: r.querySelector('.run-input').textContent,
+            status: r.querySelector('.badge').textContent,
+            path: r.querySelector('.run-path').textContent,
+            stats: r.querySelector('summary').textContent}))""")
+        assert [r["input"] for r in rows] == ["hello one", "research relay races", HOSTILE,
+                                              "refund INV-4"]
+        assert [r["status"] for r in rows] == ["completed"] * 3 + ["interrupted"]
+        assert rows[3]["path"] == "front → billing" and rows[0]["path"] == "front"
+        assert all(" req · " in r["stats"] and " tok" in r["stats"] for r in rows)
+        assert page.locator("#injected, #bold").count() == 0  # the hostile input is text
+        last = runs.nth(3).locator("li.event")
+        assert last.count() > 3 and last.first.get_attribute("data-kind") == "run_started"
+        shot(page, tmp_path / "history.png")
+
+        # Fork at the end of the first run: the next message is offered for editing.
+        first = runs.nth(0)
+        first.locator("summary").click()
+        end = first.locator("li.event").last
+        at = int(end.get_attribute("data-seq") or 0)
+        assert end.get_attribute("data-kind") == "run_finished"
+        end.get_by_role("button", name="Fork from here").click()
+        form = page.locator("#history .fork-form")
+        assert form.locator("textarea").input_value() == "research relay races"
+        form.locator("textarea").fill("hello two")
+        form.locator("select").select_option("front")
+        shot(page, tmp_path / "fork-form.png")
+        form.get_by_role("button", name="Fork and run").click()
+        page.get_by_text("Echo: hello two").first.wait_for()
+        page.locator("#session-status.finished").wait_for()
+        fork_id = page.locator("#session-title").inner_text().split(" · ")[-1]
+        assert fork_id != sid
+        shot(page, tmp_path / "fork.png")
+
+        forked = httpx.get(f"{url}/api/sessions/{fork_id}").json()
+        assert (forked["forked_from"], forked["forked_at"]) == (sid, at)
+        assert forked["events"][:at] == origin[:at]
+        assert forked["events"][at:] != origin[at:]
+        listed = {s["session_id"]: s for s in httpx.get(f"{url}/api/sessions").json()["sessions"]}
+        assert listed[fork_id]["forked_from"] == sid
+
+        # The fork's history names its origin, which opens from there.
+        page.click("#tab-history")
+        page.locator("#history .origin").wait_for()
+        assert page.locator("#history .origin").inner_text() == f"Forked from {sid} at event {at}"
+        assert page.locator("#history details.run").count() == 2
+        page.locator("#history .origin button").click()
+        page.wait_for_function(f"() => document.querySelector('#session-title')"
+                               f".textContent.endsWith('{sid}')")
+        page.locator("#history details.run").nth(3).wait_for()
+        assert errors == []
