@@ -59,6 +59,35 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
         assert last.count() > 3 and last.first.get_attribute("data-kind") == "run_started"
         shot(page, tmp_path / "history.png")
 
+        # Any run opens as a waterfall: the delegated child nested under its delegation.
+        second = runs.nth(1)
+        second.locator("summary").click()
+        second.get_by_role("button", name="Trace").click()
+        second.locator(".span-row").first.wait_for()
+        page.wait_for_function("""() => {
+            const bars = [...document.querySelectorAll('#history .run-trace .span-bar')];
+            return bars.length >= 7 && bars.every(b => b.getBoundingClientRect().width > 0);
+        }""")
+        spans = second.locator(".span-row").evaluate_all("""rs => rs.map(r => ({
+            kind: r.dataset.kind, label: r.querySelector('.span-label').textContent,
+            indent: parseFloat(r.querySelector('.span-label').style.paddingLeft) || 0,
+            left: r.querySelector('.span-bar').getBoundingClientRect().left}))""")
+        kinds = [s["kind"] for s in spans]
+        assert kinds[:2] == ["run", "agent"] and {"model", "tool", "delegation"} <= set(kinds)
+        child = kinds.index("delegation")
+        assert spans[child + 1]["label"] == "agent researcher"  # the child, nested under it
+        assert spans[child + 1]["indent"] > spans[child]["indent"] > spans[1]["indent"]
+        assert spans[-1]["kind"] == "model" and spans[-1]["left"] > spans[2]["left"]
+        second.locator(".span-row[data-kind=tool]").click()
+        detail = second.locator(".span-detail").inner_text()
+        assert '{"query": "relay races"}' in detail and "first finding" in detail
+        second.locator(".span-row[data-kind=model]").last.click()
+        detail = second.locator(".span-detail").inner_text()
+        assert "request: " in detail and "user: research relay races" in detail
+        assert "Research done" in detail
+        shot(page, tmp_path / "waterfall.png")
+        second.locator("summary").click()  # closed again
+
         # Fork at the end of the first run: the next message is offered for editing.
         first = runs.nth(0)
         first.locator("summary").click()

@@ -17,6 +17,8 @@ from ..events import (
     RunStartedEvent,
 )
 from ._api import _session
+from ._errors import ApiError
+from ._spans import run_spans, usage_of
 
 __all__ = ["router", "runs_of"]
 
@@ -83,3 +85,22 @@ async def fork_session(request: Request, session_id: str, body: Fork) -> dict[st
     session, _ = await _session(request, session_id)
     fork = await session.fork(at=body.at)  # out of the log's range: 400, saying the range
     return {"session_id": fork.session_id, "forked_from": session_id, "forked_at": body.at}
+
+
+@router.get("/sessions/{session_id}/runs/{number}/trace",
+            summary="A run's trace from the session log: spans, their detail, and usage")
+async def run_trace(request: Request, session_id: str, number: int) -> dict[str, Any]:
+    session, made = await _session(request, session_id)
+    events = [] if made is not None else await session.get_events()
+    runs = runs_of(events)
+    if not 1 <= number <= len(runs):
+        raise ApiError(404, f"Session {session_id!r} has runs 1 to {len(runs)}; no run "
+                       f"{number}.", "not_found")
+    run = runs[number - 1]
+    store = request.app.state.relayrace.store
+
+    async def read(child_id: str) -> list[AgentEvent]:
+        found: list[AgentEvent] = await store.session(child_id).get_events()
+        return found
+    spans = await run_spans(events, run["first_seq"], run["last_seq"], read)
+    return {"run": run, "spans": spans, "usage": usage_of(spans)}

@@ -89,7 +89,24 @@ function runRow(run, number) {
                  el("span", "dim", `${run.usage.requests} req · ${tokens} tok`),
                  el("span", "dim", `${run.duration_s.toFixed(2)} s`));
   box.append(summary);
+  const tools = el("div", "run-tools");
+  const showTrace = el("button", "open-trace", "Trace");
+  const showEvents = el("button", "open-events", "Events");
+  const trace = el("div", "run-trace");
+  trace.hidden = true;
+  tools.append(showEvents, showTrace);
+  box.append(tools, trace);
   const list = el("ol", "events");
+  showEvents.addEventListener("click", () => { trace.hidden = true; list.hidden = false; });
+  showTrace.addEventListener("click", async () => {
+    try {
+      const { spans } = await api(`/api/sessions/${encodeURIComponent(state.current)}` +
+                                  `/runs/${number}/trace`);
+      renderWaterfall(spans, trace);
+      trace.hidden = false;
+      list.hidden = true;
+    } catch (error) { showError(error); }
+  });
   list.start = run.first_seq;
   for (let seq = run.first_seq; seq <= run.last_seq; seq++) {
     const e = workbench.events[seq - 1];
