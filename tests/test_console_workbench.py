@@ -124,3 +124,47 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
                                f".textContent.endsWith('{sid}')")
         page.locator("#history details.run").nth(3).wait_for()
         assert errors == []
+
+
+def test_usage_and_cost_per_agent_model_and_run(browser: Any, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text('currency: "<b id=cinj>EUR</b>"\nmodels:\n  function:\n    input: 2.5\n'
+                      '    output: 10\n  "<img id=pinj src=x>":\n    input: 1\n    output: 1\n')
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"), prices=str(prices))
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        for said in ("hello one", "research relay races", "hello three"):
+            httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": said}, timeout=30)
+        usage = httpx.get(f"{url}/api/sessions/{sid}/usage").json()["usage"]
+        used = usage["by_model"]["function"]
+        expected = (used["input_tokens"] * 2.5 + used["output_tokens"] * 10) / 1_000_000
+        assert usage["cost"]["total"] == pytest.approx(expected) and expected > 0
+        assert set(usage["by_agent"]) == {"front", "researcher"}  # the child included
+        assert usage["by_agent"]["researcher"]["requests"] == 1
+
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.locator("#sessions li").first.click()
+        page.locator("#conversation .msg").first.wait_for()
+        page.click("#tab-usage")
+        page.locator("#usage .token-chart .turn").nth(2).wait_for()
+        assert page.locator("#conversation").is_hidden()
+        total = page.locator("#usage .total-cost").inner_text()
+        assert total == f"{expected:.6f} <b id=cinj>EUR</b>"  # the currency shown as text
+        assert page.locator("#cinj, #pinj").count() == 0
+        agents = page.locator("#usage table[data-table=agent] tr[data-name]")
+        assert agents.evaluate_all("rs => rs.map(r => r.dataset.name)") == ["front",
+                                                                           "researcher"]
+        assert page.locator("#usage table[data-table=model] tr[data-name=function] td.cost"
+                            ).inner_text() == f"{expected:.6f} <b id=cinj>EUR</b>"
+        # The chart: one bar per run, the research run (with its child) the tallest.
+        heights = page.locator("#usage .token-chart .turn").evaluate_all(
+            "gs => gs.map(g => g.getBoundingClientRect().height)")
+        assert len(heights) == 3 and heights[1] == max(heights) and min(heights) > 0
+        shot(page, tmp_path / "usage.png")
+        page.click("#tab-history")
+        page.locator("#history details.run").nth(2).wait_for()
+        assert page.locator("#usage").is_hidden()
+        assert errors == []

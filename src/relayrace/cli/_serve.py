@@ -51,6 +51,9 @@ def serve(
         "--db (DBOS) instead of running them in the server.")] = False,
     allowed_hosts: AllowedHosts = None,
     allowed_origins: AllowedOrigins = None,
+    prices: Annotated[str | None, typer.Option(
+        "--prices", help="A YAML price table (per model: input, output, cached_input per "
+        "million tokens; see docs/console.md): the console shows costs.")] = None,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -69,7 +72,7 @@ def serve(
                          model=resolve_model(model) if model else None, max_turns=max_turns,
                          otel=otel, durable=durable,
                          allowed_hosts=[host, *(allowed_hosts or ())],
-                         allowed_origins=allowed_origins or ())
+                         allowed_origins=allowed_origins or (), prices=prices)
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "

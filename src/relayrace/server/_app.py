@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from collections import OrderedDict
@@ -30,6 +31,7 @@ from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _openai, _workbench
 from ._errors import error_body, install
+from ._prices import PriceTable
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
 
@@ -83,7 +85,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
                otel: bool = False, durable: bool = False, allowed_hosts: Sequence[str] = (),
-               allowed_origins: Sequence[str] = ()) -> FastAPI:
+               allowed_origins: Sequence[str] = (),
+               prices: PriceTable | str | os.PathLike[str] | None = None) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -103,7 +106,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     trace. With ``durable`` (needs ``relayrace[durable]`` and a store in a database), the
     API's runs go to the served team's DBOS queue for ``relayrace worker`` processes
     (`relayrace.durable`); the server follows each through its session log. The
-    OpenAI-compatible endpoints still run in the server.
+    OpenAI-compatible endpoints still run in the server. ``prices`` (a `PriceTable` or the
+    path of its YAML file, docs/console.md) prices the usage the console shows.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -143,6 +147,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                   description="Sessions, runs and their events; OpenAI-compatible chat "
                               "completions; the web console.", docs_url=None, redoc_url=None)
     app.state.relayrace = server
+    app.state.prices = prices if isinstance(prices, PriceTable | None) else PriceTable.load(prices)
     install(app)
     app.include_router(_api.router)
     app.include_router(_openai.router)

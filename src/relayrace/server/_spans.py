@@ -128,17 +128,19 @@ async def run_spans(events: list[AgentEvent], first: int, last: int,
 
 
 def usage_of(spans: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the model calls among ``spans`` used: in all, per agent and per model."""
+    """What the model calls among ``spans`` used: in all, per agent and per model (requests,
+    tokens, and ``model_ms``: the time spent waiting for the model)."""
     keys = ("requests", "input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens")
-    total = dict.fromkeys(keys, 0)
-    by_agent: dict[str, dict[str, int]] = {}
-    by_model: dict[str, dict[str, int]] = {}
+    total: dict[str, float] = dict.fromkeys((*keys, "model_ms"), 0)
+    by_agent: dict[str, dict[str, float]] = {}
+    by_model: dict[str, dict[str, float]] = {}
     for span in spans:
         used = span["detail"].get("usage") if span["kind"] == "model" else None
         if not used:
             continue
-        for bucket in (total, by_agent.setdefault(span["agent"], dict.fromkeys(keys, 0)),
-                       by_model.setdefault(span["name"], dict.fromkeys(keys, 0))):
+        for bucket in (total, by_agent.setdefault(span["agent"], dict.fromkeys(total, 0)),
+                       by_model.setdefault(span["name"], dict.fromkeys(total, 0))):
             for key in keys:
                 bucket[key] += used[key]
+            bucket["model_ms"] = round(bucket["model_ms"] + span["duration_ms"], 3)
     return {"total": total, "by_agent": by_agent, "by_model": by_model}

@@ -18,7 +18,8 @@ from ..events import (
 )
 from ._api import _session
 from ._errors import ApiError
-from ._spans import run_spans, usage_of
+from ._prices import PriceTable
+from ._spans import ReadLog, run_spans, usage_of
 
 __all__ = ["router", "runs_of"]
 
@@ -97,10 +98,35 @@ async def run_trace(request: Request, session_id: str, number: int) -> dict[str,
         raise ApiError(404, f"Session {session_id!r} has runs 1 to {len(runs)}; no run "
                        f"{number}.", "not_found")
     run = runs[number - 1]
+    spans = await run_spans(events, run["first_seq"], run["last_seq"], _reader(request))
+    return {"run": run, "spans": spans, "usage": _priced(request, usage_of(spans))}
+
+
+def _reader(request: Request) -> ReadLog:
     store = request.app.state.relayrace.store
 
     async def read(child_id: str) -> list[AgentEvent]:
         found: list[AgentEvent] = await store.session(child_id).get_events()
         return found
-    spans = await run_spans(events, run["first_seq"], run["last_seq"], read)
-    return {"run": run, "spans": spans, "usage": usage_of(spans)}
+    return read
+
+
+def _priced(request: Request, usage: dict[str, Any]) -> dict[str, Any]:
+    """``usage`` with its cost, when the server was given a price table."""
+    prices: PriceTable | None = getattr(request.app.state, "prices", None)
+    usage["cost"] = prices.cost(usage["by_model"]) if prices is not None else None
+    return usage
+
+
+@router.get("/sessions/{session_id}/usage",
+            summary="A session's usage and cost, per run, agent and model, children included")
+async def session_usage(request: Request, session_id: str) -> dict[str, Any]:
+    session, made = await _session(request, session_id)
+    events = [] if made is not None else await session.get_events()
+    read, every, runs = _reader(request), [], []
+    for number, run in enumerate(runs_of(events), 1):
+        spans = await run_spans(events, run["first_seq"], run["last_seq"], read)
+        every.extend(spans)
+        runs.append({"number": number, "input": run["input"], "status": run["status"],
+                     "duration_s": run["duration_s"], "usage": _priced(request, usage_of(spans))})
+    return {"session_id": session_id, "usage": _priced(request, usage_of(every)), "runs": runs}

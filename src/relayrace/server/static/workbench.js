@@ -69,7 +69,7 @@ function forkForm(seq, into) {
             agent: agent.value || null, background: true }) });
       }
       await loadSessions();
-      showHistoryTab(false);
+      $("tab-conversation").click();
       await openSession(made.session_id);
       if (run) follow(run.run_id);
     } catch (error) { showError(error); }
