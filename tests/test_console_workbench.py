@@ -168,3 +168,64 @@ def test_usage_and_cost_per_agent_model_and_run(browser: Any, tmp_path: Path) ->
         page.locator("#history details.run").nth(2).wait_for()
         assert page.locator("#usage").is_hidden()
         assert errors == []
+
+
+def test_the_graph_draws_every_team_and_numbers_a_runs_path(browser: Any,
+                                                             tmp_path: Path) -> None:
+    from relayrace import Agent
+    from relayrace.testing import FunctionModel, text
+    from relayrace.workflows import SequentialAgent
+
+    hostile = Agent('<b id=ninj>drafter</b>', instructions="Draft.",
+                    model=FunctionModel(lambda r: text("drafted"), name="<i id=minj>m</i>"))
+    reviewer = Agent("reviewer", instructions="Review.", model=FunctionModel(lambda r: text("ok")))
+    pipeline = SequentialAgent("pipeline", steps=[hostile, reviewer])
+    app = create_app([front, pipeline], store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        for said in ("hello one", "research relay races", "refund INV-4"):
+            httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": said}, timeout=30)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.locator("#sessions li").first.click()
+        page.locator("#conversation .msg").first.wait_for()
+        page.click("#tab-graph")
+        page.locator("#graph .step-no").first.wait_for()
+        assert page.locator("#graph svg.team-graph").count() == 2
+        graph = page.locator("#graph svg[data-team=front]")
+        nodes = graph.locator("g.node").evaluate_all(
+            "gs => gs.map(g => [g.dataset.name, g.dataset.kind])")
+        assert sorted(nodes) == [["billing", "agent"], ["front", "agent"],
+                                 ["researcher", "agent"], ["tool:ask_user", "tool"],
+                                 ["tool:refund", "tool"]]
+        edges = graph.locator("g.edge").evaluate_all("""gs => gs.map(g => [g.dataset.source,
+            g.dataset.target, g.dataset.kind, g.querySelector('.edge-label').textContent])""")
+        assert ["front", "billing", "handoff", "transfer"] in edges
+        assert ["front", "researcher", "delegation", "delegates: researcher"] in edges
+        # Every node and edge laid out with a size, nodes apart from one another.
+        boxes = graph.locator("g.node rect").evaluate_all(
+            "rs => rs.map(r => { const b = r.getBoundingClientRect(); "
+            "return [b.x, b.y, b.width]; })")
+        assert all(w > 100 for _, _, w in boxes) and len({(x, y) for x, y, _ in boxes}) == 5
+        # The last run's path: front transferred to billing, step 1.
+        taken = graph.locator("g.edge.taken")
+        assert taken.count() == 1 and taken.get_attribute("data-target") == "billing"
+        assert taken.locator(".step-no").text_content() == "1"
+        shot(page, tmp_path / "graph.png")
+        # The research run: the delegation to the researcher, numbered.
+        page.locator("#graph select.run-picker").select_option("1")
+        page.wait_for_function("() => document.querySelector("
+                               "'#graph g.edge.taken')?.dataset.target === 'researcher'")
+        assert graph.locator("g.edge.taken .step-no").text_content() == "1"
+        # The workflow drawn as a group around its steps; a hostile name stays text.
+        flow = page.locator("#graph svg[data-team=pipeline]")
+        assert flow.locator("rect.group[data-workflow=pipeline]").count() == 1
+        assert flow.locator("g.edge.step").count() == 2
+        names = flow.locator(".node-name").evaluate_all("ts => ts.map(t => t.textContent)")
+        details = flow.locator(".node-detail").evaluate_all("ts => ts.map(t => t.textContent)")
+        assert "<b id=ninj>drafter</b>" in names and any("<i id=minj>m</i>" in d
+                                                          for d in details)
+        assert page.locator("#ninj, #minj").count() == 0
+        assert errors == []
