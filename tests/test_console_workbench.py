@@ -229,3 +229,50 @@ def test_the_graph_draws_every_team_and_numbers_a_runs_path(browser: Any,
                                                           for d in details)
         assert page.locator("#ninj, #minj").count() == 0
         assert errors == []
+
+
+def test_the_inbox_answers_pending_work_across_sessions(browser: Any, tmp_path: Path) -> None:
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        made = {}
+        for said in ("refund INV-4", "ask me", "refund INV-5", "hello"):
+            sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+            httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": said}, timeout=30)
+            made[said] = sid
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.wait_for_function("() => document.querySelector('#open-inbox')"
+                               ".textContent === 'Inbox (3)'")
+        page.click("#open-inbox")
+        items = page.locator("#inbox .inbox-item")
+        items.nth(2).wait_for()
+        listed = items.evaluate_all("rs => rs.map(r => [r.dataset.session, r.dataset.kind, "
+                                    "r.querySelector('.inbox-title').textContent])")
+        assert sorted(listed) == sorted([
+            [made["refund INV-4"], "approvals", 'Approve refund({"invoice": "INV-4"})'],
+            [made["ask me"], "questions", "What is your name?"],
+            [made["refund INV-5"], "approvals", 'Approve refund({"invoice": "INV-5"})']])
+        shot(page, tmp_path / "inbox.png")
+
+        page.locator(f"#inbox .inbox-item[data-session='{made['refund INV-4']}']").get_by_role(
+            "button", name="Approve").click()
+        page.wait_for_function("() => document.querySelectorAll('#inbox .inbox-item')"
+                               ".length === 2")
+        question = page.locator("#inbox .inbox-item[data-kind=questions]")
+        question.locator("input").fill("Ada")
+        question.get_by_role("button", name="Answer").click()
+        page.wait_for_function("() => document.querySelectorAll('#inbox .inbox-item')"
+                               ".length === 1")
+        page.locator("#inbox .inbox-item").get_by_role("button", name="Reject").click()
+        page.get_by_text("Nothing waits for a person.").wait_for()
+        assert page.locator("#open-inbox").inner_text() == "Inbox (0)"
+
+        said = {k: [e["message"]["content"] for e in httpx.get(
+            f"{url}/api/sessions/{v}").json()["events"] if e["kind"] == "message"][-1]
+            for k, v in made.items()}
+        assert said["refund INV-4"] == "Done: refund issued for INV-4."
+        assert said["ask me"] == "You said: Ada"
+        assert said["refund INV-5"].startswith("Done: Rejected")
+        assert errors == []

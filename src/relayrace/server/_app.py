@@ -29,7 +29,7 @@ from ..exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
-from . import _api, _graph, _openai, _workbench
+from . import _api, _graph, _inbox, _openai, _workbench
 from ._errors import error_body, install
 from ._prices import PriceTable
 from ._runs import RunManager
@@ -153,6 +153,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     app.include_router(_openai.router)
     app.include_router(_workbench.router)
     app.include_router(_graph.router)
+    app.include_router(_inbox.router)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, Any]:
