@@ -276,3 +276,40 @@ def test_the_inbox_answers_pending_work_across_sessions(browser: Any, tmp_path: 
         assert said["ask me"] == "You said: Ada"
         assert said["refund INV-5"].startswith("Done: Rejected")
         assert errors == []
+
+
+def test_the_graph_follows_a_streaming_run_live(browser: Any, tmp_path: Path) -> None:
+    from relayrace import Agent
+    from relayrace.testing import FunctionModel
+    from server_team import billing_turn, front_turn, refund
+
+    slow_billing = Agent("billing", instructions="Refunds.",
+                         model=FunctionModel(billing_turn, delay=1.5), tools=[refund])
+    desk = Agent("front", instructions="Help.", model=FunctionModel(front_turn),
+                 sub_agents=[slow_billing])
+    app = create_app(desk, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": "hello"}, timeout=30)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.locator("#sessions li").first.click()
+        page.locator("#conversation .msg").first.wait_for()
+        page.click("#tab-graph")
+        page.locator("#graph svg.team-graph g.node").first.wait_for()
+        assert page.locator("#graph g.edge.taken").count() == 0  # "hello": no transfer
+        page.fill("#input", "refund INV-9")
+        page.click("#send")
+        # While billing's slow model call runs: billing is the active agent, the edge lit.
+        page.wait_for_function("() => document.querySelector("
+                               "'#graph g.node.active')?.dataset.name === 'billing'")
+        assert page.locator("#graph g.edge.taken").get_attribute("data-target") == "billing"
+        assert page.locator("#session-status").inner_text() == "running"
+        shot(page, tmp_path / "graph-live.png")
+        # The run stops for the approval: the path stays, numbered, nothing active.
+        page.locator("#session-status.waiting").wait_for()
+        page.wait_for_function("() => !document.querySelector('#graph g.node.active') && "
+                               "document.querySelector('#graph g.edge.taken .step-no')")
+        assert errors == []

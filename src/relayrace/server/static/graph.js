@@ -155,7 +155,11 @@ async function followLive(chart, first, steps) {  // the session's run, as it st
       if (!data) continue;
       const event = JSON.parse(data[1]);
       if (event.kind === "run_end" || event.kind === "idle") { reader.cancel(); markPath(chart, first, steps, false); return; }
-      if (event.kind === "handoff" || event.kind === "delegation") {
+      if (event.kind === "run_started" && !event.path.includes("/")) {
+        first = event.agent;
+        steps.length = 0;
+        markPath(chart, first, steps, true);
+      } else if ((event.kind === "handoff" || event.kind === "delegation") && !event.path.includes("/")) {
         steps.push(...pathSteps([event]));
         markPath(chart, first, steps, true);
       }
@@ -189,12 +193,17 @@ async function loadGraph() {
   }
   const show = () => {
     const run = runs[Number(picker.value)];
+    if (chart && session.status === "running" && Number(picker.value) >= runs.length - 1) {
+      // The stream replays the live run from its start, then follows it.
+      followLive(chart, session.active_agent, []).catch(showError);
+      return;
+    }
     if (!chart || !run) return;
     const events = session.events.slice(run.first_seq - 1, run.last_seq);
     const steps = pathSteps(events.filter((e) => !e.path.includes("/")));
     const first = run.agents[0];
-    if (run.status === "running") followLive(chart, first, steps).catch(showError);
-    else { graphView.live = null; markPath(chart, first, steps, false); }
+    graphView.live = null;
+    markPath(chart, first, steps, false);
   };
   picker.addEventListener("change", show);
   show();
@@ -226,4 +235,19 @@ function installGraph() {
   }
 }
 
+function followGraph() {  // a shown graph follows the session: a run started, a run ended
+  const opened = openSession;
+  openSession = async function (id) {  // eslint-disable-line no-global-assign
+    await opened(id);
+    if (!graphView.box.hidden) await loadGraph();
+  };
+  const followed = follow;
+  follow = function (runId) {  // eslint-disable-line no-global-assign
+    const done = followed(runId);
+    if (!graphView.box.hidden) loadGraph().catch(showError);
+    return done;
+  };
+}
+
 installGraph();
+followGraph();

@@ -84,7 +84,18 @@ function installInbox() {
     inboxView.button.classList.remove("active");
     await opened(id);
   };
-  loadInbox().catch(() => {});  // the count; an error shows when the inbox is opened
+  // The count, once the session list has painted (first paint waits for nothing else); an
+  // error shows when the inbox is opened.
+  const painted = new MutationObserver(() => {
+    painted.disconnect();
+    loadInbox().catch(() => {});
+  });
+  painted.observe($("sessions"), { childList: true });
+  const listed = loadSessions;  // a run that ends relists the sessions: an open inbox too
+  loadSessions = async function () {  // eslint-disable-line no-global-assign
+    await listed();
+    if (!inboxView.box.hidden) loadInbox().catch(() => {});
+  };
 }
 
 installInbox();

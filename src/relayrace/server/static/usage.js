@@ -122,3 +122,11 @@ function installUsage() {
 }
 
 installUsage();
+{
+  const opened = openSession;  // a shown Usage tab follows the session (a run that ended)
+  openSession = async function (id) {  // eslint-disable-line no-global-assign
+    await opened(id);
+    const box = $("usage");
+    if (!box.hidden) await loadUsage(box);
+  };
+}
