@@ -43,3 +43,12 @@ def test_a_wrong_price_table_is_refused_saying_what_is_wrong(
         PriceTable.load(path)
     with pytest.raises(ConfigError, match="cannot be read"):
         PriceTable.load(tmp_path / "missing.yaml")
+
+
+def test_serve_refuses_a_wrong_price_table_before_it_starts(tmp_path: Path) -> None:
+    from test_cli import TEAM, assert_clean_error, invoke
+
+    path = tmp_path / "prices.yaml"
+    path.write_text("models:\n  gpt:\n    input: 1\n")
+    result = invoke("serve", f"{TEAM}:triage", "--prices", path, "--port", "0")
+    assert_clean_error(result, "models.gpt needs `output`")
