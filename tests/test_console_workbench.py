@@ -113,6 +113,9 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
         assert forked["events"][at:] != origin[at:]
         listed = {s["session_id"]: s for s in httpx.get(f"{url}/api/sessions").json()["sessions"]}
         assert listed[fork_id]["forked_from"] == sid
+        marks = page.locator("#sessions li").evaluate_all(
+            "ls => ls.map(l => [l.dataset.session, !!l.querySelector('.fork-mark')])")
+        assert sorted(marks) == sorted([[sid, False], [fork_id, True]])  # the fork marked
 
         # The fork's history names its origin, which opens from there.
         page.click("#tab-history")
@@ -313,3 +316,27 @@ def test_the_graph_follows_a_streaming_run_live(browser: Any, tmp_path: Path) ->
         page.wait_for_function("() => !document.querySelector('#graph g.node.active') && "
                                "document.querySelector('#graph g.edge.taken .step-no')")
         assert errors == []
+
+
+def test_the_session_list_is_paged_on_the_server(browser: Any, tmp_path: Path) -> None:
+    from relayrace.sessions import MemoryStore
+
+    app = create_app(front, store=MemoryStore())
+    with uvicorn_server(app) as url, httpx.Client(base_url=url) as client:
+        for n in range(105):
+            sid = client.post("/api/sessions", json={}).json()["session_id"]
+            client.post(f"/api/sessions/{sid}/runs", json={"input": f"hello {n}"}, timeout=30)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url)
+        page.locator("#sessions li.more").wait_for()
+        assert page.locator("#sessions li[data-session]").count() == 100
+        page.click("#sessions li.more")
+        page.wait_for_function("() => document.querySelectorAll('#sessions li[data-session]')"
+                               ".length === 105")
+        assert page.locator("#sessions li.more").count() == 0
+        rows = page.locator("#sessions li[data-session]").evaluate_all(
+            "ls => ls.map(l => l.dataset.session)")
+        assert len(set(rows)) == 105  # the second page continues the first
+        page.fill("#search", "hello 7")  # searched on the server: 7 and 70 to 79
+        page.wait_for_function("() => document.querySelectorAll('#sessions li[data-session]')"
+                               ".length === 11")

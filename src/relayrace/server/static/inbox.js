@@ -42,8 +42,7 @@ function inboxItem(item) {
         const body = fillInput(action.decide, typed ? typed.value : "");
         await api(`/api/sessions/${encodeURIComponent(item.session_id)}/pending`,
           { method: "POST", body: JSON.stringify(Object.assign({ background: false }, body)) });
-        await loadInbox();
-        await loadSessions();
+        await loadSessions();  // and the open inbox with it (one render, not two)
       } catch (error) { showError(error); }
     });
     actions.append(go);
@@ -92,8 +91,8 @@ function installInbox() {
   });
   painted.observe($("sessions"), { childList: true });
   const listed = loadSessions;  // a run that ends relists the sessions: an open inbox too
-  loadSessions = async function () {  // eslint-disable-line no-global-assign
-    await listed();
+  loadSessions = async function (...page) {  // eslint-disable-line no-global-assign
+    await listed(...page);
     if (!inboxView.box.hidden) loadInbox().catch(() => {});
   };
 }
