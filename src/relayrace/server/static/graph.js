@@ -120,7 +120,7 @@ function markPath(chart, first, steps, live) {
     if (edge) {
       edge.classList.add("taken");
       const label = edge.querySelector(".edge-label");
-      const no = svg("text", { x: Number(label.getAttribute("x")) - 52, y: label.getAttribute("y"),
+      const no = svg("text", { x: label.getAttribute("x"), y: Number(label.getAttribute("y")) - 14,
                                "text-anchor": "middle", class: "step-no" }, String(i + 1));
       edge.append(no);
     }
