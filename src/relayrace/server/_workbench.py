@@ -19,6 +19,7 @@ from ..events import (
 from ._api import _session
 from ._errors import ApiError
 from ._prices import PriceTable
+from ._sessions import _count
 from ._spans import ReadLog, run_spans, usage_of
 
 __all__ = ["router", "runs_of"]
@@ -44,7 +45,7 @@ def runs_of(events: list[AgentEvent], *, running: bool = False) -> list[dict[str
             run = {"first_seq": seq, "last_seq": seq, "run_id": e.run_id, "input": None,
                    "status": "incomplete", "agents": [e.agent], "started_at": e.time,
                    "duration_s": 0.0, "usage": {"requests": 0, "input_tokens": 0,
-                                                "output_tokens": 0}}
+                                                "output_tokens": 0, "total_tokens": 0}}
             runs.append(run)
             continue
         if run is None:
@@ -63,13 +64,6 @@ def runs_of(events: list[AgentEvent], *, running: bool = False) -> list[dict[str
     if running and runs and runs[-1]["status"] == "incomplete":
         runs[-1]["status"] = "running"
     return runs
-
-
-def _count(usage: dict[str, int], used: Any) -> None:
-    if used is not None:
-        usage["requests"] += used.requests
-        usage["input_tokens"] += used.input_tokens
-        usage["output_tokens"] += used.output_tokens
 
 
 @router.get("/sessions/{session_id}/runs", summary="A session's runs, as its log records them")
