@@ -57,6 +57,9 @@ def serve(
     idempotency_window: Annotated[float, typer.Option(
         "--idempotency-window", min=1, help="Seconds a request's Idempotency-Key is kept: a "
         "retry within them gets the first response and starts no second run.")] = 86_400.0,
+    prices: Annotated[str | None, typer.Option(
+        "--prices", help="A YAML price table (per model: input, output, cached_input per "
+        "million tokens; see docs/console.md): the console shows costs.")] = None,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -76,7 +79,7 @@ def serve(
                          otel=otel, durable=durable, idempotency_window=idempotency_window,
                          match_transcripts=match_transcripts,
                          allowed_hosts=[host, *(allowed_hosts or ())],
-                         allowed_origins=allowed_origins or ())
+                         allowed_origins=allowed_origins or (), prices=prices)
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from collections import OrderedDict
@@ -29,10 +30,11 @@ from ..exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
-from . import _api, _openai
+from . import _api, _graph, _inbox, _openai, _workbench
 from ._conversations import Conversations
 from ._errors import error_body, install
 from ._idempotency import DEFAULT_WINDOW, Idempotency
+from ._prices import PriceTable
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
 
@@ -92,7 +94,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                otel: bool = False, durable: bool = False, allowed_hosts: Sequence[str] = (),
                allowed_origins: Sequence[str] = (),
                idempotency_window: float = DEFAULT_WINDOW,
-               match_transcripts: bool = False) -> FastAPI:
+               match_transcripts: bool = False,
+               prices: PriceTable | str | os.PathLike[str] | None = None) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -120,6 +123,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     ``X-Relayrace-Session`` header names; a request without one starts a new session, unless
     ``match_transcripts``: then it goes on with the one session whose transcript it resends
     (refused with 409 when several do).
+    ``prices`` (a `PriceTable` or the path of its YAML file, docs/console.md) prices the
+    usage the console shows.
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -164,9 +169,13 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                   description="Sessions, runs and their events; OpenAI-compatible chat "
                               "completions; the web console.", docs_url=None, redoc_url=None)
     app.state.relayrace = server
+    app.state.prices = prices if isinstance(prices, PriceTable | None) else PriceTable.load(prices)
     install(app)
     app.include_router(_api.router)
     app.include_router(_openai.router)
+    app.include_router(_workbench.router)
+    app.include_router(_graph.router)
+    app.include_router(_inbox.router)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, Any]:

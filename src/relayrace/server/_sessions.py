@@ -52,7 +52,7 @@ def summarize(info: SessionInfo, events: list[AgentEvent], running: RunRecord | 
             "status": status, "last_message": last[:500], "usage": usage,
             "created_at": info.created_at, "updated_at": info.updated_at,
             "event_count": info.event_count, "parent_id": info.parent_id,
-            "path": info.path}
+            "path": info.path, "forked_from": info.forked_from, "forked_at": info.forked_at}
 
 
 def _count(usage: dict[str, int], used: Usage | None) -> None:

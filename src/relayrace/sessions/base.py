@@ -151,6 +151,10 @@ class SessionInfo:
     owner: str = ""
     """Whom the session belongs to (the server's API key id; ``""``: nobody in particular).
     Delegated children and opened sessions take their session's owner."""
+    forked_from: str | None = None
+    """For a fork (`Session.fork`): the session it was forked from."""
+    forked_at: int = 0
+    """For a fork: how many of its origin's events it began with (the origin's event seq)."""
 
 
 class LogView:
@@ -367,6 +371,28 @@ class Session(ABC):
         """
         check_wait(wait)
         return Lease(self, wait)
+
+    async def fork(self, *, at: int) -> Session:
+        """A new session of the same store whose log is this one's first ``at`` events (up to
+        and including event seq ``at``, counted from 1), linked to this one as its origin.
+
+        Running on the fork continues from that point (time travel); this session is left
+        as it is. Delegated children's logs stay with the origin.
+        """
+        events = await self.get_events()
+        if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= len(events):
+            raise UserError(f"Session.fork(at=...) takes an event seq from 1 to {len(events)} "
+                            f"(the log of {self.session_id!r}); got {at!r}.")
+        made = self.open(new_session_id())
+        made.info.owner = self.info.owner
+        made.info.forked_from, made.info.forked_at = self.session_id, at
+        await made._record_fork()
+        await made.append(events[:at])
+        return made
+
+    async def _record_fork(self) -> None:  # noqa: B027 - a store whose info is enough keeps it
+        """Store ``info.forked_from`` and ``info.forked_at`` where the info alone does not
+        last (a database's table); written before the fork's events."""
 
     async def export_jsonl(self) -> str:
         """The whole log as JSON lines."""

@@ -48,7 +48,7 @@ __all__ = ["PostgresSession", "PostgresStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE IF NOT EXISTS relayrace_sessions (
@@ -76,6 +76,13 @@ CREATE TABLE IF NOT EXISTS relayrace_leases (
     expires_at DOUBLE PRECISION NOT NULL
 );
 """,
+    2: """
+CREATE TABLE IF NOT EXISTS relayrace_forks (
+    session_id TEXT PRIMARY KEY,
+    origin_id TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+""",
 }
 """Each schema version's DDL, applied in order to bring a database up to ``SCHEMA_VERSION``."""
 
@@ -84,7 +91,10 @@ _MIGRATION_LOCK = 0x72656C6179  # the advisory lock that serializes migrations (
 _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
 _SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM relayrace_events e WHERE e.session_id "
            "= s.session_id) AS updated_at, (SELECT COUNT(*) FROM relayrace_events e WHERE "
-           "e.session_id = s.session_id) AS event_count FROM relayrace_sessions s")
+           "e.session_id = s.session_id) AS event_count, (SELECT origin_id FROM relayrace_forks "
+           "f WHERE f.session_id = s.session_id) AS forked_from, (SELECT at FROM "
+           "relayrace_forks f WHERE f.session_id = s.session_id) AS forked_at "
+           "FROM relayrace_sessions s")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
 _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
@@ -98,7 +108,8 @@ _TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE ses
 def _info(row: Sequence[Any]) -> SessionInfo:
     return SessionInfo(session_id=row[0], parent_id=row[1], parent_tool_call_id=row[2],
                        path=row[3], key=row[4], created_at=row[5], owner=row[6],
-                       updated_at=row[7] or row[5], event_count=row[8])
+                       updated_at=row[7] or row[5], event_count=row[8], forked_from=row[9],
+                       forked_at=row[10] or 0)
 
 
 def _where(url: str) -> str:
@@ -396,6 +407,16 @@ class PostgresSession(Session):
         finally:
             await super().release_lease(owner)
 
+    async def _record_fork(self) -> None:
+        info = self.info
+
+        async def write(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute(
+                "INSERT INTO relayrace_forks (session_id, origin_id, at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET origin_id = excluded.origin_id, "
+                "at = excluded.at", (self.session_id, info.forked_from, info.forked_at))
+        await self._run(write)
+
     # -- children -----------------------------------------------------------------------------
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> PostgresSession:
@@ -484,7 +505,8 @@ class PostgresStore(SessionStore):
                     "relayrace_sessions s JOIN tree ON s.parent_id = tree.id) SELECT id FROM "
                     "tree", (session_id,))).fetchall()
                 ids = [r[0] for r in rows]
-                for table in ("relayrace_events", "relayrace_leases", "relayrace_sessions"):
+                for table in ("relayrace_events", "relayrace_leases", "relayrace_forks",
+                              "relayrace_sessions"):
                     await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
                                        (ids,))
                 return bool(ids)

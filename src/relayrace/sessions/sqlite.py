@@ -67,6 +67,11 @@ CREATE TABLE IF NOT EXISTS events (
     time REAL NOT NULL,
     data TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS forks (
+    session_id TEXT PRIMARY KEY,
+    origin_id TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS leases (
     session_id TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -219,7 +224,8 @@ class _Database:
 
 
 def _info(
-    row: tuple[str, str | None, str | None, str, str, float, str, float | None, int]
+    row: tuple[str, str | None, str | None, str, str, float, str, float | None, int,
+               str | None, int | None]
 ) -> SessionInfo:
     return SessionInfo(
         session_id=row[0],
@@ -231,6 +237,8 @@ def _info(
         owner=row[6],
         updated_at=row[7] or row[5],
         event_count=row[8],
+        forked_from=row[9],
+        forked_at=row[10] or 0,
     )
 
 
@@ -238,7 +246,8 @@ _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created
 # Counts and times come from the events themselves: appends touch one table only.
 _SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM events e WHERE e.session_id = "
            "s.session_id) AS updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
-           "s.session_id) FROM sessions s")
+           "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
+           "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
 _INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
@@ -287,7 +296,7 @@ def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
             "WITH RECURSIVE tree(id) AS (SELECT session_id FROM sessions WHERE session_id = ? "
             "UNION ALL SELECT s.session_id FROM sessions s JOIN tree ON s.parent_id = tree.id) "
             "SELECT id FROM tree", (session_id,))]
-        for table in ("events", "leases", "sessions"):
+        for table in ("events", "leases", "forks", "sessions"):
             conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(i,) for i in ids])
         conn.execute("COMMIT")
     except BaseException:
@@ -523,6 +532,12 @@ class SQLiteSession(Session):
     def _drop_lease(self, owner: str) -> None:
         self._conn().execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
                              (self.session_id, self._rows.pop(owner, None)))
+
+    async def _record_fork(self) -> None:
+        info = self.info
+        await self._call(lambda: self._conn().execute(
+            "INSERT OR REPLACE INTO forks (session_id, origin_id, at) VALUES (?, ?, ?)",
+            (self.session_id, info.forked_from, info.forked_at)))
 
     # -- children and listing -----------------------------------------------------------------
 

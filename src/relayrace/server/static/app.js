@@ -46,21 +46,34 @@ async function loadAgents() {
   select.replaceChildren(...agents.map((a) => { const o = el("option", "", a.name); o.value = a.name; return o; }));
 }
 
-async function loadSessions() {
+const PAGE = 100;  // sessions per request: the server pages and searches, the page never loads all
+
+function sessionRow(s) {
+  const item = el("li", s.session_id === state.current ? "current" : "");
+  item.dataset.session = s.session_id;
+  const meta = el("div", "meta");
+  meta.append(el("strong", "", s.active_agent), el("span", "badge " + s.status, s.status),
+              el("span", "dim", `${s.usage.total_tokens} tokens`),
+              el("span", "dim", s.session_id));
+  if (s.forked_from) meta.append(el("span", "fork-mark", "fork"));
+  item.append(meta, el("div", "last", s.last_message || "(no messages yet)"));
+  item.addEventListener("click", () => openSession(s.session_id));
+  return item;
+}
+
+async function loadSessions(offset = 0) {
   const q = $("search").value.trim();
-  const { sessions } = await api("/api/sessions?limit=100" + (q ? "&q=" + encodeURIComponent(q) : ""));
+  const { sessions } = await api(`/api/sessions?limit=${PAGE}&offset=${offset}` +
+                                 (q ? "&q=" + encodeURIComponent(q) : ""));
   const list = $("sessions");
-  list.replaceChildren(...sessions.map((s) => {
-    const item = el("li", s.session_id === state.current ? "current" : "");
-    item.dataset.session = s.session_id;
-    const meta = el("div", "meta");
-    meta.append(el("strong", "", s.active_agent), el("span", "badge " + s.status, s.status),
-                el("span", "dim", `${s.usage.total_tokens} tokens`),
-                el("span", "dim", s.session_id));
-    item.append(meta, el("div", "last", s.last_message || "(no messages yet)"));
-    item.addEventListener("click", () => openSession(s.session_id));
-    return item;
-  }));
+  const rows = sessions.map(sessionRow);
+  if (sessions.length === PAGE) {  // perhaps more: the next page on demand
+    const more = el("li", "more", "More sessions…");
+    more.addEventListener("click", () => { more.remove(); loadSessions(offset + PAGE).catch(showError); });
+    rows.push(more);
+  }
+  if (offset) list.append(...rows);
+  else list.replaceChildren(...rows);
 }
 
 // -- one session -----------------------------------------------------------------------------
@@ -329,7 +342,7 @@ async function start() {
   } catch (error) { showError(error); }
 }
 
-$("search").addEventListener("input", () => loadSessions().catch(showError));
+$("search").addEventListener("input", () => loadSessions(0).catch(showError));
 $("new-session").addEventListener("click", async () => {
   try {
     const made = await api("/api/sessions", { method: "POST",

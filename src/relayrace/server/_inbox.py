@@ -1,0 +1,74 @@
+"""Pending work across sessions (``GET /api/inbox``): every session whose last run stopped to
+wait for people, with what it waits for and how each can be answered.
+
+Items are built from the generic pending summary (`pending_summary`: kind -> items), so a new
+kind of interrupt is listed without changes to the console; a kind this module knows the
+answer of also carries its actions (a body for ``POST /api/sessions/{id}/pending``, where the
+string ``"$input"`` stands for what the person typed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from ..approvals import PendingRun
+from ..events import RunFinishedEvent
+from ._api import _agent_of, _owner
+from ._runs import pending_summary
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api")
+
+SCANNED = 500
+"""The most recently updated sessions the inbox looks at."""
+
+
+def _actions(kind: str, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """How an item of ``kind`` is answered (none for a kind not known here)."""
+    if kind == "approvals":
+        call = item["call_id"]
+        return [{"label": "Approve", "decide": {"approvals": {call: True}}},
+                {"label": "Reject", "decide": {"approvals": {call: False}}}]
+    if kind == "questions":
+        return [{"label": "Answer", "input": " / ".join(item.get("choices") or []) or "answer",
+                 "decide": {"answers": {item["id"]: "$input"}}}]
+    return []
+
+
+def _title(kind: str, item: dict[str, Any]) -> str:
+    if kind == "approvals":
+        return f"Approve {item['tool']}({item['arguments']})"
+    if kind == "questions":
+        return str(item["question"])
+    return kind.rstrip("s")
+
+
+@router.get("/inbox", summary="Every session waiting for people: approvals, answers, ...")
+async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict[str, Any]:
+    server = request.app.state.relayrace
+    infos = await server.store.list_sessions(owner=_owner(request), limit=SCANNED)
+    items: list[dict[str, Any]] = []
+    for info in infos:
+        if info.session_id in server.runs.active:
+            continue
+        session = server.store.session(info.session_id)
+        events = await session.get_events()
+        ended = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)
+                      and "/" not in e.path), None)
+        if ended is None or ended.status != "interrupted":
+            continue
+        stopped = await PendingRun.from_session(session, entry=_agent_of(request, None, events))
+        if stopped is None:
+            continue
+        for kind, pending in pending_summary(stopped).items():
+            for item in pending:
+                items.append({"session_id": info.session_id, "kind": kind,
+                              "agent": item.get("agent", ""), "title": _title(kind, item),
+                              "fields": item, "actions": _actions(kind, item),
+                              "updated_at": info.updated_at})
+        if len(items) >= limit:
+            break
+    return {"items": items[:limit], "scanned": len(infos)}

@@ -1,0 +1,57 @@
+"""Time travel: `Session.fork(at=seq)` on every store (memory, SQLite, PostgreSQL). The fork's
+log equals its origin's up to the fork point and diverges after it; the link to the origin is
+stored and listed, and survives a restart."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import messages_of
+from relayrace import Runner, UserError
+from relayrace.events import dump_events
+from relayrace.sessions import SessionStore
+from test_store_conformance import restarted, store, talker
+
+__all__ = ["store"]  # the fixture, shared with the conformance suite
+
+
+async def test_a_fork_keeps_the_log_up_to_its_point_and_diverges_after(
+        store: SessionStore) -> None:
+    origin = store.session("origin", owner="k1")
+    await Runner.run(talker("first done"), "one", session=origin)
+    at = len(await origin.get_events())  # the end of the first run
+    await Runner.run(talker("second done"), "two", session=origin)
+    before = await origin.get_events()
+
+    fork = await origin.fork(at=at)
+    assert fork.session_id != "origin"
+    assert dump_events(await fork.get_events()) == dump_events(before[:at])
+    await Runner.run(talker("other done"), "another two", session=fork)
+    forked = await fork.get_events()
+    assert dump_events(forked[:at]) == dump_events(before[:at])  # equal up to the fork point
+    assert dump_events(forked[at:]) != dump_events(before[at:])  # and diverges after it
+    said = [m.content for m in messages_of(forked) if m.role == "user"]
+    assert said == ["one", "another two"]
+    assert dump_events(await origin.get_events()) == dump_events(before)  # origin untouched
+
+    again = await restarted(store)
+    info = await again.get_info(fork.session_id)
+    assert info is not None
+    assert (info.forked_from, info.forked_at, info.owner) == ("origin", at, "k1")
+    listed = {i.session_id: i for i in await again.list_sessions()}
+    assert listed[fork.session_id].forked_from == "origin"
+    assert listed["origin"].forked_from is None
+    assert await again.delete(fork.session_id)
+    assert await again.get_info(fork.session_id) is None
+    assert await again.get_info("origin") is not None
+    if again is not store:
+        await again.aclose()
+
+
+async def test_a_fork_point_outside_the_log_is_refused(store: SessionStore) -> None:
+    origin = store.session("short")
+    await Runner.run(talker(), "one", session=origin)
+    size = len(await origin.get_events())
+    for bad in (0, size + 1, -1):
+        with pytest.raises(UserError, match=rf"event seq from 1 to {size}"):
+            await origin.fork(at=bad)
