@@ -378,7 +378,9 @@ async def test_a_process_on_postgres_exits_once_asyncio_run_returns(
         proc.kill()
         proc.stdout.close()
     assert proc.wait() == 0
-    assert time.time() - returned < 1.0
+    # The old code never exited (open pools kept asyncio.run's shutdown waiting). Exiting
+    # takes well under a second here alone; the bound leaves room for a loaded CI machine.
+    assert time.time() - returned < 5.0
 
 
 async def test_an_unreachable_database_is_a_clear_retryable_error(tmp_path: Path) -> None:
