@@ -1,0 +1,160 @@
+"""A person as a handoff target: the run stops for them, their replies join the conversation
+as the human agent's messages, and they hand the conversation back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import assert_valid_protocol, of_type, requests_of, session_messages
+from relayrace import (
+    Agent,
+    HandoffEvent,
+    HumanTakeoverEvent,
+    RunFinishedEvent,
+    Runner,
+    UserError,
+    human,
+)
+from relayrace.approvals import PendingRun
+from relayrace.sessions import MemorySession, SQLiteSession
+from relayrace.testing import ScriptedModel, tool_call
+
+ESCALATE = tool_call("transfer_to_Support_desk", {"reason": "wants a person"}, id="call_esc")
+
+
+def desk(model: Any) -> Agent:
+    """A triage agent that can hand the conversation to a person at the support desk."""
+    person = human("Support desk", description="A person at the support desk.")
+    billing = Agent("billing", instructions="You handle billing.", model=model)
+    return Agent("triage", instructions="Route the user.", model=model,
+                 sub_agents=[billing, person])
+
+
+async def test_a_transfer_to_a_person_stops_the_run_with_a_pending_takeover() -> None:
+    model = ScriptedModel(by_agent={"triage": [ESCALATE]})
+    team = desk(model)
+    result = await Runner.run(team, "I want a person", session=MemorySession())
+    assert result.pending is not None and result.reason == "awaiting a person's reply"
+    takeover = result.pending.takeover
+    assert takeover is not None
+    assert (takeover.agent, takeover.from_agent) == ("Support desk", "triage")
+    [event] = of_type(result.new_events, HumanTakeoverEvent)
+    assert (event.agent, event.from_agent) == ("Support desk", "triage")
+    assert of_type(result.new_events, RunFinishedEvent)[-1].status == "interrupted"
+    # JSON like approvals: the takeover travels, and comes back equal.
+    data = json.loads(result.pending.to_json())
+    assert data["takeover"]["agent"] == "Support desk"
+    again = PendingRun.from_json(result.pending.to_json(), entry=team, session=result.session)
+    assert again.takeover == takeover
+    assert len(model.requests) == 1  # the person's turn called no model
+    assert "transfer_to_Support_desk" in model.requests[0].tools
+
+
+async def test_a_person_replies_keeps_the_conversation_and_hands_it_back() -> None:
+    model = ScriptedModel(by_agent={"triage": [ESCALATE],
+                                    "billing": ["Your refund is on its way."]})
+    team = desk(model)
+    session = MemorySession()
+    first = await Runner.run(team, "I want a person", session=session)
+    assert first.pending is not None
+
+    # The person's reply is the human agent's answer; the run ends with it.
+    replied = await Runner.resume(first.pending, reply="Hi, this is Ana. How can I help?")
+    assert replied.pending is None
+    assert replied.final_output == "Hi, this is Ana. How can I help?"
+    assert replied.last_agent.name == "Support desk"
+    assert len(model.requests) == 1
+
+    # The user's next message goes to the person: the run stops again, no model call.
+    second = await Runner.run(team, "I was charged twice", session=session)
+    assert second.pending is not None and second.pending.takeover is not None
+    assert second.pending.takeover.from_agent == "triage"
+    assert len(model.requests) == 1
+    third = await Runner.resume(second.pending, reply="Let me look into it.")
+    assert third.final_output == "Let me look into it."
+
+    # The person hands back to billing without a reply: billing answers the user now.
+    fourth = await Runner.run(team, "Any news?", session=session)
+    assert fourth.pending is not None
+    back = await Runner.resume(fourth.pending, hand_back="billing")
+    assert back.pending is None
+    assert back.final_output == "Your refund is on its way."
+    assert back.last_agent.name == "billing"
+    [handback] = of_type(back.new_events, HandoffEvent)
+    assert (handback.agent, handback.to_agent) == ("Support desk", "billing")
+    # Billing saw the person's words as that agent's messages, and the user's.
+    [seen] = requests_of(model, "billing")
+    said = [(m.role, m.name, m.content) for m in seen.messages]
+    assert ("assistant", "Support desk", "Let me look into it.") in said
+    assert any(m.role == "user" and m.content == "Any news?" for m in seen.messages)
+    assert_valid_protocol(await session_messages(session))
+
+
+async def test_a_reply_with_hand_back_true_returns_to_the_agent_that_transferred() -> None:
+    model = ScriptedModel(by_agent={"triage": [ESCALATE, "Anything else?"]})
+    team = desk(model)
+    session = MemorySession()
+    first = await Runner.run(team, "I want a person", session=session)
+    assert first.pending is not None
+    done = await Runner.resume(first.pending, reply="Fixed it for you.", hand_back=True)
+    assert done.final_output == "Fixed it for you."
+    assert len(model.requests) == 1  # the reply answered this turn
+    # The agent that transferred takes the user's next turn.
+    nxt = await Runner.run(team, "thanks", session=session)
+    assert nxt.pending is None and nxt.final_output == "Anything else?"
+    assert nxt.last_agent.name == "triage"
+
+
+async def test_mistakes_in_a_reply_are_refused_before_anything_is_written() -> None:
+    model = ScriptedModel(by_agent={"triage": [ESCALATE]})
+    team = desk(model)
+    session = MemorySession()
+    first = await Runner.run(team, "I want a person", session=session)
+    assert first.pending is not None
+    size = len(await session.get_events())
+    with pytest.raises(UserError, match="not an agent of the team"):
+        await Runner.resume(first.pending, hand_back="nobody")
+    with pytest.raises(UserError, match="non-empty text"):
+        await Runner.resume(first.pending, reply="  ")
+    assert len(await session.get_events()) == size
+    # A reply where no person holds the conversation says what it answers.
+    plain = await Runner.run(Agent("a", instructions="A.", model=ScriptedModel(["hi"])), "x")
+    with pytest.raises(UserError, match="No person holds this conversation"):
+        await Runner._run(plain.last_agent, None, plain.session, None, None, None, None, None,
+                          None, None, reply="hello")
+
+
+async def test_a_takeover_is_replied_to_from_another_process(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    model = ScriptedModel(by_agent={"triage": [ESCALATE]})
+    first = await Runner.run(desk(model), "I want a person", session=SQLiteSession("s", db))
+    assert first.pending is not None
+    # The process that stopped is gone: another finds the takeover on disk and replies.
+    done = subprocess.run([sys.executable, "-c", (
+        "import asyncio, sys\n"
+        "from relayrace import Agent, Runner, human\n"
+        "from relayrace.approvals import PendingRun\n"
+        "from relayrace.sessions import SQLiteSession\n"
+        "from relayrace.testing import ScriptedModel\n"
+        "async def go():\n"
+        "    person = human('Support desk')\n"
+        "    team = Agent('triage', instructions='t', model=ScriptedModel([]),\n"
+        "                 sub_agents=[Agent('billing', instructions='b',\n"
+        "                                   model=ScriptedModel([])), person])\n"
+        "    p = await PendingRun.from_session(SQLiteSession('s', sys.argv[1]), entry=team)\n"
+        "    assert p.takeover.from_agent == 'triage'\n"
+        "    r = await Runner.resume(p, reply='Ana here.')\n"
+        "    print(r.final_output)\n"
+        "asyncio.run(go())\n"), str(db)],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Ana here."
+    messages = await session_messages(SQLiteSession("s", db))
+    assert (messages[-1].role, messages[-1].name, messages[-1].content) == \
+        ("assistant", "Support desk", "Ana here.")
