@@ -158,3 +158,64 @@ async def test_a_takeover_is_replied_to_from_another_process(tmp_path: Path) -> 
     messages = await session_messages(SQLiteSession("s", db))
     assert (messages[-1].role, messages[-1].name, messages[-1].content) == \
         ("assistant", "Support desk", "Ana here.")
+
+
+SUPPORT_YAML = """\
+apiVersion: astromesh/v1
+kind: Agent
+metadata: {name: customer-support}
+spec:
+  model: {primary: {provider: openai, model: gpt-4o}}
+  prompts: {system: Help the customer or hand off.}
+  orchestration: {pattern: swarm, max_iterations: 10}
+  tools:
+    - name: billing-agent
+      type: agent
+      agent: billing-specialist
+      description: Handle billing and payment questions
+    - name: human-escalation
+      type: human
+      description: Escalate to a human agent
+---
+apiVersion: astromesh/v1
+kind: Agent
+metadata: {name: billing-specialist}
+spec:
+  model: {primary: {provider: openai, model: gpt-4o}}
+  prompts: {system: You handle billing.}
+---
+apiVersion: relayrace/v1
+kind: Agent
+metadata: {name: frontdesk}
+spec:
+  model: {primary: {provider: openai, model: gpt-4o}}
+  prompts: {system: Greet and route.}
+  tools:
+    - {type: human, name: support-desk, description: A person at the support desk.}
+"""
+
+
+async def test_type_human_in_yaml_is_a_person_to_transfer_to(tmp_path: Path) -> None:
+    from relayrace import HumanAgent
+    from relayrace.config import load_team
+
+    (tmp_path / "support.agent.yaml").write_text(SUPPORT_YAML)
+    model = ScriptedModel(by_agent={
+        "customer-support": [tool_call("transfer_to_human-escalation", {"reason": "angry"})],
+        "frontdesk": [tool_call("transfer_to_support-desk", {"reason": "asks for a person"}),
+                      "Welcome back!"]})
+    team = load_team(tmp_path, model=model)
+    # A swarm member (the Astromesh docs' human-escalation member).
+    swarm_run = await Runner.run(team["customer-support"], "I want a human")
+    assert swarm_run.pending is not None and swarm_run.pending.takeover is not None
+    assert swarm_run.pending.takeover.agent == "human-escalation"
+    assert isinstance(team["customer-support"].find_agent("human-escalation"), HumanAgent)
+    answered = await Runner.resume(swarm_run.pending, reply="A person here.")
+    assert answered.final_output == "A person here."
+    # A plain agent's transfer target; the person hands back to it.
+    session = MemorySession()
+    first = await Runner.run(team["frontdesk"], "a person please", session=session)
+    assert first.pending is not None and first.pending.takeover is not None
+    assert first.pending.takeover.from_agent == "frontdesk"
+    back = await Runner.resume(first.pending, hand_back=True)
+    assert back.final_output == "Welcome back!" and back.last_agent.name == "frontdesk"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .agent import Agent
+from .exceptions import UserError
 
 __all__ = ["HumanAgent", "human"]
 
@@ -26,6 +27,18 @@ class HumanAgent(Agent[Any, str]):
 
     def __init__(self, name: str, *, description: str = "") -> None:
         super().__init__(name, instructions="", description=description, sticky=True)
+
+    def clone(self, **changes: Any) -> HumanAgent:
+        """A copy, still a person's: only ``name`` and ``description`` may change (a person
+        has no model, tools or transfers of their own, so a swarm's ``transfer_policy`` for
+        its members has nothing to apply to)."""
+        unknown = sorted(set(changes) - {"name", "description", "transfer_policy"})
+        if unknown:
+            raise UserError(f"Human agent {self.name!r} cannot take {', '.join(unknown)}: a "
+                            "person has no model, tools or sub-agents; only name and "
+                            "description change.")
+        return HumanAgent(changes.get("name", self.name),
+                          description=changes.get("description", self.description))
 
 
 def human(name: str, *, description: str = "") -> HumanAgent:
