@@ -219,3 +219,31 @@ async def test_type_human_in_yaml_is_a_person_to_transfer_to(tmp_path: Path) -> 
     assert first.pending.takeover.from_agent == "frontdesk"
     back = await Runner.resume(first.pending, hand_back=True)
     assert back.final_output == "Welcome back!" and back.last_agent.name == "frontdesk"
+
+
+async def test_a_durable_run_waits_for_the_person_and_goes_on_with_the_reply(
+        tmp_path: Path) -> None:
+    pytest.importorskip("dbos")
+    from relayrace.durable import DurableRunner
+
+    model = ScriptedModel(by_agent={"triage": [ESCALATE],
+                                    "billing": ["Your refund is on its way."]})
+    async with DurableRunner(desk(model), db=tmp_path / "s.db", heartbeat=0.2,
+                             dead_after=1.0) as durable:
+        run = await durable.submit("I want a person")
+        stopped = await durable.result(run.run_id, wait=30)
+        assert stopped.status == "interrupted" and stopped.pending is not None
+        assert stopped.pending.takeover is not None
+        assert stopped.pending.takeover.from_agent == "triage"
+        with pytest.raises(UserError, match="not an agent of the team"):
+            await durable.resume(run.session_id, hand_back="nobody")
+        replied = await durable.resume(run.session_id, reply="Ana here.")
+        done = await durable.result(replied.run_id, wait=30)
+        assert done.status == "completed" and done.output == "Ana here."
+        nxt = await durable.submit("still there?", session_id=run.session_id)
+        waiting = await durable.result(nxt.run_id, wait=30)
+        assert waiting.status == "interrupted" and waiting.pending is not None
+        back = await durable.resume(run.session_id, hand_back="billing")
+        answered = await durable.result(back.run_id, wait=30)
+    assert answered.status == "completed" and answered.output == "Your refund is on its way."
+    assert len(requests_of(model, "billing")) == 1

@@ -489,7 +489,7 @@ class DurableRunner:
         session = self.store.session(session_id)
         pending = await PendingRun.from_session(session, entry=self.agent)
         if pending is None:
-            raise DurableRunError(f"Session {session_id!r} waits for no approval or answer; "
+            raise DurableRunError(f"Session {session_id!r} waits for no approval, answer or reply; "
                                   "submit a new run instead.", run_id=run_id)
         await Decisions.bind(session, self.agent, approvals or {}, pending, answers or {},
                              reply, hand_back)
