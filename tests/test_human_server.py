@@ -21,7 +21,8 @@ from relayrace.testing import ScriptedModel, tool_call  # noqa: E402
 
 def desk() -> Agent:
     model = ScriptedModel(by_agent={
-        "triage": [tool_call("transfer_to_support-desk", {"reason": "wants a person"})],
+        "triage": [tool_call("transfer_to_support-desk", {"reason": "wants a person"}),
+                   "Back with triage: anything else?"],
         "billing": ["Billing here: refund done."]})
     billing = Agent("billing", instructions="Bills.", model=model)
     return Agent("triage", instructions="Route.", model=model,
