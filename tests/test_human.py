@@ -247,3 +247,22 @@ async def test_a_durable_run_waits_for_the_person_and_goes_on_with_the_reply(
         answered = await durable.result(back.run_id, wait=30)
     assert answered.status == "completed" and answered.output == "Your refund is on its way."
     assert len(requests_of(model, "billing")) == 1
+
+
+def test_the_cli_says_a_person_holds_the_conversation(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from relayrace.cli import EXIT_APPROVAL, app
+
+    (tmp_path / "desk_team.py").write_text(
+        "from relayrace import Agent, human\n"
+        "from relayrace.testing import ScriptedModel, tool_call\n"
+        "model = ScriptedModel([tool_call('transfer_to_desk', {'reason': 'a person'})])\n"
+        "triage = Agent('triage', instructions='Route.', model=model,\n"
+        "               sub_agents=[human('desk')])\n")
+    stopped = CliRunner(env={"COLUMNS": "200", "RELAYRACE_DB": None}).invoke(
+        app, ["run", f"{tmp_path}/desk_team.py:triage", "a person please", "--db",
+              str(tmp_path / "s.db")])
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert "desk (a person) holds the conversation" in stopped.stdout
+    assert "relayrace resume" not in stopped.stdout  # nothing the CLI could decide
