@@ -79,3 +79,23 @@ async def test_a_person_replies_and_hands_back_over_the_api(client: httpx.AsyncC
     assert back["result"]["final_output"] == "Billing here: refund done."
     assert back["result"]["last_agent"] == "billing"
     assert (await client.get(f"/api/sessions/{sid}/pending")).json()["takeover"] is None
+
+
+async def test_the_openai_endpoint_says_a_person_will_answer_and_passes_messages_on(
+        client: httpx.AsyncClient) -> None:
+    sid = (await client.post("/api/sessions", json={})).json()["session_id"]
+    chat = {"model": "triage", "messages": [{"role": "user", "content": "a person please"}]}
+    first = await client.post("/v1/chat/completions", json=chat,
+                              headers={"X-Relayrace-Session": sid})
+    assert first.status_code == 200, first.text
+    said = first.json()["choices"][0]["message"]["content"]
+    assert said.startswith("support-desk (a person) has the conversation and will answer")
+    replied = await client.post(f"/api/sessions/{sid}/pending",
+                                json={"reply": "Ana here.", "background": False})
+    assert replied.json()["result"]["final_output"] == "Ana here."
+    # The user's next message reaches the person (not refused as waiting for decisions).
+    nxt = await client.post("/v1/chat/completions", headers={"X-Relayrace-Session": sid},
+                            json={"model": "triage",
+                                  "messages": [{"role": "user", "content": "thanks"}]})
+    assert nxt.status_code == 200, nxt.text
+    assert "has the conversation" in nxt.json()["choices"][0]["message"]["content"]
