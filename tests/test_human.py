@@ -266,3 +266,37 @@ def test_the_cli_says_a_person_holds_the_conversation(tmp_path: Path) -> None:
     assert stopped.exit_code == EXIT_APPROVAL, stopped.output
     assert "desk (a person) holds the conversation" in stopped.stdout
     assert "relayrace resume" not in stopped.stdout  # nothing the CLI could decide
+
+
+async def test_a_team_routes_to_a_person_and_its_rules_take_the_reply() -> None:
+    from relayrace.routing import rule_from_dict
+    from relayrace.team import Team
+
+    model = ScriptedModel(by_agent={"front": ["I'll get you a person."]})
+    team = Team("t", agents=[Agent("front", instructions="f", model=model), human("desk")],
+                rules=[rule_from_dict({"when": {"from_speaker": "front"},
+                                       "then": {"agent": "desk"}}),
+                       rule_from_dict({"when": {"from_speaker": "desk"},
+                                       "then": {"terminate": "the person answered"}})])
+    first = await Runner.run(team, "hello", session=MemorySession())
+    assert first.pending is not None and first.pending.takeover is not None
+    assert first.pending.takeover.from_agent == "front"  # routed in this very run
+    done = await Runner.resume(first.pending, reply="A person here.")
+    assert (done.final_output, done.reason) == ("A person here.", "the person answered")
+    assert len(model.requests) == 1
+
+
+async def test_a_person_reached_inside_a_delegated_child_answers_for_it() -> None:
+    model = ScriptedModel(by_agent={
+        "inner": [tool_call("transfer_to_desk", {"reason": "needs a person"})],
+        "outer": [tool_call("inner", {"query": "help"}), "The desk says hi."]})
+    inner = Agent("inner", instructions="i", model=model, sub_agents=[human("desk")])
+    outer = Agent("outer", instructions="o", model=model, tools=[inner.as_tool(report=False)])
+    first = await Runner.run(outer, "go", session=MemorySession())
+    assert first.pending is not None and first.pending.takeover is not None
+    assert (first.pending.takeover.path, first.pending.takeover.from_agent) == \
+        ("outer/desk", "inner")
+    done = await Runner.resume(first.pending, reply="hi from the desk")
+    assert done.final_output == "The desk says hi."
+    [result] = [r for r in done.tool_results if r.tool_name == "inner"]
+    assert "hi from the desk" in result.message.content

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ._builders import new_message_event
 from ._turn import Answer, HandBack, TurnResult
 from .approvals import Interrupted, PendingRun, PendingTakeover
+from .events import HandoffEvent
 from .exceptions import UserError
 from .messages import Message
 
@@ -80,7 +81,11 @@ async def human_turn(loop: AgentLoop, agent: Agent[Any]) -> TurnResult:
     decisions = loop.state.approvals
     given = decisions.take_reply(session.session_id) if decisions is not None else None
     if given is None:
-        handoff = (await session.view()).handoff
+        # The transfer that brought the person in: made in this run (a team's route is not
+        # written yet), or in an earlier one (the log's).
+        handoff = next((e for e in reversed(loop.log.new_events)
+                        if type(e) is HandoffEvent and e.to_agent == agent.name
+                        and not e.is_return), None) or (await session.view()).handoff
         came_from = handoff.agent if handoff is not None and handoff.to_agent == agent.name \
             else ""
         stop = PendingTakeover(agent=agent.name, path=loop.path(agent),
