@@ -190,7 +190,7 @@ async def test_approvals_and_questions_are_listed_answered_and_the_run_resumes(
         "answers": {question["id"]: "Ada"}, "background": False})).json()
     assert answered["result"]["final_output"] == "You said: Ada"
     assert (await client.get(f"/api/sessions/{sid}/pending")).json() == {
-        "approvals": [], "questions": []}
+        "approvals": [], "questions": [], "takeover": None}
 
 
 async def test_each_api_key_sees_only_its_own_sessions(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from .events import (
     DelegationEvent,
     GuardrailTriggeredEvent,
     HandoffEvent,
+    HumanTakeoverEvent,
     MemoryEvent,
     MessageEvent,
     OutputEvent,
@@ -56,6 +57,7 @@ from .exceptions import (
     UserError,
 )
 from .handoffs import Handoff, TransferPolicy, handoff
+from .human import HumanAgent, human
 from .input_filters import keep_last, nest_history, remove_tool_traffic
 from .mcp import MCPServer
 from .memory import Memory
@@ -95,6 +97,8 @@ __all__ = [
     "HandoffError",
     "HandoffEvent",
     "HandoffLoopError",
+    "HumanAgent",
+    "HumanTakeoverEvent",
     "MCPServer",
     "MCPServerError",
     "MaxHandoffsExceeded",
@@ -147,6 +151,7 @@ __all__ = [
     "UserError",
     "ask_user",
     "handoff",
+    "human",
     "infer_model",
     "json_schema_type",
     "keep_last",

@@ -42,12 +42,14 @@ from ._state import (
 )
 from ._steps import begin_attempt
 from ._structured import check_output
+from ._takeover import human_turn
 from ._toolexec import Route, outcome_unknown, run_tools
 from ._turn import (
     RUN_AGAIN,
     Answer,
     Blocked,
     Finished,
+    HandBack,
     Move,
     RunAgain,
     TeamRoute,
@@ -564,7 +566,12 @@ class AgentLoop:
                     return nxt.text or guard_text(self, agent, last_text), agent, nxt.route
                 if type(nxt) is TeamRoute:
                     return last_text, agent, nxt.route
-                if type(nxt) is Yield:
+                if type(nxt) is HandBack:
+                    person, (agent, agent_span) = agent, self._handed_back(
+                        agent, nxt.target, agent_span, run_span)
+                    if nxt.text:  # the person answered this turn; the agent takes the next
+                        return nxt.text, person, None
+                elif type(nxt) is Yield:
                     caller = nxt.caller
                     self._return(agent, caller, "answered")
                     self.note(caller, f"[{agent.name} answered and returned control to "
@@ -607,6 +614,8 @@ class AgentLoop:
                     await self.flush()
                     return TurnResult(None, RUN_AGAIN)
                 calls = list(given)
+        elif agent.is_human:  # a person's turn: no model call
+            return await human_turn(self, agent)
         else:
             if self.control.turns >= self.control.max_turns:
                 raise MaxTurnsExceeded(self.control.max_turns)
@@ -706,6 +715,15 @@ class AgentLoop:
                           f"{caller.name}]")
         agent, span = self._switch(workflow, caller, span, run_span)
         return final, agent, span, False
+
+    def _handed_back(self, person: Agent[Any], target: Agent[Any], span: Span,
+                     run_span: Span) -> tuple[Agent[Any], Span]:
+        """A person hands the conversation back to ``target``, which holds it from now on."""
+        self.log.add(HandoffEvent(agent=person.name, path=self.path(person),
+                                  to_agent=target.name,
+                                  reason=f"{person.name} handed the conversation back"))
+        self.note(target, f"[{person.name} handed the conversation back to {target.name}]")
+        return self._switch(person, target, span, run_span)
 
     def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
         if self.transfers.returns:

@@ -8,6 +8,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from ._budget import Budget
+from ._takeover import Reply, bind_reply
 from .agent import Agent
 from .approvals import PendingRun
 from .events import AgentEvent, MessageEvent, ToolResultEvent
@@ -34,19 +35,22 @@ class Decisions:
     again.
     """
 
-    __slots__ = ("_answers", "_open")
+    __slots__ = ("_answers", "_open", "_reply")
 
     def __init__(self, decided: dict[tuple[str, str, str, str], bool],
-                 answers: dict[tuple[str, str, str, str], list[str]] | None = None) -> None:
+                 answers: dict[tuple[str, str, str, str], list[str]] | None = None,
+                 reply: Reply | None = None) -> None:
         self._open = decided
         self._answers = answers or {}
+        self._reply = reply
 
     @classmethod
     async def bind(cls, session: Session, entry: Agent[Any], approvals: Mapping[str, bool],
                    given_for: PendingRun | None,
-                   answers: Mapping[str, str] | None = None) -> Decisions:
-        """``approvals`` (call id to decision) and ``answers`` (question id to text) bound to
-        the requests ``session`` waits for.
+                   answers: Mapping[str, str] | None = None, reply: str | None = None,
+                   hand_back: str | bool = False) -> Decisions:
+        """``approvals`` (call id to decision), ``answers`` (question id to text) and a
+        person's ``reply``/``hand_back`` bound to the requests ``session`` waits for.
 
         ``given_for`` is the pending run they were made on: each decided or answered request
         must still be what the session waits for, not an earlier request. Every question
@@ -86,7 +90,8 @@ class Decisions:
         return cls({(a.session_id, a.call_id, a.tool_name, a.arguments): approvals[a.call_id]
                     for a in requests if a.call_id in approvals},
                    {(q.session_id, q.call_id, q.tool_name, q.arguments):
-                    [*q.answered, q.check(answers[q.id])] for q in questions})
+                    [*q.answered, q.check(answers[q.id])] for q in questions},
+                   bind_reply(waiting, given_for, entry, reply, hand_back))
 
     def take(self, session_id: str, call: ToolCall) -> bool | None:
         """The decision on ``call`` in ``session_id``, used up; ``None``: ask for one."""
@@ -96,6 +101,14 @@ class Decisions:
         """Whether a person answered the question ``call`` in ``session_id`` waits on."""
         return bool(self._answers) and \
             (session_id, call.id, call.name, call.arguments) in self._answers
+
+    def take_reply(self, session_id: str) -> Reply | None:
+        """The person's reply to the takeover in ``session_id``, used up (``None``: none)."""
+        reply = self._reply
+        if reply is None or reply.session_id != session_id:
+            return None
+        self._reply = None
+        return reply
 
     def take_answers(self, session_id: str, call: ToolCall) -> list[str]:
         """The answers to ``call``'s questions, used up (none if it waits on no question)."""

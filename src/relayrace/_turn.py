@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .messages import Message
 
-__all__ = ["RUN_AGAIN", "Answer", "Blocked", "Finished", "Move", "Next", "RunAgain", "TeamRoute",
-           "TurnResult", "Yield"]
+__all__ = ["RUN_AGAIN", "Answer", "Blocked", "Finished", "HandBack", "Move", "Next", "RunAgain",
+           "TeamRoute", "TurnResult", "Yield"]
 
 
 @dataclass(slots=True)
@@ -67,7 +67,16 @@ class Blocked:
     answer: str
 
 
-Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked
+@dataclass(slots=True)
+class HandBack:
+    """A person hands the conversation back to ``target``: it answers now, or (the person
+    replied, ``text``) at the user's next turn."""
+
+    target: Agent[Any]
+    text: str
+
+
+Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked | HandBack
 """What happens after a turn (a value, never changed once made)."""
 
 RUN_AGAIN = RunAgain()

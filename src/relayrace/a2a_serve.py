@@ -276,7 +276,9 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
     options: dict[str, Any] = {"session": session, "model": server.model,
                                "max_turns": server.max_turns}
     run_input: Any = text
-    if pending is not None:
+    # A person holding the conversation takes the message as the user's; decisions and
+    # answers are what a message to a run waiting on them gives.
+    if pending is not None and (pending.approvals or pending.questions):
         try:
             options["approvals"], options["answers"] = _decisions(pending, text, given)
         except AnswerError as exc:
@@ -389,6 +391,9 @@ def _asking(pending: PendingRun) -> str:
              for q in pending.questions]
     lines += [f"Approve {a.tool_name}({a.arguments}) by {a.path}? (call {a.call_id}; "
               "answer yes or no)" for a in pending.approvals]
+    if pending.takeover is not None:
+        lines.append(f"{pending.takeover.agent} (a person) has the conversation and will "
+                     "answer.")
     return "\n".join(lines)
 
 

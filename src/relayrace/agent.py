@@ -90,6 +90,8 @@ class Agent(Generic[TContext, TOutput]):
     remote: ClassVar[bool] = False
     """Whether the agent runs elsewhere (a `RemoteAgent`): its model is the remote agent, so
     a run's ``model=`` does not replace it."""
+    is_human: ClassVar[bool] = False
+    """Whether a person takes this agent's turns (a `HumanAgent`): the run stops for them."""
     handoff_target: ClassVar[bool] = True
     """Whether a handoff may bring control to it (a team or a pattern cannot be; a workflow
     can, and returns control to the agent that transferred once its steps are done)."""

@@ -4,6 +4,8 @@ A tool call that needs approval and a tool that asks a question (``RunContext.as
 ``ask_user`` tool) stop the run the same way: the request is logged, the run ends
 ``interrupted``, and ``Runner.resume`` continues at the same call with the person's decision
 or answer. A request made inside a delegated child surfaces on the outer run, with its path.
+A handoff to a ``human(...)`` agent stops the run the same way, until the person replies
+(``Runner.resume(pending, reply=...)``) or hands the conversation back.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .events import (
     AgentEvent,
     ApprovalRequestedEvent,
+    HumanTakeoverEvent,
     QuestionAskedEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -25,7 +28,8 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .sessions import Session
 
-__all__ = ["Interrupted", "PendingApproval", "PendingQuestion", "PendingRun", "UserQuestion"]
+__all__ = ["Interrupted", "PendingApproval", "PendingQuestion", "PendingRun", "PendingTakeover",
+           "UserQuestion"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -108,6 +112,30 @@ class PendingQuestion:
         return answer
 
 
+@dataclass(slots=True, kw_only=True)
+class PendingTakeover:
+    """A person holds the conversation (a ``human(...)`` agent) and the run waits for their
+    reply, or for them to hand the conversation back to an agent."""
+
+    agent: str
+    """The human agent."""
+    path: str
+    """Its delegation path."""
+    session_id: str
+    """The session holding the conversation."""
+    from_agent: str
+    """The agent that transferred to the person: where ``hand_back=True`` returns."""
+    requested_at: float
+    """When the run stopped for the person (the ``HumanTakeoverEvent``'s time): a reply
+    answers this stop only."""
+
+    def event(self, *, here: bool) -> AgentEvent:
+        """The takeover as logged: in its own session (``here``) or surfaced on the outer one."""
+        return HumanTakeoverEvent(agent=self.agent, path=self.path, from_agent=self.from_agent,
+                                  session_id="" if here else self.session_id,
+                                  time=self.requested_at)
+
+
 class UserQuestion(Exception):  # noqa: N818 - a control-flow signal, caught by the engine
     """Raised by ``RunContext.ask_user`` when the answer is not known yet: the engine stops
     the run with the question pending. A tool must let it propagate."""
@@ -122,12 +150,13 @@ class UserQuestion(Exception):  # noqa: N818 - a control-flow signal, caught by 
         self.answered = answered
 
 
-Pending = PendingApproval | PendingQuestion
+Pending = PendingApproval | PendingQuestion | PendingTakeover
 """What a stopped run waits for a person on."""
 
 
 class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by the runner
-    """The run stopped for a person: decisions on approvals, answers to questions."""
+    """The run stopped for a person: decisions on approvals, answers to questions, the reply
+    of a person who holds the conversation."""
 
     def __init__(self, pending: list[Pending]) -> None:
         super().__init__(f"{len(pending)} request(s) await a person")
@@ -137,6 +166,8 @@ class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by t
     def reason(self) -> str:
         """Why the run stopped, for its ``RunFinishedEvent``."""
         kinds = {type(p) for p in self.pending}
+        if PendingTakeover in kinds:
+            return "awaiting a person's reply"
         if kinds == {PendingQuestion}:
             return "awaiting an answer"
         return "awaiting approval" if PendingQuestion not in kinds else \
@@ -145,8 +176,8 @@ class Interrupted(Exception):  # noqa: N818 - a control-flow signal, caught by t
 
 @dataclass(slots=True, kw_only=True)
 class PendingRun:
-    """A run stopped for a person (approvals, questions). ``to_json`` it, and
-    ``Runner.resume`` it later."""
+    """A run stopped for a person (approvals, questions, a human takeover). ``to_json`` it,
+    and ``Runner.resume`` it later."""
 
     session_id: str
     """The top-level session to resume."""
@@ -156,6 +187,9 @@ class PendingRun:
     """What awaits a decision."""
     questions: list[PendingQuestion] = field(default_factory=list)
     """What awaits an answer."""
+    takeover: PendingTakeover | None = None
+    """Set when a person holds the conversation: the run waits for their reply or hand-back
+    (``Runner.resume(pending, reply=..., hand_back=...)``)."""
     entry: Agent[Any] | None = None
     """The entry agent, when the run is resumed in the same process."""
     session: Session | None = None
@@ -167,13 +201,17 @@ class PendingRun:
         """The state as JSON (without the live agent and session objects)."""
         return json.dumps({"session_id": self.session_id, "agent": self.agent,
                            "approvals": [asdict(a) for a in self.approvals],
-                           "questions": [asdict(q) for q in self.questions]})
+                           "questions": [asdict(q) for q in self.questions],
+                           "takeover": None if self.takeover is None else
+                           asdict(self.takeover)})
 
     @classmethod
     def of(cls, pending: list[Pending], **fields: Any) -> PendingRun:
-        """The run waiting for ``pending``, approvals and questions apart."""
+        """The run waiting for ``pending``, approvals, questions and a takeover apart."""
         return cls(approvals=[p for p in pending if isinstance(p, PendingApproval)],
-                   questions=[p for p in pending if isinstance(p, PendingQuestion)], **fields)
+                   questions=[p for p in pending if isinstance(p, PendingQuestion)],
+                   takeover=next((p for p in pending if isinstance(p, PendingTakeover)), None),
+                   **fields)
 
     @classmethod
     async def from_session(cls, session: Session, *, entry: Agent[Any]) -> PendingRun | None:
@@ -200,6 +238,10 @@ class PendingRun:
                     call_id=e.tool_call_id, tool_name=e.tool_name, arguments=e.arguments,
                     agent=e.agent, path=e.path, session_id=e.session_id or session.session_id,
                     asked_at=e.time, answered=list(e.answered)))
+            elif isinstance(e, HumanTakeoverEvent):
+                pending.append(PendingTakeover(
+                    agent=e.agent, path=e.path, session_id=e.session_id or session.session_id,
+                    from_agent=e.from_agent, requested_at=e.time))
         return cls.of(pending, session_id=session.session_id, agent=entry.name, entry=entry,
                       session=session)
 
@@ -210,8 +252,10 @@ class PendingRun:
             data = json.loads(text)
             approvals = [PendingApproval(**a) for a in data["approvals"]]
             questions = [PendingQuestion(**q) for q in data.get("questions", [])]
+            takeover = data.get("takeover")
             state = cls(session_id=data["session_id"], agent=data["agent"], approvals=approvals,
-                        questions=questions)
+                        questions=questions,
+                        takeover=None if takeover is None else PendingTakeover(**takeover))
         except (ValueError, KeyError, TypeError) as exc:
             raise UserError(f"Not a pending run's JSON: {exc}") from exc
         if session.session_id != state.session_id:

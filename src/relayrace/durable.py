@@ -479,20 +479,24 @@ class DurableRunner:
             "user_id": user_id, "start_agent": start_agent})
 
     async def resume(self, session_id: str, *, approvals: dict[str, bool] | None = None,
-                     answers: dict[str, str] | None = None,
+                     answers: dict[str, str] | None = None, reply: str | None = None,
+                     hand_back: str | bool = False,
                      run_id: str | None = None) -> SubmittedRun:
         """Put the run that goes on from the stop of ``session_id``'s run on the queue, with
-        the person's ``approvals`` and ``answers`` (as for ``Runner.resume``, checked now:
-        a wrong one raises ``AnswerError`` and nothing is queued)."""
+        the person's ``approvals`` and ``answers``, or the ``reply``/``hand_back`` of a person
+        who holds the conversation (as for ``Runner.resume``, checked now: a wrong one raises
+        ``AnswerError`` or ``UserError`` and nothing is queued)."""
         session = self.store.session(session_id)
         pending = await PendingRun.from_session(session, entry=self.agent)
         if pending is None:
-            raise DurableRunError(f"Session {session_id!r} waits for no approval or answer; "
+            raise DurableRunError(f"Session {session_id!r} waits for no approval, answer or reply; "
                                   "submit a new run instead.", run_id=run_id)
-        await Decisions.bind(session, self.agent, approvals or {}, pending, answers or {})
+        await Decisions.bind(session, self.agent, approvals or {}, pending, answers or {},
+                             reply, hand_back)
         return await self._enqueue(run_id, {
             "kind": "resume", "agent": self.agent.name, "session_id": session_id,
-            "approvals": approvals or {}, "answers": answers or {}})
+            "approvals": approvals or {}, "answers": answers or {}, "reply": reply,
+            "hand_back": hand_back})
 
     async def _enqueue(self, run_id: str | None, spec: dict[str, Any]) -> SubmittedRun:
         client = self._need_client()
@@ -628,7 +632,9 @@ class DurableRunner:
                     self.model, self.usage_limits, None,
                     approvals=None if pending is None else spec["approvals"],
                     given_for=pending, answers=None if pending is None else spec["answers"],
-                    wait_for_session=wait, steps=steps)
+                    wait_for_session=wait, steps=steps,
+                    reply=None if pending is None else spec.get("reply"),
+                    hand_back=None if pending is None else spec.get("hand_back"))
         except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
             return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:

@@ -25,6 +25,7 @@ __all__ = [
     "Event",
     "GuardrailTriggeredEvent",
     "HandoffEvent",
+    "HumanTakeoverEvent",
     "MemoryEvent",
     "MessageEvent",
     "OutputEvent",
@@ -216,9 +217,22 @@ class QuestionAskedEvent(AgentEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class HumanTakeoverEvent(AgentEvent):
+    """The conversation is with a person (a ``human(...)`` agent): the run stopped until the
+    person replies or hands the conversation back (``Runner.resume(pending, reply=...)``)."""
+
+    kind: Literal["human_takeover"] = "human_takeover"
+    from_agent: str = ""
+    """The agent that transferred to the person (``hand_back=True`` returns to it)."""
+    session_id: str = ""
+    """The session holding the conversation, when it is a delegated child's ("" for this
+    one)."""
+
+
+@dataclass(slots=True, kw_only=True)
 class RunFinishedEvent(AgentEvent):
     """A run ended: with a final answer, an error, or waiting for a person (approvals,
-    questions)."""
+    questions, a human takeover)."""
 
     kind: Literal["run_finished"] = "run_finished"
     status: Literal["completed", "failed", "interrupted"] = "completed"
@@ -306,6 +320,7 @@ Event = Annotated[
     | GuardrailTriggeredEvent
     | ApprovalRequestedEvent
     | QuestionAskedEvent
+    | HumanTakeoverEvent
     | RunFinishedEvent
     | ContextCompactedEvent
     | MemoryEvent

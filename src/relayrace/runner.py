@@ -51,8 +51,8 @@ class RunResult(Generic[T]):
     session: Session
     """The session the run used (a new ``MemorySession`` unless one was given)."""
     pending: PendingRun | None = None
-    """Set when the run stopped for a person (approvals, questions): resume it with
-    ``Runner.resume``."""
+    """Set when the run stopped for a person (approvals, questions, a human takeover): resume
+    it with ``Runner.resume``."""
     reason: str = ""
     """Why the run ended, when a rule, tool or guardrail ended it."""
 
@@ -158,6 +158,8 @@ class Runner:
         user_id: str | None = None,
         answers: dict[str, str] | None = None,
         steps: StepRunner | None = None,
+        reply: str | None = None,
+        hand_back: str | bool | None = None,
     ) -> RunResult[Any]:
         # Positional, and checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
@@ -179,8 +181,9 @@ class Runner:
         else:
             check_wait(wait_for_session)
             lease, session = None, MemorySession()
-        decisions = None if approvals is None and answers is None else await Decisions.bind(
-            session, agent, approvals or {}, given_for, answers)
+        decisions = None if approvals is None and answers is None and reply is None and \
+            not hand_back else await Decisions.bind(session, agent, approvals or {}, given_for,
+                                                    answers, reply, hand_back or False)
         state = RunState(context, Trace(), usage_limits, emit,
                          infer_model(model) if model is not None else None, decisions, steps)
         state.memory_owner = user_id or session.session_id
@@ -218,6 +221,8 @@ class Runner:
         *,
         approvals: dict[str, bool] | None = None,
         answers: dict[str, str] | None = None,
+        reply: str | None = None,
+        hand_back: str | bool = False,
         context: Any = None,
         max_turns: int | None = None,
         max_handoffs: int | None = None,
@@ -237,6 +242,13 @@ class Runner:
         ``pending`` lists (its session, call id, tool and arguments): a later call, even with
         the same id, asks again, and a request the session was resumed past since cannot be
         decided on any more. ``wait_for_session`` is as for ``Runner.run``.
+
+        When a person holds the conversation (``pending.takeover``), ``reply`` is their
+        message: it joins the conversation as the human agent's answer, and the run ends with
+        it (the person keeps the conversation: the user's next input stops the run for them
+        again). ``hand_back`` gives the conversation back to the agent it names (``True``: the
+        agent that transferred to the person); with a ``reply`` that agent takes the user's
+        next turn, without one it answers now.
         """
         if pending.entry is None or pending.session is None:
             raise UserError("This pending run is not bound to an agent and a session; load it "
@@ -251,7 +263,8 @@ class Runner:
             start_agent=None, model=model or was.get("model"),
             usage_limits=usage_limits or was.get("usage_limits"), emit=None,
             approvals=approvals or {}, given_for=pending, wait_for_session=wait_for_session,
-            answers=answers or {}, user_id=was.get("user_id"),
+            answers=answers or {}, user_id=was.get("user_id"), reply=reply,
+            hand_back=hand_back,
         )
 
     @classmethod
@@ -282,7 +295,8 @@ class Runner:
 
 
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
-                   "usage_limits", "approvals", "wait_for_session", "user_id", "answers")
+                   "usage_limits", "approvals", "wait_for_session", "user_id", "answers",
+                   "reply", "hand_back")
 
 
 class RunStream(Generic[T]):

@@ -266,6 +266,13 @@ def _print_pending(console: Console, pending: PendingRun, session_id: str) -> No
         choices = f" (one of: {', '.join(q.choices)})" if q.choices else ""
         console.print(Text(f"  {q.path} asks: {q.question}{choices} [question {q.id}]",
                            style="yellow"), soft_wrap=True)
+    if pending.takeover is not None:
+        console.print(Text(f"⏸ {pending.takeover.agent} (a person) holds the conversation: "
+                           "they reply or hand it back with Runner.resume(pending, reply=..., "
+                           "hand_back=...), the server's /api/sessions/{id}/pending or its "
+                           "console.", style="bold yellow"), soft_wrap=True)
+        if not pending.approvals and not pending.questions:
+            return
     ids = " ".join([*(f"--approve {a.call_id}" for a in pending.approvals),
                     *(f"--answer {q.id}=TEXT" for q in pending.questions)])
     console.print(Text(f"Go on with: relayrace resume TARGET --session {session_id} {ids}" +

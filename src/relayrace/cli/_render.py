@@ -17,6 +17,7 @@ from ..events import (
     DelegationEvent,
     GuardrailTriggeredEvent,
     HandoffEvent,
+    HumanTakeoverEvent,
     MessageEvent,
     QuestionAskedEvent,
     RunFinishedEvent,
@@ -152,6 +153,9 @@ class EventPrinter:
             self._line(event, ("⏸ question: ", "bold yellow"),
                        (f"{event.question}{choices}", "yellow"),
                        (f" [question {event.question_id}]", "dim"))
+        elif isinstance(event, HumanTakeoverEvent):
+            self._line(event, ("⏸ ", "bold yellow"),
+                       (f"{event.agent} (a person) holds the conversation", "yellow"))
         elif isinstance(event, StatusEvent):
             self._line(event, (f"⋯ {event.agent} ({event.state}): ", "dim cyan"),
                        (truncate(event.text), "cyan"))

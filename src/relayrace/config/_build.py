@@ -18,6 +18,7 @@ from ..compression import Compression, read_result
 from ..exceptions import ConfigError, UserError
 from ..guardrails import Guardrail, guardrail_from_config
 from ..handoffs import Handoff, TransferPolicy, handoff
+from ..human import human
 from ..mcp import MCPServer
 from ..memory import Memory
 from ..meta_tools import spawn_agent
@@ -38,6 +39,7 @@ from .models import (
     AgentDocument,
     AgentSpec,
     AgentToolSpec,
+    HumanToolSpec,
     MCPToolSpec,
     PrimaryModelSpec,
     PythonToolSpec,
@@ -297,6 +299,12 @@ class Builder:
                     tools.append(self._python_tool_at(doc, i, item))
                 elif isinstance(item, MCPToolSpec) and item.runnable:
                     tools.append(self._mcp_server(doc, item))
+                elif isinstance(item, HumanToolSpec):  # a person: a member, or a target
+                    person = human(item.name, description=item.description)
+                    if is_swarm:
+                        swarm_members.append(Handoff(agent=person))
+                    else:
+                        remote_targets.append(person)
                 elif isinstance(item, A2AToolSpec):
                     remote = self._remote_agent(item)
                     if item.as_ == "handoff":

@@ -294,7 +294,8 @@ def _check_agent(parsed: ParsedDocument, doc: AgentDocument,
                   f"applies only to pattern {pattern!r}; ignored")
     if orch.pattern == "swarm":
         _check_swarm_members(parsed, doc, errors)
-    workers = any(t.type == "agent" for t in spec.tools)
+    workers = any(t.type == "agent" or (t.type == "human" and orch.pattern == "swarm")
+                  for t in spec.tools)
     if (orch.pattern == "swarm" and not workers) or (
             orch.pattern == "supervisor" and not workers and not spec.specialists):
         pattern_loc: Loc = ("spec", "orchestration", "pattern")

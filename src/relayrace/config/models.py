@@ -32,6 +32,7 @@ __all__ = [
     "Document",
     "ExternalToolSpec",
     "GuardrailsSpec",
+    "HumanToolSpec",
     "IdentitySpec",
     "MCPToolSpec",
     "MemorySpec",
@@ -397,6 +398,17 @@ class A2AToolSpec(_Strict):
         return self.card_url.split("/.well-known/")[0]
 
 
+class HumanToolSpec(_Strict):
+    """A person the conversation can be handed to (a support desk's "talk to a human"): a
+    handoff target whose turns a person takes. The run stops until they reply."""
+
+    type: Literal["human"] = Field(description="human")
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$", description=(
+        "The person's agent name (the model transfers with transfer_to_<name>)."))
+    description: str = Field(default="", description=(
+        "Who the person is and when to transfer to them, for the model choosing."))
+
+
 class ExternalToolSpec(BaseModel):
     """An Astromesh tool kind relayrace does not run (builtin, client): skipped."""
 
@@ -408,7 +420,8 @@ class ExternalToolSpec(BaseModel):
 
 
 ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | SpawnAgentToolSpec
-                     | A2AToolSpec | ExternalToolSpec, Field(discriminator="type")]
+                     | A2AToolSpec | HumanToolSpec | ExternalToolSpec,
+                     Field(discriminator="type")]
 
 
 class GuardrailsSpec(_Strict):

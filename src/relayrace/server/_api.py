@@ -10,6 +10,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._takeover import bind_reply
 from ..approvals import PendingRun
 from ..events import RunStartedEvent
 from ..sessions import Session
@@ -49,11 +50,18 @@ class NewRun(_Body):
 
 
 class Decisions(_Body):
-    """Decisions on a session's pending approvals and answers to its questions."""
+    """Decisions on a session's pending approvals, answers to its questions, and the reply of
+    a person who holds the conversation."""
 
     approvals: dict[str, bool] = Field(default_factory=dict,
                                        description="Call id -> run it (true) or not.")
     answers: dict[str, str] = Field(default_factory=dict, description="Question id -> answer.")
+    reply: str | None = Field(default=None, min_length=1, description=(
+        "When a person holds the conversation (pending takeover): their message, added as "
+        "the human agent's answer."))
+    hand_back: str | bool = Field(default=False, description=(
+        "When a person holds the conversation: the agent to hand it back to (true: the agent "
+        "that transferred to the person)."))
     background: bool = Field(default=True, description="Answer at once with the run's id.")
 
 
@@ -196,7 +204,8 @@ async def children(request: Request, session_id: str) -> dict[str, Any]:
 
 async def _start(request: Request, claim: Claim, session: Session, agent: Any, input: Any, *,
                  background: bool, approvals: dict[str, bool] | None = None,
-                 answers: dict[str, str] | None = None) -> Response:
+                 answers: dict[str, str] | None = None, reply: str | None = None,
+                 hand_back: str | bool = False) -> Response:
     server = _server(request)
     if session.session_id in server.runs.active:
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
@@ -204,10 +213,11 @@ async def _start(request: Request, claim: Claim, session: Session, agent: Any, i
     durable = server.runs.durable.get(agent.name)
     if durable is not None:  # queued for the workers, followed through the session log
         run = server.runs.queue(durable, session, _owner(request), input,
-                                approvals=approvals, answers=answers)
+                                approvals=approvals, answers=answers, reply=reply,
+                                hand_back=hand_back)
     else:
         run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
-                                answers=answers)
+                                answers=answers, reply=reply, hand_back=hand_back)
     if background:
         return await claim.record(JSONResponse(run.summary(), status_code=202))
     return await asyncio.shield(claim.settle(run, _ended))
@@ -230,7 +240,11 @@ async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
         session, made = await _session(request, session_id)
         events = [] if made is not None else await session.get_events()
         agent = _agent_of(request, body.agent or (made or {}).get("agent"), events)
-        if made is None and await PendingRun.from_session(session, entry=agent) is not None:
+        stopped = None if made is not None else \
+            await PendingRun.from_session(session, entry=agent)
+        # A person holding the conversation takes the user's messages: only decisions and
+        # answers must come first.
+        if stopped is not None and (stopped.approvals or stopped.questions):
             raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
                            f"/api/sessions/{session_id}/pending first.", "conflict")
         return await _start(request, claim, session, agent, body.input,
@@ -240,14 +254,16 @@ async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
 @router.get("/sessions/{session_id}/pending", summary="What a session's run waits for")
 async def pending(request: Request, session_id: str) -> dict[str, Any]:
     session, made = await _session(request, session_id)
+    nothing: dict[str, Any] = {"approvals": [], "questions": [], "takeover": None}
     if made is not None:
-        return {"approvals": [], "questions": []}
+        return nothing
     agent = _agent_of(request, None, await session.get_events())
     stopped = await PendingRun.from_session(session, entry=agent)
-    return {"approvals": [], "questions": []} if stopped is None else pending_summary(stopped)
+    return nothing if stopped is None else pending_summary(stopped)
 
 
-@router.post("/sessions/{session_id}/pending", summary="Decide approvals, answer questions")
+@router.post("/sessions/{session_id}/pending",
+             summary="Decide approvals, answer questions, reply as the person holding it")
 async def decide(request: Request, session_id: str, body: Decisions) -> Any:
     claim = await _server(request).idempotency.enter(request, _owner(request),
                                                      body.model_dump())
@@ -265,9 +281,10 @@ async def decide(request: Request, session_id: str, body: Decisions) -> Any:
                 raise ApiError(400, f"No pending question {qid!r}; pending: "
                                f"{', '.join(questions) or 'none'}.", "invalid")
             questions[qid].check(answer)
+        bind_reply(stopped, None, agent, body.reply, body.hand_back)  # a mistake writes nothing
         return await _start(request, claim, session, agent, None,
                             background=body.background, approvals=body.approvals,
-                            answers=body.answers)
+                            answers=body.answers, reply=body.reply, hand_back=body.hand_back)
 
 
 def _run(request: Request, run_id: str) -> RunRecord:

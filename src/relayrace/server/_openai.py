@@ -121,7 +121,9 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
                        f"to go on with it, or drop {SESSION_HEADER} (or name a new id) to start "
                        "a session from the messages sent.", "conversation_mismatch")
     session = server.store.session(session_id, owner=owner)
-    if info is not None and await PendingRun.from_session(session, entry=agent) is not None:
+    stopped = None if info is None else await PendingRun.from_session(session, entry=agent)
+    # A person holding the conversation takes the user's messages; decisions come first.
+    if stopped is not None and (stopped.approvals or stopped.questions):
         raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
                        f"/api/sessions/{session_id}/pending.", "conflict")
     if session_id in server.runs.active:
@@ -204,6 +206,10 @@ def _final(result: dict[str, Any], session_id: str) -> str:
         asked = [f"- {q['question']} (question {q['id']})" for q in pending["questions"]]
         asked += [f"- approve {a['tool']}({a['arguments']})? (call {a['call_id']})"
                   for a in pending["approvals"]]
+        held = pending.get("takeover")
+        if held and not asked:
+            return (f"{held['agent']} (a person) has the conversation and will answer; their "
+                    f"replies are added at POST /api/sessions/{session_id}/pending.")
         return ("The run waits for a person:\n" + "\n".join(asked) +
                 f"\nDecide at POST /api/sessions/{session_id}/pending.")
     output = result.get("final_output")

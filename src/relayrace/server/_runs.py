@@ -171,13 +171,17 @@ def result_summary(result: RunResult[Any]) -> dict[str, Any]:
 
 
 def pending_summary(pending: Any) -> dict[str, Any]:
-    """What a stopped run waits for: approvals (by call id) and questions (by id)."""
+    """What a stopped run waits for: approvals (by call id), questions (by id), and the
+    reply of a person who holds the conversation (``takeover``)."""
     return {
         "approvals": [{"call_id": a.call_id, "tool": a.tool_name, "arguments": a.arguments,
                        "agent": a.agent, "path": a.path, "note": a.note}
                       for a in pending.approvals],
         "questions": [{"id": q.id, "question": q.question, "choices": q.choices,
                        "agent": q.agent, "path": q.path} for q in pending.questions],
+        "takeover": None if pending.takeover is None else {
+            "agent": pending.takeover.agent, "path": pending.takeover.path,
+            "from_agent": pending.takeover.from_agent},
     }
 
 
@@ -207,7 +211,8 @@ class RunManager:
 
     def start(self, agent: Agent[Any], session: Session, owner: str, input: Any, *,
               approvals: dict[str, bool] | None = None,
-              answers: dict[str, str] | None = None) -> RunRecord:
+              answers: dict[str, str] | None = None, reply: str | None = None,
+              hand_back: str | bool = False) -> RunRecord:
         """Start a run of ``agent`` on ``session`` in the background."""
         run = RunRecord(run_id="run-" + secrets.token_hex(8), session_id=session.session_id,
                         owner=owner, agent=agent.name)
@@ -215,32 +220,33 @@ class RunManager:
         self.active[session.session_id] = run
         options: dict[str, Any] = {"session": session, "model": self.model,
                                    "max_turns": self.max_turns}
-        if approvals or answers:
-            options.update(approvals=approvals or {}, answers=answers or {})
+        if approvals or answers or reply is not None or hand_back:
+            options.update(approvals=approvals or {}, answers=answers or {}, reply=reply,
+                           hand_back=hand_back)
         run.task = asyncio.ensure_future(self._drive(run, agent, input, options))
         return run
 
     def queue(self, durable: Any, session: Session, owner: str, input: Any, *,
               approvals: dict[str, bool] | None = None,
-              answers: dict[str, str] | None = None) -> RunRecord:
+              answers: dict[str, str] | None = None, reply: str | None = None,
+              hand_back: str | bool = False) -> RunRecord:
         """Put a run on ``durable``'s queue (a `relayrace.durable.DurableRunner`) for its
         workers, and follow it: its events as the session log gets them, then its end."""
         run = RunRecord(run_id="run-" + secrets.token_hex(8), session_id=session.session_id,
                         owner=owner, agent=durable.agent.name)
         self.runs[run.run_id] = run
         self.active[session.session_id] = run
-        run.task = asyncio.ensure_future(self._follow(run, durable, session, input, approvals,
-                                                      answers))
+        decided = {"approvals": approvals, "answers": answers, "reply": reply,
+                   "hand_back": hand_back}
+        run.task = asyncio.ensure_future(self._follow(run, durable, session, input, decided))
         return run
 
     async def _follow(self, run: RunRecord, durable: Any, session: Session, input: Any,
-                      approvals: dict[str, bool] | None, answers: dict[str, str] | None
-                      ) -> None:
+                      decided: dict[str, Any]) -> None:
         try:
             seen = len(await session.get_events())
-            if input is None:
-                await durable.resume(session.session_id, approvals=approvals,
-                                     answers=answers, run_id=run.run_id)
+            if input is None:  # resumed with a person's decisions, answers or reply
+                await durable.resume(session.session_id, run_id=run.run_id, **decided)
             else:
                 await durable.submit(input, session_id=session.session_id, run_id=run.run_id)
             ending = asyncio.ensure_future(durable.result(run.run_id))

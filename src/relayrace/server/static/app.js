@@ -148,6 +148,10 @@ function renderEvents(events, into) {
       into.append(el("div", "dim", `⏸ approval requested: ${e.tool_name}(${e.arguments})`));
     } else if (e.kind === "question_asked") {
       into.append(el("div", "dim", `⏸ question: ${e.question}`));
+    } else if (e.kind === "human_takeover") {
+      const held = el("div", "handoff", `${e.agent} (a person) holds the conversation`);
+      held.dataset.kind = "takeover";
+      into.append(held);
     } else if (e.kind === "run_finished" && e.status === "failed") {
       into.append(el("div", "failed", "✗ the run failed: " + e.output));
     }
@@ -180,9 +184,10 @@ async function openSession(id) {
 
 async function loadPending() {
   const box = $("pending");
-  const { approvals, questions } = await api(`/api/sessions/${encodeURIComponent(state.current)}/pending`);
+  const { approvals, questions, takeover } = await api(`/api/sessions/${encodeURIComponent(state.current)}/pending`);
   box.replaceChildren();
-  box.hidden = !approvals.length && !questions.length;
+  box.hidden = !approvals.length && !questions.length && !takeover;
+  if (takeover) box.append(takeoverItem(takeover));
   for (const a of approvals) {
     const item = el("div", "item");
     item.dataset.kind = "approval";
@@ -206,6 +211,25 @@ async function loadPending() {
     item.append(answer, send);
     box.append(item);
   }
+}
+
+// A person holds the conversation: they reply as that agent, or hand it back.
+function takeoverItem(t) {
+  const item = el("div", "item");
+  item.dataset.kind = "takeover";
+  item.append(el("span", "", `Reply as ${t.agent}`));
+  const reply = el("input");
+  reply.placeholder = "Your reply to the user";
+  const send = el("button", "", "Reply");
+  send.addEventListener("click", () => decide({ reply: reply.value }));
+  item.append(reply, send);
+  if (t.from_agent) {
+    const back = el("button", "", `Hand back to ${t.from_agent}`);
+    back.addEventListener("click", () =>
+      decide(reply.value ? { reply: reply.value, hand_back: true } : { hand_back: true }));
+    item.append(back);
+  }
+  return item;
 }
 
 async function decide(body) {
