@@ -99,3 +99,29 @@ async def test_the_openai_endpoint_says_a_person_will_answer_and_passes_messages
                                   "messages": [{"role": "user", "content": "thanks"}]})
     assert nxt.status_code == 200, nxt.text
     assert "has the conversation" in nxt.json()["choices"][0]["message"]["content"]
+
+
+async def test_the_inbox_lists_a_person_holding_a_conversation_with_its_actions(
+        client: httpx.AsyncClient) -> None:
+    """A takeover is an inbox item like an approval: its actions are bodies for
+    ``/api/sessions/{id}/pending`` (a reply typed in, or the hand-back)."""
+    sid = (await client.post("/api/sessions", json={})).json()["session_id"]
+    await client.post(f"/api/sessions/{sid}/runs", json={"input": "I want a person"})
+    inbox = await client.get("/api/inbox")
+    assert inbox.status_code == 200, inbox.text
+    [item] = inbox.json()["items"]
+    assert (item["session_id"], item["kind"], item["title"]) == (
+        sid, "takeover", "support-desk (a person) holds the conversation")
+    reply, hand_back = item["actions"]
+    assert reply["decide"] == {"reply": "$input"} and "input" in reply
+    assert hand_back == {"label": "Hand back to triage", "decide": {"hand_back": True}}
+    body = {**reply["decide"], "reply": "Ana here.", "background": False}
+    done = (await client.post(f"/api/sessions/{sid}/pending", json=body)).json()
+    assert done["result"]["final_output"] == "Ana here."
+    assert (await client.get("/api/inbox")).json()["items"] == []  # the user's turn now
+    await client.post(f"/api/sessions/{sid}/runs", json={"input": "thanks, back to the bot"})
+    assert [i["kind"] for i in (await client.get("/api/inbox")).json()["items"]] == ["takeover"]
+    back = (await client.post(f"/api/sessions/{sid}/pending",
+                              json={**hand_back["decide"], "background": False})).json()
+    assert back["result"]["last_agent"] == "triage"
+    assert (await client.get("/api/inbox")).json()["items"] == []

@@ -35,6 +35,11 @@ def _actions(kind: str, item: dict[str, Any]) -> list[dict[str, Any]]:
     if kind == "questions":
         return [{"label": "Answer", "input": " / ".join(item.get("choices") or []) or "answer",
                  "decide": {"answers": {item["id"]: "$input"}}}]
+    if kind == "takeover":
+        return [{"label": "Reply", "input": "your reply, as " + item["agent"],
+                 "decide": {"reply": "$input"}},
+                {"label": f"Hand back to {item['from_agent'] or 'the agent'}",
+                 "decide": {"hand_back": True}}]
     return []
 
 
@@ -43,6 +48,8 @@ def _title(kind: str, item: dict[str, Any]) -> str:
         return f"Approve {item['tool']}({item['arguments']})"
     if kind == "questions":
         return str(item["question"])
+    if kind == "takeover":
+        return f"{item['agent']} (a person) holds the conversation"
     return kind.rstrip("s")
 
 
@@ -64,7 +71,8 @@ async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict
         if stopped is None:
             continue
         for kind, pending in pending_summary(stopped).items():
-            for item in pending:
+            # a list per kind, or one item (a person's takeover) or none
+            for item in pending if isinstance(pending, list) else [pending] if pending else []:
                 items.append({"session_id": info.session_id, "kind": kind,
                               "agent": item.get("agent", ""), "title": _title(kind, item),
                               "fields": item, "actions": _actions(kind, item),
