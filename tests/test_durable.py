@@ -365,6 +365,32 @@ async def test_a_waiter_hears_when_the_database_fails() -> None:
         await asyncio.wait_for(results.wait("run-1"), 5)
 
 
+async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_poll(
+        tmp_path: Path) -> None:
+    """The waiter's sweep of every run waited for comes once a minute here; the run's own end
+    in this process's worker wakes it, and one query by the run's id settles it."""
+    from relayrace.durable import _Results
+
+    agent = Agent("a", instructions=".", model=ScriptedModel([text("hi")]))
+    async with DurableRunner(agent, db=tmp_path / "s.db", poll_interval=0.05) as durable:
+        assert durable._client is not None
+        durable._results = results = _Results(durable._client, interval=60)
+        queried: list[list[str]] = []
+        original = durable._client.list_workflows_async
+
+        async def counted(**kw: Any) -> Any:
+            if kw.get("workflow_ids") is not None:  # a waiter's (stop lists this worker's)
+                queried.append(list(kw["workflow_ids"]))
+            return await original(**kw)
+
+        durable._client.list_workflows_async = counted  # type: ignore[method-assign]
+        run = await durable.submit("hello")
+        result = await durable.result(run.run_id, wait=20)
+        await results.aclose()
+    assert result.status == "completed" and result.output == "hi"
+    assert queried == [[run.run_id], [run.run_id]]  # the first sweep, then the run's end
+
+
 def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) -> None:
     db = str(tmp_path / "sessions.db")
     env = dict(os.environ, RELAYRACE_TEST_LEDGER=str(tmp_path / "ledger.jsonl"),

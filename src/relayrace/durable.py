@@ -18,6 +18,7 @@ DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -64,6 +65,11 @@ async def _run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
     if worker is None:
         raise DurableRunError("this process runs DBOS without a working DurableRunner; start "
                               "one with work=True (or `relayrace worker`).", run_id=run_id)
+    # DBOS records a workflow's outcome before the task running it ends: then, not at their
+    # next poll, this process's waiters look (a hint; the database stays the word).
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(lambda _: worker._ended(run_id))
     return await worker._execute(run_id, spec)
 
 
@@ -138,38 +144,61 @@ class _DbosSteps(StepRunner):
 
 class _Results:
     """Waits for runs to end: one query per interval for every run waited for, not one each
-    (a server may wait for thousands)."""
+    (a server may wait for thousands); a run that ends in this process is looked up at once,
+    by its id alone."""
 
     def __init__(self, client: DBOSClient, interval: float = 0.05) -> None:
         self._client = client
         self._interval = interval
+        self._loop = asyncio.get_running_loop()
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ended: set[str] = set()  # runs of this process's workflows that ended
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def wait(self, run_id: str) -> dict[str, Any]:
         future = self._waiting.get(run_id)
         if future is None:
-            future = self._waiting[run_id] = asyncio.get_running_loop().create_future()
+            future = self._waiting[run_id] = self._loop.create_future()
             # Read here, so that a run whose waiters all gave up raises no "never retrieved".
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._poll())
         return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
 
+    def ended(self, run_id: str) -> None:
+        """The workflow of ``run_id`` ended in this process (called from any thread)."""
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            self._loop.call_soon_threadsafe(self._note, run_id)
+
+    def _note(self, run_id: str) -> None:
+        if run_id in self._waiting:
+            self._ended.add(run_id)
+            self._wake.set()
+
     async def _poll(self) -> None:
         try:
+            sweep = 0.0
             while self._waiting:
-                await self._check()
-                await asyncio.sleep(self._interval)
+                self._wake.clear()
+                if self._loop.time() >= sweep:
+                    self._ended.clear()
+                    sweep = self._loop.time() + self._interval
+                    await self._check(list(self._waiting))
+                elif self._ended:
+                    ended, self._ended = self._ended, set()
+                    await self._check([i for i in ended if i in self._waiting])
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(),
+                                           max(0.0, sweep - self._loop.time()))
         except Exception as exc:  # the database failed: every waiter hears it, none hangs
             waiting, self._waiting = self._waiting, {}
             for run_id, future in waiting.items():
                 future.set_exception(DurableRunError(
                     f"its state could not be read: {type(exc).__name__}: {exc}", run_id=run_id))
 
-    async def _check(self) -> None:
-        """Settle the runs that ended (one query per 500 runs waited for)."""
-        ids = list(self._waiting)
+    async def _check(self, ids: list[str]) -> None:
+        """Settle the runs of ``ids`` that ended (one query per 500 runs)."""
         found = set()
         for at in range(0, len(ids), 500):
             for wf in await self._client.list_workflows_async(
@@ -177,7 +206,9 @@ class _Results:
                 found.add(wf.workflow_id)
                 if wf.status in ("PENDING", "ENQUEUED", "DELAYED"):
                     continue
-                future = self._waiting.pop(wf.workflow_id)
+                future = self._waiting.pop(wf.workflow_id, None)
+                if future is None:
+                    continue
                 if wf.status == "SUCCESS":
                     future.set_result(dict(wf.output or {}))
                 else:
@@ -186,8 +217,10 @@ class _Results:
                         f"its workflow ended {wf.status} {why}".rstrip(),
                         run_id=wf.workflow_id))
         for run_id in set(ids) - found:
-            self._waiting.pop(run_id).set_exception(
-                DurableRunError("no run has this id; submit one first.", run_id=run_id))
+            future = self._waiting.pop(run_id, None)
+            if future is not None:
+                future.set_exception(
+                    DurableRunError("no run has this id; submit one first.", run_id=run_id))
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -456,6 +489,12 @@ class DurableRunner:
         for wf in runs:
             await client.resume_workflow_async(wf.workflow_id, queue_name=self.queue)
         return len(runs)
+
+    def _ended(self, run_id: str) -> None:
+        """This process's workflow of ``run_id`` ended (DBOS has its outcome)."""
+        results = self._results
+        if results is not None:
+            results.ended(run_id)
 
     def _need_client(self) -> DBOSClient:
         if self._client is None:
