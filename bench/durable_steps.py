@@ -55,6 +55,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 COMPARE = HERE / "compare"
 sys.path.insert(0, str(COMPARE))
+sys.path.insert(0, str(HERE))  # bench/durable.py's helpers, also when imported from elsewhere
+
+from durable import new_database  # noqa: E402  (a new, empty database on the server)
 
 SIDES = ["dbos", "relayrace", "openai-agents", "pydantic-ai", "google-adk"]
 STORES = ["postgres", "sqlite"]
@@ -382,17 +385,6 @@ async def measure(side: str, db: str, runs: int, concurrency: int) -> dict[str, 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def new_database(server: str) -> str:
-    import secrets
-
-    import psycopg
-
-    name = "steps_" + secrets.token_hex(4)
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.replace("/postgres?", f"/{name}?", 1)
 
 
 def transactions(database: str) -> int:
