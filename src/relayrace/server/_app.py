@@ -30,7 +30,7 @@ from ..exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
-from . import _api, _graph, _inbox, _openai, _workbench
+from . import _api, _evals, _graph, _inbox, _openai, _workbench
 from ._conversations import Conversations
 from ._errors import error_body, install
 from ._idempotency import DEFAULT_WINDOW, Idempotency
@@ -176,6 +176,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     app.include_router(_workbench.router)
     app.include_router(_graph.router)
     app.include_router(_inbox.router)
+    app.include_router(_evals.router)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, Any]:
