@@ -16,10 +16,12 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("playwright.sync_api")
 
-from relayrace.evals import Case, Expect, ExpectFinal, run_eval  # noqa: E402
+from relayrace import UserError  # noqa: E402
+from relayrace.evals import Case, Expect, ExpectFinal, load_cases, run_eval  # noqa: E402
 from relayrace.server import create_app  # noqa: E402
 from relayrace.sessions import SQLiteStore  # noqa: E402
 from relayrace.testing import ScriptedModel, text, tool_call  # noqa: E402
+from server_team import front  # noqa: E402
 from test_console import browser, pytestmark, shot  # noqa: E402
 from test_server import uvicorn_server  # noqa: E402
 
@@ -97,3 +99,49 @@ def test_an_eval_run_opens_with_pass_rates_matrix_divergences_and_links(
         assert page.locator("#conversation").is_visible()
         assert page.locator("#session-title").text_content().endswith(data["runs"][2]["session_id"])
         assert not errors
+
+
+def test_save_as_eval_case_shows_the_yaml_and_adds_only_to_the_servers_case_file(
+        browser: Any, tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"), eval_cases=cases)
+    with uvicorn_server(app) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": HOSTILE}, timeout=30)
+        bad = httpx.post(f"{url}/api/sessions/{sid}/eval-case", json={"into": "/etc/x.yaml"})
+        assert bad.status_code == 422  # a path is not the browser's to give
+
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(url)
+        page.locator(f"#sessions li[data-session='{sid}']").click()
+        page.locator("#conversation .msg").first.wait_for()
+        page.click("#save-eval-case")
+        yaml_text = page.locator("#eval-case .eval-yaml").text_content()
+        assert f"- id: session-{sid}" in yaml_text and "path:\n      - front" in yaml_text
+        assert "# Echo: " + HOSTILE in yaml_text  # the answer, as a comment, as text
+        assert page.locator("#eval-case a").get_attribute("download") == f"session-{sid}.yaml"
+        assert not cases.exists()  # shown, not written, until asked
+        page.fill("#eval-case input", "greeting")
+        page.click("#eval-case-append")
+        page.locator("#eval-case .eval-saved").wait_for()
+        assert page.locator("#injected, #bold").count() == 0
+        shot(page, tmp_path / "capture.png")
+        assert [c.id for c in load_cases(cases)] == ["greeting"]
+        page.click("#eval-case-append")  # the same id again: refused, the file kept
+        page.locator("#error").wait_for()
+        assert "is there already" in page.locator("#error").text_content()
+        assert [c.id for c in load_cases(cases)] == ["greeting"]
+        assert not errors
+
+    plain = create_app(front, store=SQLiteStore(tmp_path / "t.db"))
+    with uvicorn_server(plain) as url:
+        sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
+        httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": "hello"}, timeout=30)
+        shown = httpx.post(f"{url}/api/sessions/{sid}/eval-case", json={}).json()
+        assert shown["case_file"] is None and "input: hello" in shown["yaml"]
+        refused = httpx.post(f"{url}/api/sessions/{sid}/eval-case", json={"append": True})
+        assert refused.status_code == 400 and "--eval-cases" in refused.text
+    with pytest.raises(UserError, match="case file"):
+        create_app(front, eval_cases=tmp_path / "cases.txt")

@@ -1,10 +1,13 @@
 // The console's eval view: an eval run (`relayrace eval run`, stored as a session whose case
 // runs are its children) opened from the session list. Pass rates per case, the routing
 // confusion matrix as a heat map, each failed case run's first divergence, and a link into
-// every case run's session. Everything is put on the page as text, never as HTML.
+// every case run's session. And "Save as eval case" on any session: the case `relayrace eval
+// capture` would make of it, as YAML to copy or download, or added to the case file the
+// server was started with (--eval-cases; the browser never names a path).
+// Everything is put on the page as text, never as HTML.
 "use strict";
 
-const evalView = { box: null, button: null };
+const evalView = { box: null, button: null, capture: null };
 
 function pct(rate) { return `${Math.round(rate * 100)}%`; }
 
@@ -90,24 +93,62 @@ function showEval(show) {
   }
 }
 
+async function saveCase(append) {
+  const panel = evalView.capture;
+  const typed = panel.querySelector("input");
+  const made = await api(`/api/sessions/${encodeURIComponent(state.current)}/eval-case`,
+    { method: "POST", body: JSON.stringify({ id: typed ? typed.value.trim() || null : null,
+                                             append }) });
+  const id = el("input");
+  id.value = made.case_id;
+  id.title = "The case's id";
+  const yaml = el("pre", "eval-yaml", made.yaml);
+  const download = el("a", "", "Download");
+  download.href = URL.createObjectURL(new Blob([made.yaml], { type: "application/yaml" }));
+  download.download = `${made.case_id}.yaml`;
+  const again = el("button", "", "Make again with this id");
+  again.addEventListener("click", () => saveCase(false).catch(showError));
+  const row = el("div", "row");
+  row.append(id, again, download);
+  if (made.case_file) {
+    const add = el("button", "", `Add to ${made.case_file}`);
+    add.id = "eval-case-append";
+    add.addEventListener("click", () => saveCase(true).catch(showError));
+    row.append(add);
+  }
+  panel.replaceChildren(row, yaml);
+  if (made.appended_to) panel.prepend(el("div", "eval-saved", `Added to ${made.appended_to}.`));
+  panel.hidden = false;
+}
+
 function installEvals() {
+  const save = el("button", "tab", "Save as eval case");
+  save.id = "save-eval-case";
+  save.addEventListener("click", () => saveCase(false).catch(showError));
+  evalView.capture = el("div");
+  evalView.capture.id = "eval-case";
+  evalView.capture.hidden = true;
   evalView.button = el("button", "tab", "Eval results");
   evalView.button.id = "tab-eval";
   evalView.button.hidden = true;
   $("tab-trace").after(evalView.button);
+  evalView.button.closest("nav").append(save);
+  $("conversation").before(evalView.capture);
   evalView.box = el("div");
   evalView.box.id = "eval";
   evalView.box.hidden = true;
   $("trace").after(evalView.box);
   evalView.button.addEventListener("click", () => showEval(true));
   evalView.button.closest("nav").addEventListener("click", (event) => {  // any other tab
-    if (event.target.matches("button.tab") && event.target !== evalView.button) {
+    if (event.target.matches("button.tab") && event.target !== evalView.button
+        && event.target.id !== "save-eval-case") {
       evalView.box.hidden = true;
       evalView.button.classList.remove("active");
     }
   }, true);
   const opened = openSession;  // a session that is an eval run shows its results
   openSession = async function (id) {  // eslint-disable-line no-global-assign
+    if (state.current !== id) evalView.capture.hidden = true;
     await opened(id);
     let data = null;
     try { data = await api("/api/evals/" + encodeURIComponent(id)); } catch { data = null; }
