@@ -38,6 +38,7 @@ from ._idempotency import DEFAULT_WINDOW, Idempotency
 from ._prices import PriceTable
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
+from ._sessions import SummaryCache
 
 __all__ = ["Server", "create_app"]
 
@@ -67,6 +68,8 @@ class Server:
     match_transcripts: bool = False
     """Whether an OpenAI-protocol request without a session handle goes on with the one
     session whose transcript it resends."""
+    summaries: SummaryCache = field(default_factory=SummaryCache)
+    """The session list's log summaries, each read again only when its log grew."""
 
     @property
     def default(self) -> Agent[Any]:
