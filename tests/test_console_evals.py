@@ -66,13 +66,13 @@ def test_an_eval_run_opens_with_pass_rates_matrix_divergences_and_links(
         result = pool.submit(asyncio.run, evaluate()).result()
     app = create_app(team, store=SQLiteStore(tmp_path / "s.db"))
     with uvicorn_server(app) as url:
-        data = httpx.get(f"{url}/api/evals/{result.run_id}").json()
+        data = httpx.get(f"{url}/api/sessions/{result.run_id}/eval").json()["eval"]
         assert data["pass_rate"] == 0.5
         assert data["confusion"] == {"expected": ["billing"], "reached": ["billing", "technical"],
                                      "accuracy": 0.5, "rows": [[2, 2]]}
         child = data["runs"][0]["session_id"]
-        assert httpx.get(f"{url}/api/evals/{child}").status_code == 404
-        assert httpx.get(f"{url}/api/evals/nosuch").status_code == 404
+        assert httpx.get(f"{url}/api/sessions/{child}/eval").json()["eval"] is None
+        assert httpx.get(f"{url}/api/sessions/nosuch/eval").status_code == 404
 
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         errors: list[str] = []

@@ -42,17 +42,17 @@ class Capture(BaseModel):
     append: bool = Field(False, description="Also add it to the server's case file.")
 
 
-@router.get("/evals/{run_id}",
-            summary="An eval run: pass rates per case, confusion matrix, first divergences")
-async def eval_run(request: Request, run_id: str) -> dict[str, Any]:
-    session, made = await _session(request, run_id)  # 404 for another key's session
+@router.get("/sessions/{session_id}/eval",
+            summary="A session's eval results (null unless it is an eval run): pass rates per "
+            "case, confusion matrix, first divergences")
+async def eval_run(request: Request, session_id: str) -> dict[str, Any]:
+    session, made = await _session(request, session_id)  # 404 for another key's session
     if made is not None:
-        raise ApiError(404, f"Session {run_id!r} is not an eval run (it holds no case runs).",
-                       "not_found")
+        return {"session_id": session_id, "eval": None}
     try:
         result = await load_eval_run(request.app.state.relayrace.store, session.session_id)
-    except UserError as e:
-        raise ApiError(404, str(e), "not_found") from e
+    except UserError:  # not an eval run
+        return {"session_id": session_id, "eval": None}
     matrix = ConfusionMatrix.of(result.runs)
     data = result.to_dict()
     data["confusion"] = {
@@ -61,7 +61,7 @@ async def eval_run(request: Request, run_id: str) -> dict[str, Any]:
     for run in data["runs"]:
         failed = next((c for c in run["checks"] if not c["passed"]), None)
         run["first_failure"] = failed
-    return data
+    return {"session_id": session_id, "eval": data}
 
 
 @router.post("/sessions/{session_id}/eval-case",

@@ -151,7 +151,9 @@ function installEvals() {
     if (state.current !== id) evalView.capture.hidden = true;
     await opened(id);
     let data = null;
-    try { data = await api("/api/evals/" + encodeURIComponent(id)); } catch { data = null; }
+    try {
+      data = (await api(`/api/sessions/${encodeURIComponent(id)}/eval`)).eval;
+    } catch { data = null; }
     if (state.current !== id) return;
     evalView.button.hidden = !data;
     if (data) { renderEval(data); showEval(true); } else if (!evalView.box.hidden) {
