@@ -351,7 +351,7 @@ def capture(
     context: ContextOption = None,
 ) -> None:
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
-    from ..evals.capture import append_case, capture_case
+    from ..evals.capture import append_case, capture_case, capture_note
     from . import _errors
 
     with _errors():
@@ -366,11 +366,7 @@ def capture(
         stored = asyncio.run(_close_after(store, events()))
         case = capture_case(stored, case_id or f"session-{session_id}",
                             context=_context(context) or None)
-        answer = next((e.output for e in reversed(stored) if getattr(e, "kind", "") ==
-                       "run_finished" and e.status == "completed"), "")
-        note = (f"captured from session {session_id}; edit what may vary. The answer was:\n"
-                f"{answer[:300]}")
-        append_case(into, case, note=note)
+        append_case(into, case, note=capture_note(session_id, stored))
     path = case.expect.path_spec()
     _console().print(Text.assemble(("✓ ", "bold green"), f"case {case.id} added to {into}: ",
                                    (_short_path(path.agents if path else []), "bold")))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -60,6 +61,9 @@ def serve(
     prices: Annotated[str | None, typer.Option(
         "--prices", help="A YAML price table (per model: input, output, cached_input per "
         "million tokens; see docs/console.md): the console shows costs.")] = None,
+    eval_cases: Annotated[Path | None, typer.Option(
+        "--eval-cases", help="The case file the console's \"Save as eval case\" adds cases "
+        "to (without it the console only shows the case's YAML).")] = None,
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -79,7 +83,8 @@ def serve(
                          otel=otel, durable=durable, idempotency_window=idempotency_window,
                          match_transcripts=match_transcripts,
                          allowed_hosts=[host, *(allowed_hosts or ())],
-                         allowed_origins=allowed_origins or (), prices=prices)
+                         allowed_origins=allowed_origins or (), prices=prices,
+                         eval_cases=eval_cases)
         logging.basicConfig(level=logging.INFO, format="%(message)s")
         where = f"[{host}]" if ":" in host else host
         typer.echo(f"Serving {', '.join(a.name for a in agents)} at http://{where}:{port}/ "

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from relayrace.events import AgentEvent, MessageEvent
+from relayrace.events import AgentEvent, MessageEvent, RunFinishedEvent
 
 from .cases import (
     CASE_ADAPTER,
@@ -25,7 +25,7 @@ from .cases import (
 from .loading import CaseFileError, load_cases
 from .trajectory import read_trajectory
 
-__all__ = ["append_case", "capture_case", "user_turns"]
+__all__ = ["append_case", "capture_case", "capture_note", "case_yaml", "user_turns"]
 
 
 def user_turns(events: Sequence[AgentEvent]) -> list[str]:
@@ -71,6 +71,19 @@ def _yaml_item(case: Case, note: str, indent: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def capture_note(session_id: str, events: Sequence[AgentEvent]) -> str:
+    """The comment a captured case carries: where it came from, and the answer it got."""
+    answer = next((e.output for e in reversed(events) if isinstance(e, RunFinishedEvent)
+                   and e.status == "completed" and isinstance(e.output, str)), "")
+    return (f"captured from session {session_id}; edit what may vary. The answer was:\n"
+            f"{answer[:300]}")
+
+
+def case_yaml(case: Case, *, note: str = "") -> str:
+    """``case`` as a case file of its own (YAML), ``note`` above it as a comment."""
+    return "cases:\n" + _yaml_item(case, note, "  ")
+
+
 def append_case(path: str | Path, case: Case, *, note: str = "") -> None:
     """Add ``case`` to the case file at ``path`` (created if missing), keeping what is there
     (comments included); ``note`` goes above it as a comment. The file is checked after, and
@@ -88,7 +101,7 @@ def append_case(path: str | Path, case: Case, *, note: str = "") -> None:
         text = (before or "").rstrip("\n")
         text = (text + "\n" if text else "") + json.dumps(_case_data(case)) + "\n"
     elif before is None or not before.strip():
-        text = "cases:\n" + _yaml_item(case, note, "  ")
+        text = case_yaml(case, note=note)
     else:
         items = re.findall(r"^( *)- ", before, flags=re.MULTILINE)
         indent = items[0] if items else ""

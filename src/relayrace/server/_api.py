@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._takeover import bind_reply
 from ..approvals import PendingRun
 from ..events import RunStartedEvent
-from ..sessions import Session
+from ..sessions import Session, SessionInfo
 from ._conversations import check_session_id
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
 from ._runs import ENDED_WITHOUT_RESULT, RunRecord, pending_summary
-from ._sessions import event_dicts, summarize
+from ._sessions import SummaryCache, event_dicts, listed, log_summary, summarize
 
 __all__ = ["router"]
 
@@ -138,19 +138,35 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
     # Filtering reads each session: it looks at the 1,000 most recent.
     infos = await server.store.list_sessions(owner=owner, limit=1000 if filtering else limit,
                                              offset=0 if filtering else offset)
+    logs = await _log_summaries(server, infos, q.lower() if q else None)
     out = []
-    for info in infos:
-        events = await server.store.session(info.session_id).get_events()
-        row = summarize(info, events, server.runs.active.get(info.session_id),
-                        server.default.name)
-        if q and not _mentions(q.lower(), info.session_id, events):
+    for info, log in zip(infos, logs, strict=True):
+        if log is None:  # not mentioning q
             continue
+        row = listed(info, log, server.runs.active.get(info.session_id))
         if status and row["status"] != status:
             continue
         out.append(row)
     if filtering:
         out = out[offset:offset + limit]
     return {"sessions": out, "limit": limit, "offset": offset}
+
+
+async def _log_summaries(server: Any, infos: list[SessionInfo],
+                         q: str | None) -> list[dict[str, Any] | None]:
+    """Each session's log summary, read (concurrently) only where the server's cache has none
+    for its event count; with ``q`` (a search), None for the sessions not mentioning it."""
+    cache: SummaryCache = server.summaries
+
+    async def one(info: SessionInfo) -> dict[str, Any] | None:
+        log = cache.get(info)
+        if log is not None and (q is None or q in info.session_id.lower()):
+            return log
+        events = await server.store.session(info.session_id).get_events()
+        log = log_summary(events, server.default.name)
+        cache.put(info, log)
+        return log if q is None or _mentions(q, info.session_id, events) else None
+    return list(await asyncio.gather(*(one(info) for info in infos)))
 
 
 def _mentions(q: str, session_id: str, events: list[Any]) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -30,13 +31,14 @@ from ..exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
-from . import _api, _graph, _inbox, _openai, _workbench
+from . import _api, _evals, _graph, _inbox, _openai, _workbench
 from ._conversations import Conversations
 from ._errors import error_body, install
 from ._idempotency import DEFAULT_WINDOW, Idempotency
 from ._prices import PriceTable
 from ._runs import RunManager
 from ._security import Keys, RateLimit, RateLimiter
+from ._sessions import SummaryCache
 
 __all__ = ["Server", "create_app"]
 
@@ -66,6 +68,8 @@ class Server:
     match_transcripts: bool = False
     """Whether an OpenAI-protocol request without a session handle goes on with the one
     session whose transcript it resends."""
+    summaries: SummaryCache = field(default_factory=SummaryCache)
+    """The session list's log summaries, each read again only when its log grew."""
 
     @property
     def default(self) -> Agent[Any]:
@@ -95,7 +99,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                allowed_origins: Sequence[str] = (),
                idempotency_window: float = DEFAULT_WINDOW,
                match_transcripts: bool = False,
-               prices: PriceTable | str | os.PathLike[str] | None = None) -> FastAPI:
+               prices: PriceTable | str | os.PathLike[str] | None = None,
+               eval_cases: str | os.PathLike[str] | None = None) -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -124,7 +129,9 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     ``match_transcripts``: then it goes on with the one session whose transcript it resends
     (refused with 409 when several do).
     ``prices`` (a `PriceTable` or the path of its YAML file, docs/console.md) prices the
-    usage the console shows.
+    usage the console shows. ``eval_cases`` is the case file the console's "Save as eval
+    case" may add cases to (the browser never names a path; without it, the case is only
+    shown to copy).
     """
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
@@ -138,6 +145,9 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     if not idempotency_window > 0:
         raise UserError(f"idempotency_window is a number of seconds > 0, got "
                         f"{idempotency_window!r}.")
+    if eval_cases is not None and Path(eval_cases).suffix not in (".yaml", ".yml", ".jsonl"):
+        raise UserError(f"eval_cases is a case file (.yaml, .yml or .jsonl), got "
+                        f"{os.fspath(eval_cases)!r}.")
     limit = RateLimit.parse(rate_limit) if isinstance(rate_limit, str) else rate_limit
     runs = RunManager(model=model, max_turns=max_turns)
     sessions = store if isinstance(store, SessionStore) else open_store(store)
@@ -170,12 +180,14 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                               "completions; the web console.", docs_url=None, redoc_url=None)
     app.state.relayrace = server
     app.state.prices = prices if isinstance(prices, PriceTable | None) else PriceTable.load(prices)
+    app.state.eval_cases = _evals.CaseFile(Path(eval_cases)) if eval_cases is not None else None
     install(app)
     app.include_router(_api.router)
     app.include_router(_openai.router)
     app.include_router(_workbench.router)
     app.include_router(_graph.router)
     app.include_router(_inbox.router)
+    app.include_router(_evals.router)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> dict[str, Any]:

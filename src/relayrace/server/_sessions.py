@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from ..events import (
@@ -16,12 +17,32 @@ from ..sessions import SessionInfo
 from ..usage import Usage
 from ._runs import RunRecord
 
-__all__ = ["event_dicts", "summarize"]
+__all__ = ["SummaryCache", "event_dicts", "summarize"]
+
+SUMMARIES_KEPT = 20_000
+"""Session summaries the server keeps (the least recently listed go first)."""
 
 
 def summarize(info: SessionInfo, events: list[AgentEvent], running: RunRecord | None,
               default_agent: str) -> dict[str, Any]:
     """A session as the API lists it."""
+    return listed(info, log_summary(events, default_agent), running)
+
+
+def listed(info: SessionInfo, log: dict[str, Any], running: RunRecord | None) -> dict[str, Any]:
+    """A session as the API lists it, from its log's summary (`log_summary`)."""
+    status = "running" if running is not None and not running.done else log["status"]
+    return {"session_id": info.session_id, "agent": log["agent"],
+            "active_agent": log["active_agent"], "status": status,
+            "last_message": log["last_message"], "usage": dict(log["usage"]),
+            "created_at": info.created_at, "updated_at": info.updated_at,
+            "event_count": info.event_count, "parent_id": info.parent_id,
+            "path": info.path, "forked_from": info.forked_from, "forked_at": info.forked_at}
+
+
+def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
+    """What a session's log says of it: its first agent, the active one, the last run's status,
+    the last message and the usage."""
     status = "idle"
     agent = default_agent
     active = None
@@ -46,13 +67,33 @@ def summarize(info: SessionInfo, events: list[AgentEvent], running: RunRecord | 
                       "interrupted": "waiting"}[e.status]  # type: ignore[attr-defined]
         elif e.kind == "handoff" and "/" not in e.path:  # type: ignore[attr-defined]
             active = e.to_agent  # type: ignore[attr-defined]
-    if running is not None and not running.done:
-        status = "running"
-    return {"session_id": info.session_id, "agent": agent, "active_agent": active or agent,
-            "status": status, "last_message": last[:500], "usage": usage,
-            "created_at": info.created_at, "updated_at": info.updated_at,
-            "event_count": info.event_count, "parent_id": info.parent_id,
-            "path": info.path, "forked_from": info.forked_from, "forked_at": info.forked_at}
+    return {"agent": agent, "active_agent": active or agent, "status": status,
+            "last_message": last[:500], "usage": usage}
+
+
+class SummaryCache:
+    """Log summaries by session, each valid for the event count it was made at: a listing
+    reads only the logs that changed since (an append changes the count; a log is never
+    rewritten in place). Bounded: the least recently used go first."""
+
+    def __init__(self, size: int = SUMMARIES_KEPT) -> None:
+        self._size = size
+        self._kept: OrderedDict[str, tuple[int, dict[str, Any]]] = OrderedDict()
+
+    def get(self, info: SessionInfo) -> dict[str, Any] | None:
+        """The summary of ``info``'s log as it is now, if kept."""
+        found = self._kept.get(info.session_id)
+        if found is None or found[0] != info.event_count:
+            return None
+        self._kept.move_to_end(info.session_id)
+        return found[1]
+
+    def put(self, info: SessionInfo, summary: dict[str, Any]) -> None:
+        """Keep ``summary`` of ``info``'s log at its event count."""
+        self._kept[info.session_id] = (info.event_count, summary)
+        self._kept.move_to_end(info.session_id)
+        while len(self._kept) > self._size:
+            self._kept.popitem(last=False)
 
 
 def _count(usage: dict[str, int], used: Usage | None) -> None:

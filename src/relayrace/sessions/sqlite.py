@@ -276,10 +276,14 @@ def _page(conn: sqlite3.Connection, parent_id: str | None, owner: str | None, li
     if owner is not None:
         where += " AND owner = ?"
         args.append(owner)
+    # The page is chosen from one pass over the events (not two lookups per session), and
+    # only its sessions' infos are read.
     rows = conn.execute(
-        f"SELECT * FROM ({_SELECT} WHERE {where}) "
-        "ORDER BY COALESCE(updated_at, created_at) DESC, session_id LIMIT ? OFFSET ?",
-        (*args, limit, offset)).fetchall()
+        f"{_SELECT} JOIN (SELECT s.session_id AS id, COALESCE(e.t, s.created_at) AS at "
+        "FROM sessions s LEFT JOIN (SELECT session_id, MAX(time) AS t FROM events "
+        f"GROUP BY session_id) e USING (session_id) WHERE {where} "
+        "ORDER BY at DESC, s.session_id LIMIT ? OFFSET ?) page ON page.id = s.session_id "
+        "ORDER BY page.at DESC, s.session_id", (*args, limit, offset)).fetchall()
     return [_info(r) for r in rows]
 
 

@@ -360,8 +360,7 @@ async function start() {
     start();
   });
   try {
-    await loadAgents();
-    await loadSessions();
+    await Promise.all([loadAgents(), loadSessions()]);  // neither waits for the other
     showError(null);
   } catch (error) { showError(error); }
 }
