@@ -7,14 +7,15 @@ what they were shown), a small two-agent desk, and tracing setup. Scripted model
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from relayrace import Agent, Message, MessageEvent, ToolResultEvent, tool
 from relayrace.events import AgentEvent
-from relayrace.sessions import Session
+from relayrace.sessions import MemoryStore, Session, SessionStore, SQLiteStore, open_store
 from relayrace.tracing import (
     InMemoryTraceProcessor,
     get_trace_processors,
@@ -160,6 +161,25 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     yield url
     with psycopg.connect(postgres_server, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+# -- every store, for the tests that must hold on each (a parameter per store) ------------------
+
+KINDS = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    """A new, empty store of each kind: memory, one SQLite file, a PostgreSQL database."""
+    if request.param == "memory":
+        made: SessionStore = MemoryStore()
+    elif request.param == "sqlite":
+        made = SQLiteStore(tmp_path / "s.db")
+    else:
+        pytest.importorskip("psycopg")
+        made = open_store(request.getfixturevalue("postgres_url"))
+    yield made
+    await made.aclose()
 
 
 # -- the inner loop: `python3 dev test --fast` leaves out what is marked `slow` ------------------

@@ -10,9 +10,7 @@ from conftest import messages_of
 from relayrace import Runner, UserError
 from relayrace.events import dump_events
 from relayrace.sessions import SessionStore
-from test_store_conformance import restarted, store, talker
-
-__all__ = ["store"]  # the fixture, shared with the conformance suite
+from test_store_conformance import restarted, talker
 
 
 async def test_a_fork_keeps_the_log_up_to_its_point_and_diverges_after(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,9 @@ pytest.importorskip("fastapi")
 from relayrace import Agent, tool  # noqa: E402
 from relayrace.models import ModelRequest  # noqa: E402
 from relayrace.server import create_app  # noqa: E402
-from relayrace.sessions import MemoryStore, SessionStore, SQLiteStore, open_store  # noqa: E402
+from relayrace.sessions import MemoryStore, SessionStore, SQLiteStore  # noqa: E402
 from relayrace.testing import FunctionModel, Turn, text, tool_call  # noqa: E402
 from test_server import uvicorn_server  # noqa: E402
-
-KINDS = ["memory", "sqlite", "postgres"]
 
 
 def appending_team(ledger: Path, answer: Any) -> Agent[Any]:
@@ -109,19 +106,6 @@ def test_a_client_that_times_out_and_retries_with_its_key_gets_the_first_runs_an
     assert raw.headers["Idempotent-Replayed"] == "true"
     assert lines(ledger) == ["charge for order 8"]
     assert runs_of(app) == 1
-
-
-@pytest.fixture(params=KINDS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        made: SessionStore = MemoryStore()
-    elif request.param == "sqlite":
-        made = SQLiteStore(tmp_path / "s.db")
-    else:
-        pytest.importorskip("psycopg")
-        made = open_store(request.getfixturevalue("postgres_url"))
-    yield made
-    await made.aclose()
 
 
 async def answered(request: ModelRequest) -> Turn:

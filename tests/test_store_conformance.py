@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +32,6 @@ from relayrace.events import MessageEvent, ToolResultEvent, load_events
 from relayrace.messages import Message
 from relayrace.sessions import MemoryStore, SessionStore, SQLiteStore, open_store
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
-
-KINDS = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(params=KINDS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    if request.param == "memory":
-        made: SessionStore = MemoryStore()
-    elif request.param == "sqlite":
-        made = SQLiteStore(tmp_path / "s.db")
-    else:
-        pytest.importorskip("psycopg")
-        made = open_store(request.getfixturevalue("postgres_url"))
-    yield made
-    await made.aclose()
 
 
 async def restarted(store: SessionStore) -> SessionStore:
