@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from relayrace.config import load_team
-from relayrace.exceptions import ConfigError
+from relayrace.core.exceptions import ConfigError
 
 VERSION = "0.74.1"
 

@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from relayrace import Agent, RunContext, Runner, TransferPolicy, tool
-from relayrace.approvals import PendingRun
-from relayrace.events import DelegationEvent, ToolResultEvent, load_events
-from relayrace.messages import Message
+from relayrace.agents.approvals import PendingRun
+from relayrace.core.events import DelegationEvent, ToolResultEvent, load_events
+from relayrace.core.messages import Message
 from relayrace.models.interface import ModelRequest
 from relayrace.sessions import SQLiteSession
 from relayrace.sessions.base import LogView

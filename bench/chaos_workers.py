@@ -41,8 +41,8 @@ from typing import Any
 from chaos import _history_problems, team
 
 from relayrace import DurableRunError
+from relayrace.core.events import RunFinishedEvent, load_events
 from relayrace.durable import DurableRunner
-from relayrace.events import RunFinishedEvent, load_events
 from relayrace.sessions.base import LogView
 
 HERE = Path(__file__).resolve()

@@ -17,10 +17,10 @@ import asyncio
 import statistics
 
 from relayrace import Agent, Compression, Runner, read_result, tool
+from relayrace.core.usage import estimate_tokens
 from relayrace.models import ModelRequest
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, Turn, text, tool_call
-from relayrace.usage import estimate_tokens
 
 
 @tool(compactable=True)

@@ -15,7 +15,7 @@ writes to (``time.time()`` of the same host, at the attempt's first action).
   here; a supervisor's restart delay would add to it); ``dbos, once launched`` is the part
   after the new process is up.
 - ``relayrace``: two ``DurableRunner`` workers; a live worker takes the dead one's runs over
-  (heartbeats, ``relayrace._workers``): within ``dead_after`` plus a heartbeat plus the
+  (heartbeats, ``relayrace.durable.workers``): within ``dead_after`` plus a heartbeat plus the
   queue's polling interval. The killed worker is replaced by a new one (another id) after.
 
 Sides alternate kill by kill. Reported: p50, p99 and max of each side, and relayrace's p50

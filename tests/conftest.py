@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from relayrace import Agent, Message, MessageEvent, ToolResultEvent, tool
-from relayrace.events import AgentEvent
+from relayrace.core.events import AgentEvent
 from relayrace.sessions import MemoryStore, Session, SessionStore, SQLiteStore, open_store
 from relayrace.tracing import (
     InMemoryTraceProcessor,

@@ -19,7 +19,7 @@ from typing import Any
 
 from durable_team import team
 from relayrace import durable
-from relayrace._workers import Heartbeat
+from relayrace.durable.workers import Heartbeat
 
 CRASH = os.environ.get("RELAYRACE_TEST_CRASH", "")
 HEARTBEAT, DEAD_AFTER = 0.2, 1.0

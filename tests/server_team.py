@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from relayrace import Agent, ask_user, tool
-from relayrace.guardrails import ContentFilterGuardrail
+from relayrace.agents.guardrails import ContentFilterGuardrail
 from relayrace.models import ModelRequest
 from relayrace.testing import FunctionModel, Turn, text, tool_call
 

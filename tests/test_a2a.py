@@ -33,9 +33,9 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
 
 from conftest import assert_valid_protocol, messages_of  # noqa: E402
 from relayrace import Agent, Runner, StatusEvent, UserError  # noqa: E402
-from relayrace.a2a import RemoteAgent, context_id_for, state_name  # noqa: E402
-from relayrace.a2a_serve import session_id_for  # noqa: E402
-from relayrace.events import HandoffEvent, ToolResultEvent  # noqa: E402
+from relayrace.connect.a2a import RemoteAgent, context_id_for, state_name  # noqa: E402
+from relayrace.connect.a2a_server import session_id_for  # noqa: E402
+from relayrace.core.events import HandoffEvent, ToolResultEvent  # noqa: E402
 from relayrace.sessions import MemorySession, SQLiteStore  # noqa: E402
 from relayrace.testing import ScriptedModel, text, tool_call  # noqa: E402
 
@@ -415,7 +415,7 @@ async def test_the_server_remembers_its_latest_tasks_and_forgotten_contexts_go_o
     from a2a.utils.errors import TaskNotFoundError
 
     from a2a_team import billing
-    from relayrace.a2a_serve import create_a2a_app
+    from relayrace.connect.a2a_server import create_a2a_app
 
     url = "http://a2a.test"
     app = create_a2a_app(billing, url=url, store="memory://", max_tasks=2)
@@ -483,7 +483,7 @@ async def test_a_foreign_remotes_data_parts_are_part_of_the_tool_result() -> Non
     from google.protobuf.struct_pb2 import Value
     from starlette.applications import Starlette
 
-    from relayrace.a2a_serve import serve_a2a
+    from relayrace.connect.a2a_server import serve_a2a
 
     class Weather(AgentExecutor):
         async def execute(self, context: Any, event_queue: Any) -> None:

@@ -24,8 +24,8 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
 from a2a.utils.errors import TaskNotFoundError  # noqa: E402
 
 from a2a_team import billing, careful  # noqa: E402
-from relayrace.a2a import state_name  # noqa: E402
-from relayrace.a2a_serve import create_a2a_app  # noqa: E402
+from relayrace.connect.a2a import state_name  # noqa: E402
+from relayrace.connect.a2a_server import create_a2a_app  # noqa: E402
 
 URL = "http://a2a.test"
 ALICE, BOB = "alice-" + "a" * 20, "bob-" + "b" * 20

@@ -23,10 +23,10 @@ from a2a.types.a2a_pb2 import Part  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 
 from relayrace import Agent, ModelProviderError, ModelTimeout, Runner  # noqa: E402
-from relayrace._asgi import serve_asgi  # noqa: E402
-from relayrace.a2a import RemoteAgent  # noqa: E402
-from relayrace.a2a_serve import agent_card  # noqa: E402
-from relayrace.events import HandoffEvent  # noqa: E402
+from relayrace.connect.a2a import RemoteAgent  # noqa: E402
+from relayrace.connect.a2a_server import agent_card  # noqa: E402
+from relayrace.connect.asgi import serve_asgi  # noqa: E402
+from relayrace.core.events import HandoffEvent  # noqa: E402
 from relayrace.sessions import MemorySession  # noqa: E402
 from relayrace.testing import ScriptedModel, text, tool_call  # noqa: E402
 

@@ -17,11 +17,11 @@ from relayrace import (
     handoff,
     tool,
 )
-from relayrace.approvals import PendingRun
-from relayrace.meta_tools import DelegationConfig
+from relayrace.agents.approvals import PendingRun
 from relayrace.sessions import MemorySession, SQLiteSession
+from relayrace.teams.meta_tools import DelegationConfig
+from relayrace.teams.workflows import ParallelAgent, SequentialAgent
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
-from relayrace.workflows import ParallelAgent, SequentialAgent
 
 EXECUTED: list[str] = []
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from relayrace import Agent, ConfigError, GuardrailTriggeredEvent, Runner, UserError
+from relayrace.agents.guardrails import ContentFilterGuardrail, CostLimit
 from relayrace.config import load_team
-from relayrace.guardrails import ContentFilterGuardrail, CostLimit
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 

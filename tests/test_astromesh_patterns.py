@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from relayrace import Agent, DelegationEvent, ModelBehaviorError, PatternStepFailed, Runner
-from relayrace.patterns import ParallelFanOut, Pipeline, PlanAndExecute
 from relayrace.sessions import MemorySession
+from relayrace.teams.patterns import ParallelFanOut, Pipeline, PlanAndExecute
 from relayrace.testing import ScriptedModel, final_output, text
 
 

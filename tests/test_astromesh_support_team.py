@@ -13,7 +13,7 @@ from pathlib import Path
 
 from relayrace import Agent, HandoffEvent, Runner, handoff
 from relayrace.config import load_team
-from relayrace.messages import Message
+from relayrace.core.messages import Message
 from relayrace.testing import ScriptedModel, text, tool_call
 
 TEAM = Path(__file__).parent / "fixtures" / "teams" / "astromesh_support"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from relayrace import Agent, Message, Runner, RunUsage, ToolCall, Usage
-from relayrace._builders import (
+from relayrace._engine.builders import (
     new_context,
     new_handoff_event,
     new_message_event,
@@ -14,10 +14,10 @@ from relayrace._builders import (
     new_run_started_event,
     new_tool_result_event,
 )
-from relayrace._engine import AgentLoop
-from relayrace._state import RunState
-from relayrace.context import RunContext
-from relayrace.events import (
+from relayrace._engine.loop import AgentLoop
+from relayrace._engine.state import RunState
+from relayrace.agents.context import RunContext
+from relayrace.core.events import (
     HandoffEvent,
     MessageEvent,
     RunFinishedEvent,

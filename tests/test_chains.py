@@ -22,8 +22,8 @@ from relayrace import (
 )
 from relayrace.config import load_team
 from relayrace.sessions import MemorySession
+from relayrace.teams.workflows import Chain, ChainLink
 from relayrace.testing import FunctionModel, ScriptedModel, final_output, text
-from relayrace.workflows import Chain, ChainLink
 
 
 def _messages(session: MemorySession) -> list[Message]:

@@ -17,7 +17,7 @@ from relayrace import __version__, cli
 from relayrace.cli import EXIT_APPROVAL, app
 from relayrace.cli._render import EventPrinter
 from relayrace.cli._target import resolve_target
-from relayrace.events import (
+from relayrace.core.events import (
     AgentEvent,
     ApprovalRequestedEvent,
     DelegationEvent,
@@ -29,8 +29,8 @@ from relayrace.events import (
     ToolResultEvent,
     load_events,
 )
-from relayrace.exceptions import UserError
-from relayrace.messages import Message
+from relayrace.core.exceptions import UserError
+from relayrace.core.messages import Message
 from relayrace.tracing import get_trace_processors
 
 TEAM = Path(__file__).parent / "fixtures" / "cli_team.py"

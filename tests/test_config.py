@@ -19,25 +19,32 @@ from relayrace import (
     Runner,
     UserError,
 )
-from relayrace.config import LoadedTeam, load_team, to_dot, to_mermaid, write_svg
-from relayrace.config import cli as config_cli
-from relayrace.config.schema import json_schema, render
-from relayrace.config.schema import main as schema_main
-from relayrace.delegation import AgentTool
-from relayrace.guardrails import (
+from relayrace.agents.delegation import AgentTool
+from relayrace.agents.guardrails import (
     ContentFilterGuardrail,
     CostLimit,
     MaxLengthGuardrail,
     PIIGuardrail,
     TopicDenyListGuardrail,
 )
+from relayrace.config import LoadedTeam, load_team, to_dot, to_mermaid, write_svg
+from relayrace.config import cli as config_cli
+from relayrace.config.schema import json_schema, render
+from relayrace.config.schema import main as schema_main
 from relayrace.models.fallback import FallbackModel
 from relayrace.models.openai import OpenAIChatModel
-from relayrace.patterns import PlanAndExecute
-from relayrace.routing import AgentTarget, FromSpeaker, Rule, Stay, TerminateTarget, ToolCalled
-from relayrace.team import Team
+from relayrace.teams.patterns import PlanAndExecute
+from relayrace.teams.routing import (
+    AgentTarget,
+    FromSpeaker,
+    Rule,
+    Stay,
+    TerminateTarget,
+    ToolCalled,
+)
+from relayrace.teams.team import Team
+from relayrace.teams.workflows import Chain, LoopAgent, ParallelAgent, SequentialAgent
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import Chain, LoopAgent, ParallelAgent, SequentialAgent
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "teams"

@@ -176,8 +176,8 @@ def test_usage_and_cost_per_agent_model_and_run(browser: Any, tmp_path: Path) ->
 def test_the_graph_draws_every_team_and_numbers_a_runs_path(browser: Any,
                                                              tmp_path: Path) -> None:
     from relayrace import Agent
+    from relayrace.teams.workflows import SequentialAgent
     from relayrace.testing import FunctionModel, text
-    from relayrace.workflows import SequentialAgent
 
     hostile = Agent('<b id=ninj>drafter</b>', instructions="Draft.",
                     model=FunctionModel(lambda r: text("drafted"), name="<i id=minj>m</i>"))

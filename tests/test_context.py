@@ -390,7 +390,7 @@ async def test_without_user_id_a_child_remembers_its_calls_in_the_same_top_sessi
 
 
 async def test_a_swarm_target_can_store_the_request_not_the_transcript() -> None:
-    from relayrace.patterns import swarm
+    from relayrace.teams.patterns import swarm
 
     model = ScriptedModel([text("triage says hi"),
                            [text("Passing you to billing."), tool_call("transfer_to_billing", {})],

@@ -27,8 +27,8 @@ from relayrace import (
     ToolStartedEvent,
     tool,
 )
-from relayrace.approvals import PendingRun
-from relayrace.events import AgentEvent
+from relayrace.agents.approvals import PendingRun
+from relayrace.core.events import AgentEvent
 from relayrace.sessions import SQLiteSession
 from relayrace.testing import ScriptedModel, tool_call
 
@@ -188,7 +188,7 @@ async def test_a_question_on_disk_is_answered_from_another_process(tmp_path: Pat
     # The asking process is gone: a new one finds the question on disk and answers it.
     done = subprocess.run([sys.executable, "-c", (
         "import asyncio, sys; sys.path.insert(0, sys.argv[2]); import crash_team\n"
-        "from relayrace import Runner\nfrom relayrace.approvals import PendingRun\n"
+        "from relayrace import Runner\nfrom relayrace.agents.approvals import PendingRun\n"
         "from relayrace.sessions import SQLiteSession\n"
         "async def go():\n"
         "    p = await PendingRun.from_session(SQLiteSession('s', sys.argv[1]),\n"

@@ -30,7 +30,7 @@ from relayrace import (
     keep_last,
     tool,
 )
-from relayrace.reports import DelegationReport
+from relayrace.core.reports import DelegationReport
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor

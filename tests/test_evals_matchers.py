@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from relayrace.core.events import DelegationEvent
 from relayrace.evals import (
     ExpectCall,
     ExpectDelegation,
@@ -26,7 +27,6 @@ from relayrace.evals import (
 )
 from relayrace.evals.matchers import match_value, path_diff
 from relayrace.evals.trajectory import CallMade
-from relayrace.events import DelegationEvent
 
 MODES = ("strict", "unordered", "subset", "superset")
 

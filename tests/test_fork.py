@@ -8,7 +8,7 @@ import pytest
 
 from conftest import messages_of
 from relayrace import Runner, UserError
-from relayrace.events import dump_events
+from relayrace.core.events import dump_events
 from relayrace.sessions import SessionStore
 from test_store_conformance import restarted, talker
 

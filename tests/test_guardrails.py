@@ -1,4 +1,4 @@
-"""Tests for relayrace.guardrails: detectors, built-in guardrails, composition and config."""
+"""Tests for relayrace.agents.guardrails: detectors, built-in guardrails, composition and config."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relayrace.exceptions import ConfigError, UserError
-from relayrace.guardrails import (
+from relayrace.agents.guardrails import (
     FunctionGuardrail,
     Guardrail,
     GuardrailResult,
@@ -24,6 +23,7 @@ from relayrace.guardrails import (
     iban_valid,
     luhn_valid,
 )
+from relayrace.core.exceptions import ConfigError, UserError
 
 VISA = "4111 1111 1111 1111"  # Luhn-valid test number
 VISA_BROKEN = "4111 1111 1111 1112"  # the same with its last digit changed

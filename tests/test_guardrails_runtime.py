@@ -31,17 +31,17 @@ from relayrace import (
     remove_tool_traffic,
     tool,
 )
-from relayrace.events import dump_events
-from relayrace.exceptions import UserError
-from relayrace.guardrails import (
+from relayrace.agents.guardrails import (
     MaxLengthGuardrail,
     PIIGuardrail,
     TopicDenyListGuardrail,
     Tripwire,
     guardrail,
 )
-from relayrace.routing import AgentTarget, Finish, FromSpeaker, Rule, TerminateTarget
-from relayrace.team import Team
+from relayrace.core.events import dump_events
+from relayrace.core.exceptions import UserError
+from relayrace.teams.routing import AgentTarget, Finish, FromSpeaker, Rule, TerminateTarget
+from relayrace.teams.team import Team
 from relayrace.testing import ScriptedModel, TextPart, text, tool_call
 
 EMAIL = "jane.doe@example.com"

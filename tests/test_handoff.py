@@ -27,8 +27,8 @@ from relayrace import (
     remove_tool_traffic,
     tool,
 )
-from relayrace.routing import TerminateTarget
 from relayrace.sessions import MemorySession
+from relayrace.teams.routing import TerminateTarget
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -1072,7 +1072,7 @@ async def test_an_on_handoff_hook_that_raises_stops_the_transfer() -> None:
 
 def test_a_team_cannot_be_a_handoff_target() -> None:
     # (Workflows can: see tests/test_handoff_targets.py.)
-    from relayrace.team import Team
+    from relayrace.teams.team import Team
 
     model = ScriptedModel([text("unused")])
     flow = Team("wf", agents=[Agent("s1", instructions="x", model=model),

@@ -11,10 +11,10 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages
 from relayrace import Agent, HandoffEvent, ModelProviderError, Runner, TransferPolicy, tool
-from relayrace.routing import Finish
 from relayrace.sessions import MemorySession, Session, SQLiteSession
+from relayrace.teams.routing import Finish
+from relayrace.teams.workflows import LoopAgent, ParallelAgent, SequentialAgent
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
 
 
 def desk(model: ScriptedModel, **billing: Any) -> Agent[Any]:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from relayrace import UserError
-from relayrace._asgi import Access
+from relayrace.connect.asgi import Access
 
 HERE = Path(__file__).resolve().parent
 TEAM = str(HERE / "server_team.py") + ":front"

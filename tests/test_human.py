@@ -21,7 +21,7 @@ from relayrace import (
     UserError,
     human,
 )
-from relayrace.approvals import PendingRun
+from relayrace.agents.approvals import PendingRun
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import ScriptedModel, tool_call
 
@@ -139,7 +139,7 @@ async def test_a_takeover_is_replied_to_from_another_process(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, "-c", (
         "import asyncio, sys\n"
         "from relayrace import Agent, Runner, human\n"
-        "from relayrace.approvals import PendingRun\n"
+        "from relayrace.agents.approvals import PendingRun\n"
         "from relayrace.sessions import SQLiteSession\n"
         "from relayrace.testing import ScriptedModel\n"
         "async def go():\n"
@@ -269,8 +269,8 @@ def test_the_cli_says_a_person_holds_the_conversation(tmp_path: Path) -> None:
 
 
 async def test_a_team_routes_to_a_person_and_its_rules_take_the_reply() -> None:
-    from relayrace.routing import rule_from_dict
-    from relayrace.team import Team
+    from relayrace.teams.routing import rule_from_dict
+    from relayrace.teams.team import Team
 
     model = ScriptedModel(by_agent={"front": ["I'll get you a person."]})
     team = Team("t", agents=[Agent("front", instructions="f", model=model), human("desk")],

@@ -14,8 +14,8 @@ pytest.importorskip("a2a")
 from a2a.client import ClientConfig, create_client  # noqa: E402
 from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest  # noqa: E402
 
-from relayrace.a2a import state_name  # noqa: E402
-from relayrace.a2a_serve import create_a2a_app, session_id_for  # noqa: E402
+from relayrace.connect.a2a import state_name  # noqa: E402
+from relayrace.connect.a2a_server import create_a2a_app, session_id_for  # noqa: E402
 from relayrace.sessions import SQLiteStore  # noqa: E402
 from test_human_server import desk  # noqa: E402
 

@@ -7,10 +7,10 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages
 from relayrace import Agent, Runner, UserError, tool
-from relayrace.routing import Finish
 from relayrace.sessions import MemorySession
+from relayrace.teams.routing import Finish
+from relayrace.teams.workflows import LoopAgent, SequentialAgent
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import LoopAgent, SequentialAgent
 
 
 @tool

@@ -99,7 +99,7 @@ class HttpServer:
             return f"added {name}"
 
     async def start(self) -> None:
-        from relayrace.mcp_serve import serve_http
+        from relayrace.connect.mcp_server import serve_http
 
         self.sock.listen()  # connections wait in the backlog until uvicorn accepts them
         self.task = asyncio.create_task(serve_http(self.app, port=0, sock=self.sock))
@@ -385,7 +385,7 @@ def test_relayrace_imports_without_mcp_and_names_the_extra() -> None:
 
 
 async def test_an_approved_call_runs_on_resume_in_a_new_process(tmp_path: Path) -> None:
-    from relayrace.approvals import PendingRun
+    from relayrace.agents.approvals import PendingRun
     from relayrace.sessions import SQLiteSession
 
     def build() -> tuple[Agent[Any], MCPServer]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from relayrace import Agent, UserError
-from relayrace.mcp_serve import mcp_server, serve_http
+from relayrace.connect.mcp_server import mcp_server, serve_http
 from relayrace.testing import FunctionModel, text
 
 mcp = pytest.importorskip("mcp")

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages
 from relayrace import Agent, ModelProviderError, Runner, ToolResultEvent, UserError
-from relayrace.meta_tools import DelegationConfig
+from relayrace.teams.meta_tools import DelegationConfig
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 META_NAMES = {"delegate_to_agent", "war_room", "agent_pipeline", "debate_ensemble"}

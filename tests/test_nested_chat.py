@@ -10,11 +10,17 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages
 from relayrace import Agent, ConfigError, Runner
-from relayrace.routing import AgentTarget, FromSpeaker, NestedChatTarget, Rule, TerminateTarget
 from relayrace.sessions import MemorySession
-from relayrace.team import Team
+from relayrace.teams.routing import (
+    AgentTarget,
+    FromSpeaker,
+    NestedChatTarget,
+    Rule,
+    TerminateTarget,
+)
+from relayrace.teams.team import Team
+from relayrace.teams.workflows import SequentialAgent
 from relayrace.testing import ScriptedModel, text
-from relayrace.workflows import SequentialAgent
 
 
 def script() -> ScriptedModel:

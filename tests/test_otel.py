@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import relayrace.tracing as tracing
 from relayrace import Agent, Runner, tool
-from relayrace.exceptions import UserError
+from relayrace.core.exceptions import UserError
 from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor, Trace
 from relayrace.tracing.otel import OpenTelemetryProcessor

@@ -26,9 +26,9 @@ from relayrace import (
     UserError,
     tool,
 )
-from relayrace.patterns import route_tool, swarm
-from relayrace.routing import TransferTo
 from relayrace.sessions import MemorySession
+from relayrace.teams.patterns import route_tool, swarm
+from relayrace.teams.routing import TransferTo
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 

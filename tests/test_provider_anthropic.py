@@ -16,8 +16,8 @@ import httpx2
 import pytest
 
 from provider_helpers import FakeServer, collect, cut_stream, edited, replay, replay_bytes
-from relayrace.exceptions import ModelBehaviorError, ModelProviderError, UserError
-from relayrace.messages import Message, ToolCall
+from relayrace.core.exceptions import ModelBehaviorError, ModelProviderError, UserError
+from relayrace.core.messages import Message, ToolCall
 from relayrace.models import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 from relayrace.models.anthropic import AnthropicModel
 

@@ -32,14 +32,14 @@ from provider_helpers import (
     replay,
 )
 from relayrace import Agent, FallbackModel, Runner, tool
-from relayrace.exceptions import ModelProviderError, ModelTimeout
-from relayrace.messages import Message, ToolCall
+from relayrace.agents.tools import ToolRetry, parse_arguments
+from relayrace.core.exceptions import ModelProviderError, ModelTimeout
+from relayrace.core.messages import Message, ToolCall
 from relayrace.models import Model, ModelRequest, ModelSettings, ToolDefinition
 from relayrace.models.anthropic import AnthropicModel
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.tools import ToolRetry, parse_arguments
 
 DEEP = "[" * 3000
 PROVIDERS: dict[str, Callable[[FakeServer], Model]] = {

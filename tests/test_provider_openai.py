@@ -18,8 +18,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from provider_helpers import FakeServer, collect, cut_stream, edited, replay, replay_bytes
-from relayrace.exceptions import ModelBehaviorError, ModelProviderError, UserError
-from relayrace.messages import Message, ToolCall
+from relayrace.core.exceptions import ModelBehaviorError, ModelProviderError, UserError
+from relayrace.core.messages import Message, ToolCall
 from relayrace.models import ModelRequest, ModelSettings, ToolDefinition
 from relayrace.models.openai import OpenAIChatModel
 

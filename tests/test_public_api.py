@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 import relayrace
-import relayrace.exceptions
+import relayrace.core.exceptions
 
 
 def test_all_is_sorted() -> None:
@@ -28,16 +28,16 @@ def test_every_name_in_all_is_importable() -> None:
 
 def _public_exceptions() -> list[type[BaseException]]:
     return [
-        obj for name, obj in vars(relayrace.exceptions).items()
+        obj for name, obj in vars(relayrace.core.exceptions).items()
         if inspect.isclass(obj) and issubclass(obj, BaseException) and not name.startswith("_")
-        and obj.__module__ == relayrace.exceptions.__name__
+        and obj.__module__ == relayrace.core.exceptions.__name__
     ]
 
 
 def test_exception_module_exports() -> None:
     found = _public_exceptions()
     assert len(found) >= 10
-    assert sorted(e.__name__ for e in found) == sorted(relayrace.exceptions.__all__)
+    assert sorted(e.__name__ for e in found) == sorted(relayrace.core.exceptions.__all__)
 
 
 @pytest.mark.parametrize("exc", _public_exceptions(), ids=lambda e: e.__name__)

@@ -19,7 +19,7 @@ from relayrace import (
     ask_user,
     tool,
 )
-from relayrace.approvals import PendingRun
+from relayrace.agents.approvals import PendingRun
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import ScriptedModel, text, tool_call
 

@@ -1,4 +1,4 @@
-"""Tests for relayrace.reports: the delegation report request, parser and rendering."""
+"""Tests for relayrace.core.reports: the delegation report request, parser and rendering."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relayrace.reports import (
+from relayrace.core.reports import (
     DEFAULT_REPORT_SUFFIX,
     EMPTY_ANSWER,
     DelegationReport,

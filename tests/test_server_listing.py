@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from relayrace import Message  # noqa: E402
-from relayrace.events import MessageEvent  # noqa: E402
+from relayrace.core.events import MessageEvent  # noqa: E402
 from relayrace.server import create_app  # noqa: E402
 from relayrace.sessions import MemoryStore  # noqa: E402
 from relayrace.sessions.memory import MemorySession  # noqa: E402

@@ -30,7 +30,7 @@ from relayrace import (
     ToolResultEvent,
     tool,
 )
-from relayrace.events import dump_events, load_events
+from relayrace.core.events import dump_events, load_events
 from relayrace.sessions import MemorySession, Session, SQLiteSession
 from relayrace.sessions.base import LogView
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call

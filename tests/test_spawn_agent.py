@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from relayrace import Agent, ConfigError, DelegationEvent, Runner, UsageLimits, UserError, tool
-from relayrace.meta_tools import spawn_agent
 from relayrace.sessions import MemorySession
+from relayrace.teams.meta_tools import spawn_agent
 from relayrace.testing import ScriptedModel, text, tool_call
 
 
@@ -91,7 +91,7 @@ def test_bad_menus_are_refused() -> None:
 
 def test_spawn_agent_from_yaml(tmp_path: Path) -> None:
     from relayrace.config import load_team
-    from relayrace.meta_tools import SpawnAgentTool
+    from relayrace.teams.meta_tools import SpawnAgentTool
 
     (tmp_path / "tools.py").write_text(
         "from relayrace import tool\n\n@tool\ndef lookup(sku: str) -> str:\n"

@@ -28,8 +28,8 @@ from relayrace import (
     SessionStoreUnavailable,
     tool,
 )
-from relayrace.events import MessageEvent, ToolResultEvent, load_events
-from relayrace.messages import Message
+from relayrace.core.events import MessageEvent, ToolResultEvent, load_events
+from relayrace.core.messages import Message
 from relayrace.sessions import MemoryStore, SessionStore, SQLiteStore, open_store
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 

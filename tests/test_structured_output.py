@@ -27,8 +27,9 @@ from relayrace import (
     json_schema_type,
     tool,
 )
+from relayrace.agents.guardrails import PIIGuardrail
 from relayrace.config import load_team
-from relayrace.events import (
+from relayrace.core.events import (
     MessageEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -36,9 +37,8 @@ from relayrace.events import (
     dump_events,
     load_events,
 )
-from relayrace.exceptions import ConfigError, ModelBehaviorError
-from relayrace.guardrails import PIIGuardrail
-from relayrace.messages import Message, ToolCall
+from relayrace.core.exceptions import ConfigError, ModelBehaviorError
+from relayrace.core.messages import Message, ToolCall
 from relayrace.models.anthropic import AnthropicModel
 from relayrace.models.openai import OpenAIChatModel
 from relayrace.sessions import MemorySession, SQLiteSession

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from provider_helpers import FakeServer, replay
 from relayrace import Agent, Runner, tool
-from relayrace.delegation import submit_report
-from relayrace.events import RunFinishedEvent
+from relayrace.agents.delegation import submit_report
+from relayrace.core.events import RunFinishedEvent
+from relayrace.core.reports import DelegationReport, parse_report
 from relayrace.models.anthropic import AnthropicModel
 from relayrace.models.interface import Model
 from relayrace.models.openai import OpenAIChatModel
-from relayrace.reports import DelegationReport, parse_report
 from relayrace.sessions import SQLiteSession
 from relayrace.testing import ScriptedModel, text, tool_call
 

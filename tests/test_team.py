@@ -9,8 +9,8 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages, speakers
 from relayrace import Agent, ConfigError, HandoffEvent, RunContext, Runner, tool
-from relayrace.patterns import route_tool, swarm
-from relayrace.routing import (
+from relayrace.teams.patterns import route_tool, swarm
+from relayrace.teams.routing import (
     AgentTarget,
     Always,
     ContextEquals,
@@ -25,7 +25,7 @@ from relayrace.routing import (
     rule_from_dict,
     rule_to_dict,
 )
-from relayrace.team import Team
+from relayrace.teams.team import Team
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 

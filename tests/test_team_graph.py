@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relayrace import Agent, ConfigError, HandoffEvent, Runner
-from relayrace.routing import (
+from relayrace.sessions import SQLiteSession
+from relayrace.teams.routing import (
     AgentTarget,
     Always,
     ContextEquals,
@@ -26,8 +27,7 @@ from relayrace.routing import (
     ToolCalled,
     TurnInfo,
 )
-from relayrace.sessions import SQLiteSession
-from relayrace.team import GRAPH_FORMAT, Team
+from relayrace.teams.team import GRAPH_FORMAT, Team
 from relayrace.testing import ScriptedModel, text
 
 NAMES = ["a", "b", "c"]
@@ -91,7 +91,7 @@ async def test_a_loaded_graph_routes_like_the_original() -> None:
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    ({"format": "relayrace.team/9"}, "format 'relayrace.team/9'"),
+    ({"format": "relayrace.teams.team/9"}, "format 'relayrace.teams.team/9'"),
     ({"colour": "red"}, "Unknown keys in the team graph: colour"),
     ({"agents": ["a", "zed"]}, "members 'zed' not given"),
     ({"rules": [{"when": {"custom": "nope"}, "then": {"agent": "a"}}]},

@@ -1,4 +1,4 @@
-"""Tests for relayrace._templates: sandboxed instructions and context transforms."""
+"""Tests for relayrace.core.templates: sandboxed instructions and context transforms."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relayrace import _templates
-from relayrace._templates import (
+from relayrace.core import templates as _templates
+from relayrace.core.exceptions import ConfigError, UserError
+from relayrace.core.templates import (
     ContextTransform,
     ContextTransformError,
     is_template,
     render_instructions,
 )
-from relayrace.exceptions import ConfigError, UserError
 
 # --------------------------------------------------------------------------- is_template
 

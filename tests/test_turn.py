@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from relayrace import Agent, Message, ToolCall, TransferPolicy, tool
-from relayrace._engine import AgentLoop
-from relayrace._state import RunState
-from relayrace._toolexec import Route, run_tools
-from relayrace._turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, Yield
-from relayrace.exceptions import HandoffLoopError, MaxHandoffsExceeded
-from relayrace.guardrails import TopicDenyListGuardrail
-from relayrace.routing import Finish, TransferTo
+from relayrace._engine.loop import AgentLoop
+from relayrace._engine.state import RunState
+from relayrace._engine.toolexec import Route, run_tools
+from relayrace._engine.turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, Yield
+from relayrace.agents.guardrails import TopicDenyListGuardrail
+from relayrace.core.exceptions import HandoffLoopError, MaxHandoffsExceeded
 from relayrace.sessions import MemorySession
+from relayrace.teams.routing import Finish, TransferTo
 from relayrace.testing import ScriptedModel, tool_call
 from relayrace.tracing import Trace
 

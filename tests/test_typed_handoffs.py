@@ -20,9 +20,9 @@ from relayrace import (
     nest_history,
     tool,
 )
-from relayrace.delegation import ChildResult
-from relayrace.exceptions import ConfigError
-from relayrace.messages import NOTE, Message, ToolCall
+from relayrace.agents.delegation import ChildResult
+from relayrace.core.exceptions import ConfigError
+from relayrace.core.messages import NOTE, Message, ToolCall
 from relayrace.sessions import SQLiteSession
 from relayrace.testing import ScriptedModel, final_output, text, tool_call
 

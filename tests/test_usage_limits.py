@@ -20,8 +20,8 @@ from relayrace import (
     UsageLimits,
     tool,
 )
-from relayrace.meta_tools import DelegationConfig
 from relayrace.sessions import MemorySession
+from relayrace.teams.meta_tools import DelegationConfig
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from conftest import assert_valid_protocol, session_messages
 from relayrace import Agent, Runner, TransferPolicy, tool
-from relayrace.routing import Finish
 from relayrace.sessions import MemorySession
+from relayrace.teams.routing import Finish
+from relayrace.teams.workflows import LoopAgent, SequentialAgent
 from relayrace.testing import ScriptedModel, text, tool_call
-from relayrace.workflows import LoopAgent, SequentialAgent
 
 SINGLE = TransferPolicy(to_parent=False, to_peers=False)
 

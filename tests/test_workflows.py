@@ -10,13 +10,13 @@ import pytest
 
 from conftest import assert_valid_protocol, of_type, requests_of, session_messages, speakers
 from relayrace import Agent, GuardrailTriggeredEvent, Runner, UserError, tool
-from relayrace.guardrails import TopicDenyListGuardrail
-from relayrace.patterns import swarm
-from relayrace.routing import AgentTarget, Always, FromSpeaker, Rule, TerminateTarget
+from relayrace.agents.guardrails import TopicDenyListGuardrail
 from relayrace.sessions import MemorySession
-from relayrace.team import Team
+from relayrace.teams.patterns import swarm
+from relayrace.teams.routing import AgentTarget, Always, FromSpeaker, Rule, TerminateTarget
+from relayrace.teams.team import Team
+from relayrace.teams.workflows import LoopAgent, ParallelAgent, SequentialAgent
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
-from relayrace.workflows import LoopAgent, ParallelAgent, SequentialAgent
 
 
 def agent(name: str, model: Any, **options: Any) -> Agent:

@@ -33,8 +33,8 @@ from tempfile import TemporaryDirectory
 from rich.console import Console
 
 from relayrace import Agent, MCPServer
-from relayrace.a2a import RemoteAgent
 from relayrace.cli import print_run
+from relayrace.connect.a2a import RemoteAgent
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 
 from relayrace import Agent, Model
-from relayrace.patterns import route_tool
-from relayrace.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
-from relayrace.team import Team
+from relayrace.teams.patterns import route_tool
+from relayrace.teams.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
+from relayrace.teams.team import Team
 
 RULES = [
     Rule(FromSpeaker("intake"), AgentTarget("coordinator")),

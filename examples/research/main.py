@@ -10,8 +10,8 @@ from script import scripted_model
 from team import build_team, configured_model
 
 from relayrace.cli import print_run
+from relayrace.core.usage import UsageLimits
 from relayrace.testing import ScriptedModel
-from relayrace.usage import UsageLimits
 
 REQUEST = ("Brief me on the EV battery market: size, chemistry and supply risk, a reviewed "
            "brief, and whether solid-state passes 5% of EV sales by 2030.")

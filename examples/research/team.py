@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from relayrace import Agent, Model, tool
-from relayrace.meta_tools import DelegationConfig
+from relayrace.teams.meta_tools import DelegationConfig
 
 _CORPUS = {
     "doc-17": "Global EV sales reached 21.4M units in 2026, 27% of new-car sales (IEA outlook).",

@@ -5,11 +5,20 @@ to children that report back in a structured form. Everything that happens is an
 session log, traced in one tree, with usage rolled up across the whole team.
 """
 
+from ._moved import install as _install_moved
 from ._version import __version__ as __version__
-from .agent import Agent
-from .compression import Compression, read_result
-from .context import RunContext
-from .events import (
+from .agents.agent import Agent
+from .agents.compression import Compression, read_result
+from .agents.context import RunContext
+from .agents.handoffs import Handoff, TransferPolicy, handoff
+from .agents.human import HumanAgent, human
+from .agents.input_filters import keep_last, nest_history, remove_tool_traffic
+from .agents.memory import Memory
+from .agents.output import json_schema_type
+from .agents.permissions import Permissions
+from .agents.tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, ask_user, tool
+from .connect.mcp import MCPServer
+from .core.events import (
     AgentEvent,
     ApprovalRequestedEvent,
     ContextCompactedEvent,
@@ -28,7 +37,7 @@ from .events import (
     ToolResultEvent,
     ToolStartedEvent,
 )
-from .exceptions import (
+from .core.exceptions import (
     AllModelsFailed,
     AnswerError,
     CircularReferenceError,
@@ -56,12 +65,8 @@ from .exceptions import (
     UsageLimitExceeded,
     UserError,
 )
-from .handoffs import Handoff, TransferPolicy, handoff
-from .human import HumanAgent, human
-from .input_filters import keep_last, nest_history, remove_tool_traffic
-from .mcp import MCPServer
-from .memory import Memory
-from .messages import Message, ToolCall
+from .core.messages import Message, ToolCall
+from .core.usage import RunUsage, Usage, UsageLimits
 from .models import (
     FallbackModel,
     Model,
@@ -71,11 +76,7 @@ from .models import (
     OutputMode,
     infer_model,
 )
-from .output import json_schema_type
-from .permissions import Permissions
 from .runner import Runner, RunResult, RunStream
-from .tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, ask_user, tool
-from .usage import RunUsage, Usage, UsageLimits
 
 __all__ = [
     "Agent",
@@ -160,3 +161,5 @@ __all__ = [
     "remove_tool_traffic",
     "tool",
 ]
+
+_install_moved()  # an old module path fails naming its new one

@@ -10,22 +10,22 @@ from typing import Any, Generic
 from pydantic import ValidationError
 from typing_extensions import TypeVar
 
-from ._engine import AgentLoop
-from ._state import Decisions, RunState
-from .agent import Agent, TOutput
-from .approvals import Interrupted, PendingRun
-from .events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
-from .exceptions import OutputValidationError, UserError
-from .messages import Message
+from ._engine.loop import AgentLoop
+from ._engine.state import Decisions, RunState
+from .agents.agent import Agent, TOutput
+from .agents.approvals import Interrupted, PendingRun
+from .agents.tools import describe_validation_error
+from .core.events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
+from .core.exceptions import OutputValidationError, UserError
+from .core.messages import Message
+from .core.reports import DelegationReport
+from .core.usage import RunUsage, UsageLimits
 from .models import infer_model
 from .models.interface import Model
-from .reports import DelegationReport
 from .sessions import MemorySession, Session
 from .sessions.base import Lease, check_wait
-from .steps import StepRunner
-from .tools import describe_validation_error
+from .sessions.steps import StepRunner
 from .tracing import Trace
-from .usage import RunUsage, UsageLimits
 
 __all__ = ["RunResult", "RunStream", "Runner"]
 

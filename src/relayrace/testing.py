@@ -16,7 +16,8 @@ from typing import Any, TypeAlias
 
 from pydantic_core import to_jsonable_python
 
-from .messages import Message, ToolCall
+from .core.messages import Message, ToolCall
+from .core.usage import Usage
 from .models.interface import (
     Model,
     ModelRequest,
@@ -26,7 +27,6 @@ from .models.interface import (
     OutputSchema,
     ToolDefinition,
 )
-from .usage import Usage
 
 __all__ = [
     "FunctionModel",

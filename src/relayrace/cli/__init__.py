@@ -1,4 +1,7 @@
 """The ``relayrace`` command line: run a team live, list and inspect stored sessions.
+Layer: an entry point, the top one. May import everything: the runner, the server,
+durable runs, config, evals and connect's servers.
+
 
 ``relayrace run team.py:triage "hello"`` streams the run (messages, tool calls, handoffs,
 delegations), then prints the trace tree and the usage per agent. Sessions live in SQLite
@@ -25,10 +28,10 @@ from rich.console import Console
 from rich.text import Text
 
 from .._version import __version__
-from ..agent import Agent
-from ..approvals import PendingRun
-from ..events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
-from ..exceptions import RelayraceError, UserError
+from ..agents.agent import Agent
+from ..agents.approvals import PendingRun
+from ..core.events import AgentEvent, HandoffEvent, RunStartedEvent, dump_events
+from ..core.exceptions import RelayraceError, UserError
 from ..runner import Runner, RunResult
 from ..sessions import DEFAULT_DB_PATH, SessionInfo, SessionStore, new_session_id, open_store
 from ..tracing import (

@@ -46,7 +46,7 @@ def serve(
 ) -> None:
     """Serve a team's entry agents over A2A: each message is a run in the session of its
     context; the agent card is at /.well-known/agent-card.json."""
-    from ..a2a_serve import create_a2a_app, serve_a2a
+    from ..connect.a2a_server import create_a2a_app, serve_a2a
     from . import _errors
 
     with _errors():

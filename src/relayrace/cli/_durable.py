@@ -16,7 +16,7 @@ from rich.text import Text
 from ._target import resolve_model, resolve_target
 
 if TYPE_CHECKING:  # imported when used: DBOS is an extra
-    from ..durable import DurableRunner
+    from ..durable.runs import DurableRunner
     from ._render import EventPrinter
 
 __all__ = ["submit", "worker"]
@@ -75,7 +75,7 @@ def worker(
 
 def _durable_runner() -> type[DurableRunner]:
     try:  # imported here: DBOS is an extra
-        from ..durable import DurableRunner
+        from ..durable.runs import DurableRunner
     except ImportError as exc:
         from . import _fail
 

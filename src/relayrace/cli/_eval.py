@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
-from ..exceptions import UserError
+from ..core.exceptions import UserError
 from ..models import Model
 from ..sessions import SessionStore, new_session_id, open_store
 from ..testing import ScriptedModel

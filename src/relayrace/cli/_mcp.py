@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
-from ..agent import Agent
-from ..exceptions import UserError
-from ..mcp_serve import mcp_server, serve_http, serve_stdio
+from ..agents.agent import Agent
+from ..connect.mcp_server import mcp_server, serve_http, serve_stdio
+from ..core.exceptions import UserError
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model, resolve_target
 

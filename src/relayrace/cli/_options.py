@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .._keys import ENV_KEYS
+from ..connect.keys import ENV_KEYS
 
 __all__ = ["AllowedHosts", "AllowedOrigins", "ApiKeys", "api_keys_given"]
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ..events import (
+from ..core.events import (
     AgentEvent,
     ApprovalRequestedEvent,
     DelegationEvent,
@@ -26,9 +26,9 @@ from ..events import (
     TextDeltaEvent,
     ToolResultEvent,
 )
+from ..core.usage import RunUsage, Usage
 from ..sessions import SessionInfo
 from ..tracing import Span
-from ..usage import RunUsage, Usage
 
 __all__ = [
     "EventPrinter",

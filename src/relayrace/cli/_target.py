@@ -13,9 +13,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..agent import Agent
-from ..delegation import AgentTool
-from ..exceptions import UserError
+from ..agents.agent import Agent
+from ..agents.delegation import AgentTool
+from ..core.exceptions import UserError
 from ..models import Model, infer_model
 from ..testing import FunctionModel, ScriptedModel
 

@@ -13,24 +13,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..agent import Agent
-from ..compression import Compression, read_result
-from ..exceptions import ConfigError, UserError
-from ..guardrails import Guardrail, guardrail_from_config
-from ..handoffs import Handoff, TransferPolicy, handoff
-from ..human import human
-from ..mcp import MCPServer
-from ..memory import Memory
-from ..meta_tools import spawn_agent
+from ..agents.agent import Agent
+from ..agents.compression import Compression, read_result
+from ..agents.guardrails import Guardrail, guardrail_from_config
+from ..agents.handoffs import Handoff, TransferPolicy, handoff
+from ..agents.human import human
+from ..agents.memory import Memory
+from ..agents.output import json_schema_type
+from ..agents.permissions import Permissions
+from ..agents.tools import RateLimit, Tool, Toolset, tool
+from ..connect.mcp import MCPServer
+from ..core.exceptions import ConfigError, UserError
 from ..models import _LOCAL_BASE_URLS, Model, ModelSettings
 from ..models.fallback import FallbackModel
-from ..output import json_schema_type
-from ..patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndExecute, swarm
-from ..permissions import Permissions
-from ..routing import NestedChatTarget, TerminateTarget
-from ..team import Team
-from ..tools import RateLimit, Tool, Toolset, tool
-from ..workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
+from ..teams.meta_tools import spawn_agent
+from ..teams.patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndExecute, swarm
+from ..teams.routing import NestedChatTarget, TerminateTarget
+from ..teams.team import Team
+from ..teams.workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ConfigWarning, ParsedDocument
 from ._yaml import Loc, format_path
 from .models import (
@@ -382,7 +382,7 @@ class Builder:
 
     def _remote_agent(self, spec: A2AToolSpec) -> Agent[Any]:
         """The remote agent ``spec`` names (its card is read now when no name is given)."""
-        from ..a2a import RemoteAgent
+        from ..connect.a2a import RemoteAgent
 
         return RemoteAgent(spec.base_url, name=spec.name, description=spec.description,
                            headers=spec.headers, timeout=spec.timeout_seconds,

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from .._templates import Condition, is_template
-from ..exceptions import ConfigError
-from ..guardrails import guardrail_from_config
-from ..routing import Rule, Target
+from ..agents.guardrails import guardrail_from_config
+from ..core.exceptions import ConfigError
+from ..core.templates import Condition, is_template
+from ..teams.routing import Rule, Target
 from ._yaml import Loc, SourceDocument, format_path
 from .models import (
     DOCUMENT_KINDS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..exceptions import ConfigError
+from ..core.exceptions import ConfigError
 
 __all__ = ["Loc", "SourceDocument", "format_path", "read_documents", "yaml_files"]
 

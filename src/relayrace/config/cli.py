@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent
-from ..exceptions import RelayraceError, UserError
+from ..agents.agent import Agent
+from ..core.exceptions import RelayraceError, UserError
 from ..models import Model
-from ..patterns import ParallelFanOut, Pipeline, PlanAndExecute
-from ..workflows import Chain
+from ..teams.patterns import ParallelFanOut, Pipeline, PlanAndExecute
+from ..teams.workflows import Chain
 from .graph import to_mermaid, write_svg
 from .loader import LoadedTeam, load_team
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..agent import Agent
-from ..delegation import AgentTool
-from ..exceptions import UserError
-from ..routing import (
+from ..agents.agent import Agent
+from ..agents.delegation import AgentTool
+from ..core.exceptions import UserError
+from ..teams.routing import (
     AgentTarget,
     Always,
     ContextEquals,
@@ -34,8 +34,8 @@ from ..routing import (
     TerminateTarget,
     ToolCalled,
 )
-from ..team import Team
-from ..workflows import LoopAgent, ParallelAgent, SequentialAgent
+from ..teams.team import Team
+from ..teams.workflows import LoopAgent, ParallelAgent, SequentialAgent
 from ._validate import ParsedDocument
 from .models import AgentDocument, AgentToolSpec, PythonToolSpec, TeamDocument, WorkflowDocument
 

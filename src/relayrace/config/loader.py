@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..agent import Agent
-from ..exceptions import CircularReferenceError, ConfigError
+from ..agents.agent import Agent
+from ..core.exceptions import CircularReferenceError, ConfigError
 from ..models import Model
-from ..routing import (
+from ..teams.routing import (
     AgentTarget,
     FromSpeaker,
     NestedChatTarget,

@@ -425,7 +425,7 @@ ToolSpec = Annotated[AgentToolSpec | PythonToolSpec | MCPToolSpec | SpawnAgentTo
 
 
 class GuardrailsSpec(_Strict):
-    """Rule dicts checked on the input and output (see relayrace.guardrails)."""
+    """Rule dicts checked on the input and output (see relayrace.agents.guardrails)."""
 
     input: list[dict[str, Any]] = Field(default_factory=list, description=(
         "Rules on the user input: {type: pii_detection|max_length|topic_filter|content_filter|"
@@ -575,7 +575,7 @@ class AgentSpec(_Strict):
         "Keep the conversation after answering even when it can transfer to no agent (by "
         "default the next user turn then starts with its parent)."))
     chain: ChainSpec | None = Field(default=None, description=(
-        "Agents to trigger once this agent has answered (relayrace.workflows.Chain)."))
+        "Agents to trigger once this agent has answered (relayrace.teams.workflows.Chain)."))
     knowledge: Any = astromesh_only("Astromesh knowledge bundle (Open Knowledge Format).")
     output_schema: dict[str, Any] | str | None = Field(default=None, description=(
         "The final answer's structure: a JSON Schema (the answer is checked against it and "

@@ -1,4 +1,7 @@
 """Evaluate a team: cases as data, matchers on what happened, eval runs, replay.
+Layer: an entry point. Runs teams through the runner; may import it, config and
+everything below.
+
 
 A case says what to tell a team and what should happen: the handoff path, the tool calls
 (in ``agentevals``' strict / unordered / subset / superset modes), delegations and their

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from relayrace.events import AgentEvent, MessageEvent, RunFinishedEvent
+from relayrace.core.events import AgentEvent, MessageEvent, RunFinishedEvent
 
 from .cases import (
     CASE_ADAPTER,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
-from relayrace.events import DelegationEvent
+from relayrace.core.events import DelegationEvent
 
 from .cases import (
     ArgsMode,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relayrace import Agent, Model, Runner
-from relayrace.events import AgentEvent
+from relayrace.core.events import AgentEvent
 from relayrace.sessions import Session
 
 from .capture import user_turns

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from relayrace import Agent, Model, Runner, UserError
-from relayrace.events import AgentEvent
+from relayrace.core.events import AgentEvent
+from relayrace.core.usage import Usage
 from relayrace.sessions import Session, SessionStore
-from relayrace.usage import Usage
 
 from .cases import Case
 from .judge import JudgeError, judge

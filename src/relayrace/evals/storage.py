@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 from relayrace import Message, UserError
-from relayrace.events import DelegationEvent, MessageEvent, RunFinishedEvent
+from relayrace.core.events import DelegationEvent, MessageEvent, RunFinishedEvent
+from relayrace.core.usage import Usage
 from relayrace.sessions import Session, SessionStore
-from relayrace.usage import Usage
 
 from .results import CaseRun, EvalResult
 

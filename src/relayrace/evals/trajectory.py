@@ -11,7 +11,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from relayrace import Agent
-from relayrace.events import (
+from relayrace.core.events import (
     AgentEvent,
     DelegationEvent,
     HandoffEvent,
@@ -19,7 +19,7 @@ from relayrace.events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
-from relayrace.usage import Usage
+from relayrace.core.usage import Usage
 
 __all__ = ["CallMade", "Trajectory", "handoff_tools", "read_trajectory"]
 

@@ -1,10 +1,14 @@
-"""Model providers behind one small async interface, and the one parser of ``provider:model``."""
+"""Model providers behind one small async interface, and the one parser of ``provider:model``.
+
+Layer: a port. Imports only `core`; the declarations, the engine and the entry points
+import it.
+"""
 
 from __future__ import annotations
 
 import os
 
-from ..exceptions import UserError
+from ..core.exceptions import UserError
 from .fallback import FALLBACK_KINDS, FallbackKind, FallbackModel
 from .interface import (
     DEFAULT_DEADLINE,

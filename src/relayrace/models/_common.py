@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import httpx2
 from pydantic_core import from_json
 
-from ..messages import Message
+from ..core.messages import Message
 from .interface import DEFAULT_DEADLINE, ModelSettings
 
 T = TypeVar("T")

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
 
-from ..exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
-from ..messages import Message, ToolCall
-from ..usage import Usage
+from ..core.exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
+from ..core.messages import Message, ToolCall
+from ..core.usage import Usage
 from ._common import (
     UNREADABLE,
     BadResponse,

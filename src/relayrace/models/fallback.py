@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Literal, TypeAlias, get_args
 
-from ..exceptions import AllModelsFailed, ModelProviderError, ModelRefused, ModelTimeout, UserError
-from ..usage import Usage
+from ..core.exceptions import (
+    AllModelsFailed,
+    ModelProviderError,
+    ModelRefused,
+    ModelTimeout,
+    UserError,
+)
+from ..core.usage import Usage
 from .interface import Model, ModelRequest, ModelResponse, OutputDelta, StatusUpdate
 
 __all__ = ["FALLBACK_KINDS", "FallbackKind", "FallbackModel"]

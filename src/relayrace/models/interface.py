@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ..messages import Message
-from ..usage import Usage
+from ..core.messages import Message
+from ..core.usage import Usage
 
 __all__ = [
     "DEFAULT_DEADLINE",
@@ -43,7 +43,7 @@ class ToolDefinition:
 
 
 OutputMode = Literal["native", "tool", "prompted"]
-"""How a model is asked for structured output (see ``relayrace.output``)."""
+"""How a model is asked for structured output (see ``relayrace.agents.output``)."""
 
 
 @dataclass(slots=True, kw_only=True, frozen=True)

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
-from ..messages import Message, ToolCall
-from ..usage import Usage
+from ..core.exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
+from ..core.messages import Message, ToolCall
+from ..core.usage import Usage
 from ._common import (
     UNREADABLE,
     BadResponse,

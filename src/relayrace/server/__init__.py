@@ -1,4 +1,7 @@
 """relayrace's server: a team behind an HTTP API, an OpenAI-compatible endpoint and a web
+Layer: an entry point. May import the runner, durable runs, evals, config, connect's
+ASGI guard and keys, and everything below.
+
 console (``relayrace serve TARGET``, or `create_app` to embed; needs ``relayrace[server]``).
 
 - ``/api``: sessions (create, list, get, export, delete, children), runs (start and wait, or
@@ -15,7 +18,7 @@ from __future__ import annotations
 try:
     import fastapi  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    from ..exceptions import UserError
+    from ..core.exceptions import UserError
 
     raise UserError("relayrace's server needs FastAPI and uvicorn: "
                     "pip install 'relayrace[server]'.") from exc

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._takeover import bind_reply
-from ..approvals import PendingRun
-from ..events import RunStartedEvent
+from .._engine.takeover import bind_reply
+from ..agents.approvals import PendingRun
+from ..core.events import RunStartedEvent
 from ..sessions import Session, SessionInfo
 from ._conversations import check_session_id
 from ._errors import ApiError, run_failed

@@ -23,11 +23,11 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
-from .._asgi import Access, HostGuard
-from .._keys import presented_key
 from .._version import __version__
-from ..agent import Agent
-from ..exceptions import UserError
+from ..agents.agent import Agent
+from ..connect.asgi import Access, HostGuard
+from ..connect.keys import presented_key
+from ..core.exceptions import UserError
 from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
@@ -83,7 +83,7 @@ def _durable_runners(served: list[Agent[Any]], store: SessionStore) -> dict[str,
         raise UserError("A durable server queues runs for workers that share its database: "
                         "give it a SQLite file or a postgresql:// store, not memory://.")
     try:  # imported here: DBOS is an extra
-        from ..durable import DurableRunner
+        from ..durable.runs import DurableRunner
     except ImportError as exc:
         raise UserError(f"A durable server needs DBOS: pip install 'relayrace[durable]' "
                         f"({exc}).") from None
@@ -115,7 +115,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     one of ``allowed_hosts`` (421 otherwise: DNS rebinding), and refuses a state-changing
     request from a web page (its ``Origin``) on another host unless ``allowed_origins`` or
     ``cors_origins`` lists it (403); every response forbids framing and foreign scripts
-    (`relayrace._asgi.HostGuard`). ``otel`` exports runs to OpenTelemetry (needs
+    (`relayrace.connect.asgi.HostGuard`). ``otel`` exports runs to OpenTelemetry (needs
     ``relayrace[otel]``): a request's ``traceparent`` then becomes the parent of its run's
     trace. With ``durable`` (needs ``relayrace[durable]`` and a store in a database), the
     API's runs go to the served team's DBOS queue for ``relayrace worker`` processes

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..exceptions import (
+from ..core.exceptions import (
     AnswerError,
     RelayraceError,
     SessionConflictError,

@@ -14,10 +14,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.exceptions import UserError
 from ..evals.capture import append_case, capture_case, capture_note, case_yaml
 from ..evals.confusion import ConfusionMatrix
 from ..evals.storage import load_eval_run
-from ..exceptions import UserError
 from ._api import _session
 from ._errors import ApiError
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..a2a import RemoteAgent
-from ..agent import Agent
+from ..agents.agent import Agent
+from ..agents.delegation import AgentTool
 from ..config.graph import agent_graph
-from ..delegation import AgentTool
-from ..mcp import MCPServer
+from ..connect.a2a import RemoteAgent
+from ..connect.mcp import MCPServer
 
 __all__ = ["router", "team_graph"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from ..approvals import PendingRun
-from ..events import RunFinishedEvent
+from ..agents.approvals import PendingRun
+from ..core.events import RunFinishedEvent
 from ._api import _agent_of, _owner
 from ._runs import pending_summary
 

@@ -23,8 +23,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approvals import PendingRun
-from ..events import (
+from ..agents.approvals import PendingRun
+from ..core.events import (
     AgentEvent,
     DelegationEvent,
     GuardrailTriggeredEvent,
@@ -34,7 +34,7 @@ from ..events import (
     TextDeltaEvent,
     ToolResultEvent,
 )
-from ..messages import Message
+from ..core.messages import Message
 from ..sessions import new_session_id
 from ._conversations import check_session_id, transcript_key
 from ._errors import ApiError, run_failed

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from ..exceptions import ConfigError
+from ..core.exceptions import ConfigError
 
 __all__ = ["ModelPrice", "PriceTable"]
 

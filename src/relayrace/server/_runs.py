@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from ..agent import Agent
-from ..events import AgentEvent, RunStartedEvent, dump_events
-from ..exceptions import SessionInUseError
+from ..agents.agent import Agent
+from ..core.events import AgentEvent, RunStartedEvent, dump_events
+from ..core.exceptions import SessionInUseError
 from ..runner import Runner, RunResult
 from ..sessions import Session
 from ..tracing import Span, add_trace_processor

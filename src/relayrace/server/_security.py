@@ -6,8 +6,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from .._keys import Keys, key_id
-from ..exceptions import UserError
+from ..connect.keys import Keys, key_id
+from ..core.exceptions import UserError
 
 __all__ = ["Keys", "RateLimit", "RateLimiter", "key_id"]
 

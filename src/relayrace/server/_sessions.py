@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..events import (
+from ..core.events import (
     AgentEvent,
     DelegationEvent,
     MessageEvent,
@@ -13,8 +13,8 @@ from ..events import (
     RunStartedEvent,
     dump_events,
 )
+from ..core.usage import Usage
 from ..sessions import SessionInfo
-from ..usage import Usage
 from ._runs import RunRecord
 
 __all__ = ["SummaryCache", "event_dicts", "summarize"]

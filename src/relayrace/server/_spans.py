@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..events import (
+from ..core.events import (
     AgentEvent,
     DelegationEvent,
     HandoffEvent,
@@ -16,7 +16,7 @@ from ..events import (
     ToolResultEvent,
     ToolStartedEvent,
 )
-from ..messages import Message
+from ..core.messages import Message
 
 __all__ = ["run_spans", "usage_of"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..events import (
+from ..core.events import (
     AgentEvent,
     DelegationEvent,
     HandoffEvent,

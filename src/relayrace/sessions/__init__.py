@@ -1,4 +1,7 @@
-"""Sessions: append-only event logs, and the stores they live in (memory, SQLite, PostgreSQL)."""
+"""Sessions: append-only event logs, and the stores they live in (memory, SQLite, PostgreSQL).
+
+Layer: a port (with `steps`, where a durable engine records a run). Imports only `core`.
+"""
 
 from .base import Session, SessionInfo, new_session_id
 from .idempotency import IdempotencyRecord, IdempotencyRecords, StoredResponse

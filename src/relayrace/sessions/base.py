@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from ..events import (
+from ..core.events import (
     AgentEvent,
     ApprovalRequestedEvent,
     ContextCompactedEvent,
@@ -27,8 +27,8 @@ from ..events import (
     ToolStartedEvent,
     dump_events,
 )
-from ..exceptions import SessionInUseError, UserError
-from ..messages import Message
+from ..core.exceptions import SessionInUseError, UserError
+from ..core.messages import Message
 
 __all__ = ["Lease", "LeaseHolder", "LogView", "Session", "SessionInfo", "check_wait",
            "lease_row_owner", "new_session_id", "process_tag"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ..events import AgentEvent
-from ..exceptions import SessionConflictError
+from ..core.events import AgentEvent
+from ..core.exceptions import SessionConflictError
 from .base import LogView, Session, SessionInfo, new_session_id
 
 __all__ = ["MemorySession"]

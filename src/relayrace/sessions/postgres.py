@@ -24,8 +24,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
-from ..events import AgentEvent, dump_events, load_events
-from ..exceptions import (
+from ..core.events import AgentEvent, dump_events, load_events
+from ..core.exceptions import (
     SessionConflictError,
     SessionStoreBusy,
     SessionStoreUnavailable,

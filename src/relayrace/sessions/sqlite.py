@@ -26,8 +26,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from ..events import AgentEvent, dump_events, load_events
-from ..exceptions import SessionConflictError, SessionStoreBusy
+from ..core.events import AgentEvent, dump_events, load_events
+from ..core.exceptions import SessionConflictError, SessionStoreBusy
 from .base import (
     LeaseHolder,
     LogView,

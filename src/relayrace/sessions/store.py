@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
-from ..exceptions import SessionStoreBusy, UserError
+from ..core.exceptions import SessionStoreBusy, UserError
 from .base import Session, SessionInfo
 from .idempotency import IdempotencyRecords, MemoryIdempotency, SQLiteIdempotency
 from .memory import MemorySession

@@ -1,4 +1,6 @@
 """Tracing: one trace per run, with nested spans for agents, model calls, tools and handoffs.
+Layer: a port. Imports only `core`.
+
 
 Spans go to the registered :class:`TraceProcessor` objects. :class:`InMemoryTraceProcessor`
 keeps them for tests and the CLI; ``relayrace.tracing.otel`` exports them to OpenTelemetry.

@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from .._version import __version__
-from ..exceptions import UserError
+from ..core.exceptions import UserError
 from . import Span
 
 try:

@@ -1,0 +1,189 @@
+"""A run's budget: every usage count and every limit check of a run tree, in one place.
+
+One `Budget` is shared by a run and every child it delegates to. The engine asks it before
+work starts (a model request, a batch of tool calls, a child run) and tells it what the work
+used; it keeps the totals, the breakdown by agent path, and the token gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ..core.exceptions import UsageLimitExceeded
+from ..core.usage import RunUsage, Usage, UsageLimits, estimate_tokens
+
+if TYPE_CHECKING:
+    from ..models.interface import ModelRequest, ModelResponse
+
+__all__ = ["Budget", "TokenGate"]
+
+Estimate = tuple[int, int] | None
+
+
+class Budget:
+    """Usage and limits of one run tree (``local`` is a delegated loop's own tally)."""
+
+    __slots__ = ("_agent_calls", "_gate", "limits", "usage")
+
+    def __init__(self, limits: UsageLimits | None = None) -> None:
+        self.usage = RunUsage()
+        """What the run used: the total and by agent path, children included."""
+        self.limits = limits
+        """The run's budgets, if any."""
+        self._gate = TokenGate(limits) if limits is not None and limits.has_token_budget else None
+        self._agent_calls = 0
+
+    async def open_request(self, request: ModelRequest, path: str,
+                           local: Usage | None) -> Estimate:
+        """Admit one model request against the budgets and count it, or raise.
+
+        With token budgets, waits until the request fits beside those in flight; returns the
+        estimate to hand back to ``close_request``.
+        """
+        total = self.usage.total
+        estimate: Estimate = None
+        if self._gate is not None:
+            estimate = await self._gate.admit(request, total)
+        elif self.limits is not None:
+            self.limits.reserve_request(total)
+        total.requests += 1
+        per_agent = self.usage.per_agent
+        (per_agent.get(path) or self.usage.for_agent(path)).requests += 1
+        if local is not None:
+            local.requests += 1
+        return estimate
+
+    def close_request(self, estimate: Estimate, path: str, local: Usage | None,
+                      response: ModelResponse | None, model: str) -> None:
+        """Count what a request admitted by ``open_request`` used (``None``: it failed), and
+        which model served it (``model``, the name of the model asked, unless the response
+        says which of its models did)."""
+        if estimate is not None and self._gate is not None:
+            self._gate.leave(estimate, 0 if response is None else response.usage.output_tokens)
+        if response is None:
+            return
+        used = response.usage
+        # Tokens of every kind; the request was counted when it was admitted. A remote agent's
+        # run behind the response adds its other requests and its tool calls.
+        added = Usage()
+        added.add_tokens(used)
+        if response.remote is not None:
+            added.requests = max(0, response.remote.requests - 1)
+            added.tool_calls = response.remote.tool_calls
+        self.usage.total.add(added)
+        self.usage.per_agent[path].add(added)
+        if local is not None:
+            local.add(added)
+        served = response.served
+        if not served:
+            served = {model: Usage(requests=1)}
+            served[model].add_tokens(used)
+        self.usage.count_served(path, served)
+
+    def check_tokens(self) -> None:
+        """Raise if a token budget is used up."""
+        if self.limits is not None:
+            self.limits.check_tokens(self.usage.total)
+
+    def admit_tools(self, wanted: int, path: str,
+                    local: Usage | None) -> tuple[int, UsageLimitExceeded | None]:
+        """Reserve ``max_tool_calls`` for a batch before any call runs: (how many may run, the
+        error to raise once they are done, if the rest must not)."""
+        total = self.usage.total
+        limits, over, n = self.limits, None, wanted
+        if limits is not None and limits.max_tool_calls is not None:
+            room = max(0, limits.max_tool_calls - total.tool_calls)
+            if wanted > room:
+                over = UsageLimitExceeded("max_tool_calls", total.tool_calls + wanted,
+                                          limits.max_tool_calls)
+                n = room
+        total.tool_calls += n
+        self.usage.for_agent(path).tool_calls += n
+        if local is not None:
+            local.tool_calls += n
+        return n, over
+
+    def refuse_depth(self, depth: int) -> UsageLimitExceeded | None:
+        """Why a child at ``depth`` may not start (``max_depth``), or ``None``."""
+        limits = self.limits
+        if limits is not None and limits.max_depth is not None and depth > limits.max_depth:
+            return UsageLimitExceeded("max_depth", depth, limits.max_depth)
+        return None
+
+    def start_child(self) -> UsageLimitExceeded | None:
+        """Count a new child run, or say why it may not start (``max_agent_calls``)."""
+        limits = self.limits
+        if (limits is not None and limits.max_agent_calls is not None
+                and self._agent_calls + 1 > limits.max_agent_calls):
+            return UsageLimitExceeded("max_agent_calls", self._agent_calls + 1,
+                                      limits.max_agent_calls)
+        self._agent_calls += 1
+        return None
+
+
+class TokenGate:
+    """Keeps concurrent model requests from jointly passing a run's token budgets.
+
+    Token counts arrive only with a response, so a request is admitted against estimates: it
+    starts at once when no other request is in flight (as in a sequential run); otherwise only
+    if the tokens used so far, plus the estimates of the requests in flight and its own, fit
+    every budget. If they do not, it waits for a request in flight to finish and checks again
+    with the real counts. Estimates: input, a quarter of the request's characters; output, the
+    request's ``max_tokens`` setting, else the largest single response of the run so far.
+    """
+
+    __slots__ = ("_freed", "_largest_output", "_limits", "_reserved_in", "_reserved_out",
+                 "in_flight")
+
+    def __init__(self, limits: UsageLimits) -> None:
+        self._limits = limits
+        self.in_flight = 0
+        """Requests admitted and not yet finished."""
+        self._reserved_in = 0
+        self._reserved_out = 0
+        self._largest_output = 1
+        self._freed: asyncio.Future[None] | None = None  # resolved when a request finishes
+
+    async def admit(self, request: ModelRequest, total: Usage) -> tuple[int, int]:
+        """Wait until ``request`` fits the budgets beside the requests in flight, then count
+        it (``UsageLimits.reserve_request``); raise if a budget is used up.
+
+        Returns the request's (input, output) estimate, to hand back to ``leave``.
+        """
+        chars = len(request.instructions)
+        for m in request.messages:
+            chars += len(m.content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+        output = request.settings.max_tokens if request.settings is not None else None
+        estimate = estimate_tokens(chars), output or self._largest_output
+        limits = self._limits
+        while self.in_flight:
+            limits.check_tokens(total)
+            if self._fits(total, estimate):
+                break
+            if self._freed is None:
+                self._freed = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._freed)  # a cancelled waiter leaves the others waiting
+        limits.reserve_request(total)  # no await since the check: concurrent ones see it
+        self.in_flight += 1
+        self._reserved_in += estimate[0]
+        self._reserved_out += estimate[1]
+        return estimate
+
+    def leave(self, estimate: tuple[int, int], output_tokens: int) -> None:
+        """A request admitted with ``estimate`` finished (or failed); wake the waiters."""
+        self.in_flight -= 1
+        self._reserved_in -= estimate[0]
+        self._reserved_out -= estimate[1]
+        self._largest_output = max(self._largest_output, output_tokens)
+        freed, self._freed = self._freed, None
+        if freed is not None:
+            freed.set_result(None)
+
+    def _fits(self, total: Usage, estimate: tuple[int, int]) -> bool:
+        limits = self._limits
+        if limits.max_input_tokens is not None and (
+                total.input_tokens + self._reserved_in + estimate[0] > limits.max_input_tokens):
+            return False
+        return limits.max_output_tokens is None or (
+            total.output_tokens + self._reserved_out + estimate[1] <= limits.max_output_tokens)

@@ -1,0 +1,175 @@
+"""Delegated child runs: the engine's side of ``relayrace.agents.delegation``.
+
+A child runs in its own loop and child session, linked to its parent's, and shares the run's
+state (context, budget, trace, stream, decisions). Its session is keyed by the parent's call
+(the batch's place in the log and the child's number), so a resumed call continues the same
+child, or reuses what it returned, instead of starting it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..agents.approvals import Interrupted
+from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
+from ..core.events import DelegationEvent, RunFinishedEvent
+from ..core.exceptions import UsageLimitExceeded
+from ..core.messages import Message
+from ..core.reports import (
+    DEFAULT_REPORT_SUFFIX,
+    REPORT_TOOL_SUFFIX,
+    parse_report,
+    report_instructions,
+)
+from ..core.usage import Usage
+
+if TYPE_CHECKING:
+    from ..agents.agent import Agent
+    from ..agents.context import RunContext
+    from ..sessions import Session
+    from .loop import AgentLoop
+
+__all__ = ["ChildRuns", "run_child"]
+
+
+async def run_child(
+    loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any], task: str, options: ChildOptions
+) -> ChildResult:
+    """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves, in its own
+    loop and child session (see ``relayrace.agents.delegation.run_child``)."""
+    state = loop.state
+    key, timeout, report = options.key, options.timeout, options.report
+    prefix = ctx.path + "/"
+    path = prefix + agent.name
+    too_deep = state.budget.refuse_depth(ctx.depth + 1)
+    if too_deep is not None:
+        return _refused(agent, path, too_deep)
+    if key is None:  # children of one tool call are numbered, so a resume finds each again
+        key = str(loop.calls.number_child(ctx.tool_call_id))
+    # Which batch made the call, too: a model may reuse a call id in a later turn.
+    key = f"{loop.calls.batch_at}:{key}"
+    child_input: list[Message] | None = [*options.history, Message.user(task)]
+    session: Session | None = None
+    if state.approvals is not None or loop.control.resuming or \
+            ctx.tool_call_id in loop.calls.resumed:
+        # The call ran before (this run resumes): continue its child, or reuse what it
+        # returned. A child waiting for a person goes on from its log, and asks again.
+        session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key, agent)
+        if finished is not None:
+            return finished
+        if session is not None and (await session.view()).messages:
+            child_input = None
+    if child_input is not None:  # a new child: checked and counted with no await between
+        refused = state.budget.start_child()
+        if refused is not None:
+            return _refused(agent, path, refused)
+    child_session = session or loop.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
+                                                  key=key)
+    report = report and agent.output is None  # a typed child returns its value instead
+    # The report is a tool call when the model can make one (and the text was not changed).
+    by_tool = report and options.report_template == DEFAULT_REPORT_SUFFIX and \
+        _calls_tools(loop, agent)
+    template = REPORT_TOOL_SUFFIX if by_tool else options.report_template
+    instructions_suffix = report_instructions(options.audience, template) if report else ""
+    if options.suffix:
+        instructions_suffix = f"{instructions_suffix}\n\n{options.suffix}".strip()
+    child = type(loop)(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
+                      max_turns=options.max_turns, depth=ctx.depth + 1,
+                      instructions_suffix=instructions_suffix, variables=options.variables,
+                      extra_tools=(submit_report,) if by_tool else ())
+    used = child.place.local
+    assert used is not None  # a delegated loop counts what it uses
+    result = ChildResult(agent=agent.name, path=path, ok=False,
+                         session_id=child_session.session_id, usage=used)
+    deadline = asyncio.timeout(timeout) if timeout is not None else None
+    try:
+        if deadline is None:
+            final, last, _ = await child.run(child_input)
+        else:
+            async with deadline:
+                final, last, _ = await child.run(child_input)
+    except Interrupted:
+        if loop.place.local is not None:
+            loop.place.local.add(used)
+        raise  # the approval request surfaces on the outer run
+    except Exception as exc:  # the parent's model is told; the child's log has the details
+        result.error = (f"timed out after {timeout:g} s"
+                        if deadline is not None and deadline.expired()
+                        else f"{type(exc).__name__}: {exc}")
+    else:
+        result.ok = True
+        result.output = final
+        if last.output is not None:  # the engine validated it: this is its canonical JSON
+            result.value = last.output.parse(final)
+        elif report:
+            result.report = parse_report(final)
+            result.report.merge_sources(used_sources(child.log.new_events))
+    if loop.place.local is not None:  # the top-level loop's usage is the run's total
+        loop.place.local.add(used)
+    loop.log.add(DelegationEvent(
+        agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
+        child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
+        report=result.report.to_dict() if result.report else None, error=result.error,
+        output=result.value,
+        usage=replace(used),  # a copy: the live tally goes on counting
+    ))
+    return result
+
+
+def _calls_tools(loop: AgentLoop, agent: Agent[Any]) -> bool:
+    """Whether ``agent``'s model can call tools (a workflow's members are assumed to)."""
+    model = agent.model if agent.remote else (loop.state.model_override or agent.model)
+    if isinstance(model, str):
+        model = agent.resolved_model()
+    return model is None or bool(getattr(model, "supports_tools", True))
+
+
+def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResult:
+    return ChildResult(agent=agent.name, path=path, ok=False, usage=Usage(),
+                       error=f"not started: {why}")
+
+
+
+async def _earlier_child(
+    parent: Session, tool_call_id: str, key: str, agent: Agent[Any]
+) -> tuple[Session | None, ChildResult | None]:
+    """The child ``key`` of ``tool_call_id`` from before a resume: waiting, or finished."""
+    for info in reversed(await parent.children()):
+        if info.parent_tool_call_id != tool_call_id or info.key != key:
+            continue
+        child = parent.open_child(info)
+        events = await child.get_events()
+        done = events[-1] if events and isinstance(events[-1], RunFinishedEvent) else None
+        if done is None or done.status == "interrupted":
+            return child, None  # it stopped for approval, or crashed: it goes on from its log
+        if done.status == "completed":
+            last = agent.find_agent(done.agent)
+            if last is not None and last.output is not None:
+                return None, ChildResult(agent=done.agent, path=info.path, ok=True,
+                                         output=done.output, value=last.output.parse(done.output),
+                                         session_id=info.session_id, usage=Usage())
+            report = parse_report(done.output)
+            report.merge_sources(used_sources(events))
+            return None, ChildResult(agent=done.agent, path=info.path, ok=True,
+                                     output=done.output, report=report,
+                                     session_id=info.session_id, usage=Usage())
+        return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
+                                 session_id=info.session_id, usage=Usage())
+    return None, None
+
+
+class ChildRuns:
+    """The engine's `ChildRunner`, what ``RunContext.children`` holds: it starts the delegated
+    children of one loop, and offers a tool nothing else of the engine."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self._loop = loop
+
+    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
+                        options: ChildOptions) -> ChildResult:
+        """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
+        return await run_child(self._loop, ctx, agent, task, options)

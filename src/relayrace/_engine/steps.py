@@ -1,0 +1,157 @@
+"""A run's model requests and tool calls as steps, under keys stable across attempts.
+
+Without a ``StepRunner`` (the usual run) a step is just the call. With one (a durable run),
+each request and each call of a tool that does its own work goes through it: a process that
+died after a step finished, and before the session log took its outcome, leaves the outcome
+with the runner, and the next attempt gets it back instead of paying for the request or
+running the call again. Tools that run delegated children are not steps themselves: the
+children's requests and calls are.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import TypeAdapter
+
+from ..agents.approvals import Interrupted, UserQuestion
+from ..agents.tools import Tool, ToolRetry, render_tool_output
+from ..core.exceptions import UsageLimitExceeded
+from ..models.interface import ModelResponse
+from ..teams.routing import Finish, TransferTo
+
+if TYPE_CHECKING:
+    from ..agents.context import RunContext
+    from ..core.events import RunFinishedEvent
+    from ..core.messages import ToolCall
+    from ..sessions.base import LogView
+    from ..sessions.steps import StepRunner
+    from .loop import AgentLoop
+
+__all__ = ["Attempt", "AttemptEnded", "attempt_tool", "begin_attempt", "model_step",
+           "recorded_call"]
+
+In = TypeVar("In")
+A = TypeVar("A")
+
+# What stops a run rather than answering a call: never a step's recorded value.
+_STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
+
+
+@dataclass(slots=True)
+class Attempt:
+    """What one call of a tool came to, in a form a step can record."""
+
+    kind: Literal["value", "retry", "error", "transfer", "finish", "again"]
+    """A value (``text``, rendered); ``ToolRetry`` (``text``: its message); a crash
+    (``text``: ``Type: message``, ``tb``: the traceback); a ``TransferTo`` (``text``: the
+    target) or a ``Finish``; ``again``: the call stopped the run (a question, a child waiting
+    for a person, a budget), so an attempt that replays it calls the tool again."""
+    text: str = ""
+    tb: str = ""
+    reason: str = ""
+    summary: str = ""
+    scope: Literal["run", "loop"] = "run"
+
+    def signal(self) -> TransferTo | Finish:
+        """The routing value a ``transfer`` or ``finish`` attempt returned."""
+        if self.kind == "transfer":
+            return TransferTo(self.text, self.reason)
+        return Finish(self.reason, self.summary, self.scope)
+
+
+class AttemptEnded(Exception):
+    """An earlier attempt of this durable run ended it (the session log says how), and the
+    process died before the durable-execution engine took the outcome: nothing runs again."""
+
+    def __init__(self, ended: RunFinishedEvent) -> None:
+        super().__init__(f"the run already ended ({ended.status})")
+        self.ended = ended
+
+
+async def begin_attempt(steps: StepRunner, log: LogView, input: In, start: A
+                        ) -> tuple[In | None, A | None, str]:
+    """Where this attempt of a durable run begins: if the log shows an earlier attempt began
+    (its ``RunStartedEvent`` carries the run id), the run continues from the log (no input
+    again, no other start agent); if that attempt ended the run, ``AttemptEnded``. Returns the
+    input, the start agent and the run id to write in this attempt's ``RunStartedEvent``."""
+    again = log.run_id == steps.run_id
+    if again and log.ended is not None:
+        raise AttemptEnded(log.ended)
+    await steps.start(again)
+    if again:
+        return None, None, steps.run_id
+    return input, start, steps.run_id
+
+
+_attempts: TypeAdapter[Attempt] = TypeAdapter(Attempt)
+_responses: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+
+
+async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
+    try:
+        value = await tool.invoke(ctx, call.arguments)
+    except ToolRetry as exc:
+        return Attempt("retry", str(exc))
+    except _STOPS:
+        raise
+    except Exception as exc:  # a crashing tool is reported to the model, not to the caller
+        return Attempt("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+    if isinstance(value, TransferTo):
+        return Attempt("transfer", value.target, reason=value.reason)
+    if isinstance(value, Finish):
+        return Attempt("finish", reason=value.reason, summary=value.summary,
+                       scope=value.scope)
+    return Attempt("value", render_tool_output(value))
+
+
+def _tool_key(loop: AgentLoop, call: ToolCall) -> str:
+    # The batch's place in the conversation and the provider's call id: the same in every
+    # attempt, since a resumed run rebuilds the conversation from the log. The tool's name
+    # is for people reading DBOS's records.
+    return f"{loop.log.session.session_id}/tool/{loop.calls.batch_at}/{call.id}/{call.name}"
+
+
+async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
+                       call: ToolCall) -> Attempt:
+    """Call ``tool`` (a step of a durable run, when it is one); raise what stops the run."""
+    steps = loop.state.steps
+    if steps is None or tool.delegates:
+        return await _attempt(tool, ctx, call)
+    stopped: list[BaseException] = []
+
+    async def live() -> str:
+        try:
+            done = await _attempt(tool, ctx, call)
+        except _STOPS as exc:
+            stopped.append(exc)
+            done = Attempt("again")
+        return _attempts.dump_json(done).decode()
+
+    done = _attempts.validate_json(await steps.step(_tool_key(loop, call), live))
+    if stopped:
+        raise stopped[0]
+    if done.kind == "again":  # it stopped the run last time: it asks (or stops) again
+        return await _attempt(tool, ctx, call)
+    return done
+
+
+def recorded_call(loop: AgentLoop, call: ToolCall) -> bool:
+    """Whether an earlier attempt of this durable run recorded ``call``'s outcome (so a call
+    the log shows started and unanswered finished after all)."""
+    steps = loop.state.steps
+    return steps is not None and steps.recorded(_tool_key(loop, call)) is not None
+
+
+async def model_step(loop: AgentLoop, steps: StepRunner, agent_name: str,
+                     request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
+    """``request()``'s response, as the durable run's step for this turn of ``agent_name``."""
+
+    async def live() -> str:
+        return _responses.dump_json(await request()).decode()
+
+    key = f"{loop.log.session.session_id}/model/{len(loop.views.transcript)}/{agent_name}"
+    return _responses.validate_json(await steps.step(key, live))

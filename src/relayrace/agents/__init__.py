@@ -1,0 +1,4 @@
+"""Declarations of one agent: `Agent`, tools, handoffs, delegation, guardrails,
+approvals, structured output, compression and memory.
+Imports `core` and the ports (`models`, `sessions`, `tracing`) only.
+"""

@@ -1,0 +1,513 @@
+"""`Agent`: a model, instructions and tools, placed in a tree of agents it can hand off to."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, overload
+
+from typing_extensions import TypeVar
+
+from ..core.exceptions import UserError
+from ..core.templates import is_template, render_instructions
+from ..models import infer_model
+from ..models.interface import Model, ModelSettings, OutputMode
+from .compression import DEFAULT_MAX_RESULT_TOKENS, Compression
+from .context import RunContext, TContext
+from .handoffs import (
+    FINISH_TASK,
+    Handoff,
+    HandoffSet,
+    HandoffToolsMode,
+    TransferPolicy,
+    resolve_handoffs,
+)
+from .memory import Memory
+from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
+from .permissions import Permissions
+from .tools import Tool, Toolset
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..teams.meta_tools import DelegationConfig, MetaToolName
+    from .compression import Compression
+    from .delegation import AgentTool, OutputExtractor
+    from .guardrails import Guardrail
+    from .handoffs import InputFilter
+    from .memory import Memory
+    from .tools import RateLimit
+
+__all__ = ["Agent", "Instructions", "TOutput"]
+
+TOutput = TypeVar("TOutput", default=Any)
+"""What an agent's final answer is: its ``output_type``, ``str`` when it has none. (The default
+is ``Any``, so that ``Agent[Ctx]`` stands for any agent, whatever it answers with.)"""
+
+Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
+"""A Jinja2 template rendered with the run's context variables, or a function returning text."""
+
+AgentMode = Literal["chat", "task", "single_turn"]
+Pattern = Literal["react", "supervisor", "swarm"]
+
+_DEFAULT_POLICY = TransferPolicy()
+
+
+def _check_context(name: str, compression: object, memory: object) -> None:
+    """Refuse context options of the wrong kind, naming the agent."""
+    if compression is not None and not isinstance(compression, Compression):
+        raise UserError(f"Agent {name!r}: compression takes a Compression(max_tokens=...), not "
+                        f"{type(compression).__name__}.")
+    if memory is not None and not isinstance(memory, Memory):
+        raise UserError(f"Agent {name!r}: memory takes a Memory(strategy=...), not "
+                        f"{type(memory).__name__}.")
+
+
+class Agent(Generic[TContext, TOutput]):
+    """An agent: instructions, a model, tools, and the agents it may hand the conversation to.
+
+    ``sub_agents`` (agents, or :func:`handoff` objects wrapping them) make a tree: an agent has
+    at most one parent. Children are always transfer targets; the parent and the siblings are
+    targets when ``transfer_policy`` allows. ``handoff_tools="per_agent"`` offers one
+    ``transfer_to_<name>`` tool per target, ``"single"`` one ``transfer_to_agent`` tool.
+    ``max_turns`` is the run's turn limit when the run starts with this agent (unless the run
+    sets one), and the most model turns this agent may take in a run when a handoff brings
+    it in. ``max_result_tokens`` (default 8,000, ``None`` for no limit) cuts longer tool results
+    in what the model sees; ``compression`` keeps long conversations within a request budget;
+    ``memory`` remembers the agent's conversations with a user across sessions (see
+    ``docs/context.md``). ``permissions`` limits which of its tools it may call. An agent that can
+    transfer nowhere (no sub-agents, parent and peers not allowed) hands the next user turn back
+    to its parent after it answers, unless ``sticky=True``.
+
+    ``output_type`` (anything pydantic's ``TypeAdapter`` takes) makes the final answer a
+    validated value of that type, asked for in ``output_mode`` (by default, as the model
+    prefers); see ``relayrace.agents.output``. ``Agent[Ctx, T]`` says so to a type checker, and
+    ``Runner.run`` returns a ``RunResult[T]``.
+    """
+
+    is_composite: ClassVar[bool] = False
+    """Whether this agent is a workflow made of other agents (it calls no model itself)."""
+    remote: ClassVar[bool] = False
+    """Whether the agent runs elsewhere (a `RemoteAgent`): its model is the remote agent, so
+    a run's ``model=`` does not replace it."""
+    is_human: ClassVar[bool] = False
+    """Whether a person takes this agent's turns (a `HumanAgent`): the run stops for them."""
+    handoff_target: ClassVar[bool] = True
+    """Whether a handoff may bring control to it (a team or a pattern cannot be; a workflow
+    can, and returns control to the agent that transferred once its steps are done)."""
+
+    @overload
+    def __init__(
+        self: Agent[TContext, str],
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Toolset] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
+        permissions: Permissions | None = None,
+        sticky: bool = False,
+        output_type: None = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[TContext, TOutput],
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Toolset] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
+        permissions: Permissions | None = None,
+        sticky: bool = False,
+        output_type: type[TOutput],
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        instructions: Instructions,
+        description: str = "",
+        model: Model | str | None = None,
+        tools: Sequence[Tool | Toolset] = (),
+        sub_agents: Sequence[Agent[Any] | Handoff] = (),
+        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
+        handoff_tools: HandoffToolsMode = "per_agent",
+        max_turns: int | None = None,
+        model_settings: ModelSettings | None = None,
+        mode: AgentMode = "chat",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
+        specialists: Sequence[Agent[Any]] = (),
+        meta_tools: Sequence[MetaToolName] | None = None,
+        delegation: DelegationConfig | None = None,
+        pattern: Pattern = "react",
+        max_handoffs: int | None = None,
+        timeout: float | None = None,
+        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
+        compression: Compression | None = None,
+        memory: Memory | None = None,
+        output_type: Any = None,
+        output_mode: OutputMode | None = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        permissions: Permissions | None = None,
+        sticky: bool = False,
+    ) -> None:
+        if not name or not name.strip():
+            raise UserError("An agent needs a non-empty name.")
+        if handoff_tools not in ("per_agent", "single"):
+            raise UserError(
+                f"Agent {name!r}: handoff_tools={handoff_tools!r}; use 'per_agent' or 'single'."
+            )
+        if mode not in ("chat", "task", "single_turn"):
+            raise UserError(f"Agent {name!r}: mode={mode!r}; use 'chat', 'task' or 'single_turn'.")
+        if pattern not in ("react", "supervisor", "swarm"):
+            raise UserError(f"Agent {name!r}: pattern={pattern!r}; use 'react', 'supervisor' "
+                            "or 'swarm'.")
+        if max_turns is not None and max_turns < 1:
+            raise UserError(f"Agent {name!r}: max_turns must be at least 1, got {max_turns}.")
+        self._user_tools = tuple(tools)  # without the meta-tools, which clone() rebuilds
+        self.specialists: tuple[Agent[Any], ...] = tuple(specialists)
+        self.meta_tools: tuple[MetaToolName, ...] = tuple(meta_tools or ())
+        self.delegation = delegation
+        if specialists or meta_tools:
+            from ..teams.meta_tools import META_TOOLS, DelegationConfig, build_meta_tools
+
+            if meta_tools is None:
+                self.meta_tools = META_TOOLS
+            tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
+                                               delegation or DelegationConfig())]
+        self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
+        """Groups of tools listed when a run needs them (MCP servers), offered beside ``tools``."""
+        plain: list[Tool] = []
+        for t in tools:
+            if isinstance(t, Toolset):
+                continue
+            if isinstance(t, Agent):
+                raise UserError(f"Agent {name!r}: {t.name!r} is an agent, not a tool; offer it "
+                                f"with {t.name}.as_tool(), or put it in sub_agents for handoffs.")
+            if not isinstance(t, Tool):
+                raise UserError(
+                    f"Agent {name!r}: {t!r} is not a Tool; decorate functions with @tool "
+                    "(or pass a Toolset, such as an MCPServer)."
+                )
+            plain.append(t)
+        for s in sub_agents:
+            if not isinstance(s, Agent | Handoff):
+                raise UserError(f"Agent {name!r}: sub_agents takes agents (or handoff(agent)), "
+                                f"not {type(s).__name__} {s!r}.")
+        if timeout is not None and timeout <= 0:
+            raise UserError(f"Agent {name!r}: timeout must be positive, got {timeout}.")
+        if max_handoffs is not None and max_handoffs < 0:
+            raise UserError(f"Agent {name!r}: max_handoffs must be >= 0, got {max_handoffs}.")
+        if max_result_tokens is not None and (isinstance(max_result_tokens, bool) or not
+                                              isinstance(max_result_tokens, int)
+                                              or max_result_tokens < 1):
+            raise UserError(f"Agent {name!r}: max_result_tokens must be an integer of at least "
+                            f"1 (or None for no limit), got {max_result_tokens!r}.")
+        _check_context(name, compression, memory)
+        if permissions is not None and not isinstance(permissions, Permissions):
+            raise UserError(f"Agent {name!r}: permissions takes Permissions(allow=[...], "
+                            f"deny=[...]), not {type(permissions).__name__}.")
+        names = [t.name for t in plain]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise UserError(f"Agent {name!r} has several tools named {sorted(dup)}.")
+        self.output_type: Any = output_type
+        """The type of the final answer (``None``: text)."""
+        self.output_mode: OutputMode | None = output_mode
+        """How the model is asked for it (``None``: as the model prefers)."""
+        self.output_retries = output_retries
+        """How many times the model may give an invalid output again."""
+        self.output: OutputSpec | None = None
+        """``output_type`` ready to ask for and validate; ``None`` for a text answer."""
+        if output_type is not None and output_type is not str:
+            self.output = OutputSpec(output_type, mode=output_mode, retries=output_retries,
+                                     agent=name)
+            if OUTPUT_TOOL in names:
+                raise UserError(f"Agent {name!r} has an output_type, which is given through "
+                                f"a tool named {OUTPUT_TOOL!r}; rename its own tool.")
+        if mode == "task" and FINISH_TASK in names:
+            raise UserError(f"Agent {name!r} works in task mode, which offers {FINISH_TASK!r} "
+                            f"to return control; rename its own tool {FINISH_TASK!r}.")
+        self.name = name
+        self.instructions = instructions
+        self.description = description
+        self.model = model
+        self.tools: tuple[Tool, ...] = tuple(plain)
+        self.transfer_policy = transfer_policy
+        self.handoff_tools: HandoffToolsMode = handoff_tools
+        self.max_turns = max_turns
+        self.model_settings = model_settings
+        self.mode: AgentMode = mode
+        self.pattern: Pattern = pattern
+        self.max_handoffs = max_handoffs
+        self.timeout = timeout
+        self.max_result_tokens = max_result_tokens
+        """The longest tool result the model sees, in estimated tokens (a tool may set its
+        own); ``None``: no limit."""
+        self.compression = compression
+        """How requests stay within a token budget on long conversations, if at all."""
+        self.memory = memory
+        """How the agent remembers its conversations with a user across sessions, if at all."""
+        self.permissions = permissions
+        """Which of its tools it may call (see ``relayrace.Permissions``); ``None``: all."""
+        self.sticky = sticky
+        """Keep the conversation after answering even when it can transfer nowhere (by
+        default the next user turn then starts with its parent)."""
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        self.parent: Agent[Any] | None = None
+        self.handoffs: tuple[Handoff, ...] = tuple(
+            s if isinstance(s, Handoff) else Handoff(agent=s) for s in sub_agents
+        )
+        self._templated = isinstance(instructions, str) and is_template(instructions)
+        self._handoff_cache: HandoffSet | None = None
+        for h in self.handoffs:
+            child = h.agent
+            if child is self:
+                raise UserError(f"Agent {name!r} cannot be its own sub-agent.")
+            if child.parent is not None:
+                raise UserError(
+                    f"Agent {child.name!r} already has parent {child.parent.name!r} and cannot "
+                    f"also be a sub-agent of {name!r}; an agent has at most one parent. "
+                    "Use agent.clone() to place a copy under a second parent."
+                )
+        seen: set[str] = set()
+        for h in self.handoffs:
+            for agent in h.agent.walk():
+                if agent.name in seen or agent.name == name:
+                    raise UserError(
+                        f"Two agents named {agent.name!r} in the tree of {name!r}; "
+                        "names must be unique within a tree so transfers are unambiguous."
+                    )
+                seen.add(agent.name)
+        if pattern == "supervisor" and not any(t.delegates for t in self.tools):
+            raise UserError(f"Agent {name!r} uses the supervisor pattern but has no workers; "
+                            "give it agent tools (worker.as_tool()) or specialists.")
+        if pattern == "swarm" and not self.handoffs:
+            raise UserError(f"Agent {name!r} uses the swarm pattern but has no members; build "
+                            "swarms with relayrace.teams.patterns.swarm(name, agents).")
+        if not self.is_composite:
+            for h in self.handoffs:
+                if not h.agent.handoff_target or h.agent.pattern == "swarm":
+                    raise UserError(
+                        f"{h.agent.name!r} is a team, pattern or swarm and cannot be a handoff "
+                        f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
+                        "make it a step of a workflow.")
+        if self.handoffs:
+            _check_output_types(self)
+        # The transfers of this agent and of each child placed here, checked (for clashing
+        # tool names) before any link is made: a failed construction changes no child.
+        own = resolve_handoffs(self, None)
+        placed = [resolve_handoffs(h.agent, self) for h in self.handoffs]
+        for h, transfers in zip(self.handoffs, placed, strict=True):
+            h.agent.parent = self
+            h.agent._handoff_cache = transfers  # resolved where it now sits: runs start warm
+        self._handoff_cache = own  # until a parent places this agent
+
+    def __repr__(self) -> str:
+        return f"Agent({self.name!r})"
+
+    @property
+    def sub_agents(self) -> tuple[Agent[Any], ...]:
+        """The child agents."""
+        return tuple(h.agent for h in self.handoffs)
+
+    @property
+    def root(self) -> Agent[Any]:
+        """The top of this agent's tree."""
+        agent: Agent[Any] = self
+        while agent.parent is not None:
+            agent = agent.parent
+        return agent
+
+    def walk(self) -> Iterator[Agent[Any]]:
+        """This agent and every agent below it, depth first."""
+        yield self
+        for h in self.handoffs:
+            yield from h.agent.walk()
+
+    def find_agent(self, name: str) -> Agent[Any] | None:
+        """The agent called ``name`` anywhere in this agent's tree, or ``None``."""
+        for agent in self.root.walk():
+            if agent.name == name:
+                return agent
+        return None
+
+    def clone(self, **changes: Any) -> Agent[TContext, TOutput]:
+        """A copy with ``changes`` applied; its sub-agents are cloned too, and it has no parent."""
+        options: dict[str, Any] = {
+            "instructions": self.instructions,
+            "description": self.description,
+            "model": self.model,
+            "tools": self._user_tools,
+            "transfer_policy": self.transfer_policy,
+            "handoff_tools": self.handoff_tools,
+            "max_turns": self.max_turns,
+            "model_settings": self.model_settings,
+            "mode": self.mode,
+            "input_guardrails": self.input_guardrails,
+            "output_guardrails": self.output_guardrails,
+            "specialists": self.specialists,
+            "meta_tools": self.meta_tools if self.specialists else None,
+            "delegation": self.delegation,
+            "pattern": self.pattern,
+            "max_handoffs": self.max_handoffs,
+            "timeout": self.timeout,
+            "max_result_tokens": self.max_result_tokens,
+            "compression": self.compression,
+            "memory": self.memory,
+            "output_type": self.output_type,
+            "output_mode": self.output_mode,
+            "output_retries": self.output_retries,
+            "permissions": self.permissions,
+            "sticky": self.sticky,
+        }
+        if "sub_agents" not in changes:
+            options["sub_agents"] = [
+                Handoff(
+                    agent=h.agent.clone(),
+                    tool_name=h.tool_name,
+                    description=h.description,
+                    is_enabled=h.is_enabled,
+                    input_filter=h.input_filter,
+                    on_handoff=h.on_handoff,
+                    requires_approval=h.requires_approval,
+                )
+                for h in self.handoffs
+            ]
+        options.update(changes)
+        made: Agent[TContext, TOutput] = Agent(
+            changes.get("name", self.name), **{k: v for k, v in options.items() if k != "name"})
+        return made
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: dict[str, Any] | type[BaseModel] | None = None,
+        context_transform: str | None = None,
+        rate_limit: RateLimit | None = None,
+        max_turns: int | None = None,
+        report: bool = True,
+        include_history: bool | InputFilter = False,
+        timeout: float | None = None,
+        report_template: str | None = None,
+        output_extractor: OutputExtractor | None = None,
+        is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True,
+    ) -> AgentTool:
+        """This agent as a tool: each call runs it to completion in a fresh child session.
+
+        ``parameters`` (a JSON Schema dict or a pydantic model; default ``{"query": string}``)
+        are validated, and ``context_transform`` (a sandboxed Jinja2 template over ``data``,
+        the call's arguments) makes template variables for this agent's instructions. With
+        ``report=True`` the child ends with a structured ``<handoff>`` report, which is all
+        the caller's model receives. ``include_history`` passes a bounded part of the caller's
+        conversation (or what a filter keeps); by default the child sees only its task.
+        ``report_template`` replaces the Jinja2 text that asks for the report (it receives
+        ``audience``; see ``relayrace.core.reports.DEFAULT_REPORT_SUFFIX``). ``output_extractor``
+        (sync or async) turns the child's ``ChildResult`` into the tool result (a typed
+        child's value is its ``value``); ``is_enabled`` (a bool, or a sync or async function of
+        the run context, asked each turn) decides whether the tool is offered.
+        """
+        from ..core.reports import DEFAULT_REPORT_SUFFIX
+        from .delegation import AgentTool
+
+        return AgentTool(
+            self, name=name, description=description, parameters=parameters,
+            context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,
+            report=report, include_history=include_history, timeout=timeout,
+            report_template=report_template or DEFAULT_REPORT_SUFFIX,
+            output_extractor=output_extractor, is_enabled=is_enabled,
+        )
+
+    def resolved_model(self) -> Model | None:
+        """This agent's model, a ``"provider:model"`` string resolved into a `Model` once."""
+        model = self.model
+        if type(model) is str:
+            model = self.model = infer_model(model)
+        return model  # type: ignore[return-value]
+
+    def handoff_set(self) -> HandoffSet:
+        """The transfers this agent may make (computed once; trees are fixed once built)."""
+        if self._handoff_cache is None:
+            self._handoff_cache = resolve_handoffs(self, self.parent)
+        return self._handoff_cache
+
+    async def render_instructions(
+        self, ctx: RunContext[Any], extra: Mapping[str, Any] | None = None
+    ) -> str:
+        """The system prompt for this turn; ``extra`` adds template variables."""
+        source = self.instructions
+        if not isinstance(source, str):
+            result = source(ctx)
+            return await result if inspect.isawaitable(result) else result
+        if not self._templated:
+            return source
+        context = ctx.context
+        variables: dict[str, Any] = dict(context) if isinstance(context, Mapping) else {}
+        variables.setdefault("context", context)
+        variables.setdefault("agent_name", self.name)
+        if extra:
+            variables.update(extra)
+        return render_instructions(source, variables)
+
+
+def _check_output_types(agent: Agent[Any, Any]) -> None:
+    """Refuse a tree where the run's final answer could come from a chat agent that answers
+    with another type than ``agent``: ``Runner.run(agent)`` would then not return what
+    ``Agent[..., T]`` promises."""
+    for other in agent.walk():
+        if other is agent or other.mode != "chat" or other.output_type == agent.output_type:
+            continue
+        if agent.output is None and other.output is None:
+            continue  # no output_type, or str: both text
+        mine = "text" if agent.output is None else repr(agent.output_type)
+        theirs = "text" if other.output is None else repr(other.output_type)
+        raise UserError(
+            f"Agent {agent.name!r} answers with {mine}, but {other.name!r} in its tree answers "
+            f"with {theirs}; a handoff to it would end the run with an answer of another type. "
+            f"Give both the same output_type, or make {other.name!r} mode='task' (it returns "
+            "control to its caller).")
