@@ -11,6 +11,7 @@ from conftest import assert_valid_protocol, of_type, requests_of, session_messag
 from relayrace import (
     Agent,
     ApprovalRequestedEvent,
+    DelegationEvent,
     RunFinishedEvent,
     Runner,
     UserError,
@@ -363,6 +364,10 @@ async def test_a_request_inside_a_war_room_child_surfaces_on_the_outer_run() -> 
     result = await Runner.resume(first.pending, approvals={"call_wire": True})
     assert EXECUTED == ["50->bob"]
     assert result.final_output == "All done."
+    # One delegation per child: the clerk's, logged before the pause, is not logged again.
+    named = [e.child_session_id for e in await session.get_events()
+             if isinstance(e, DelegationEvent)]
+    assert sorted(named) == sorted(i.session_id for i in await session.children())
     assert_valid_protocol(await session_messages(session))
 
 

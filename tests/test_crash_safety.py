@@ -28,7 +28,7 @@ from relayrace import (
     tool,
 )
 from relayrace.agents.approvals import PendingRun
-from relayrace.core.events import AgentEvent
+from relayrace.core.events import AgentEvent, DelegationEvent, RunFinishedEvent
 from relayrace.sessions import SQLiteSession
 from relayrace.testing import ScriptedModel, tool_call
 
@@ -140,6 +140,32 @@ async def test_a_delegated_child_continues_its_own_log_on_resume(tmp_path: Path,
     [delegation] = result.delegations
     assert delegation.child_session_id == child_info.session_id and delegation.ok
     assert_valid_protocol(await session_messages(child))
+
+
+async def test_a_child_finished_before_its_parent_logged_it_is_recorded_on_resume(
+        tmp_path: Path, ledger: Path) -> None:
+    # Killed between the child's last write (its run's end) and the parent's write of the
+    # delegation: the child's log is complete, the parent's does not name the child.
+    db = tmp_path / "s.db"
+    crash(db, "delegate", crash_in="delegation")
+    session = SQLiteSession("s", db)
+    [child_info] = await session.children()
+    child_events = await SQLiteSession(child_info.session_id, db).get_events()
+    assert isinstance(child_events[-1], RunFinishedEvent)
+    assert child_events[-1].status == "completed"
+    assert not [e for e in await session.get_events() if isinstance(e, DelegationEvent)]
+    result = await resume("delegate", session)
+    assert result.final_output == "all done"
+    assert names(ledger) == ["fetch", "summarize"]  # the child's work was reused, not redone
+    assert [c.session_id for c in await session.children()] == [child_info.session_id]
+    # The parent's log now accounts for the child: its delegation, report and usage.
+    [delegation] = [e for e in await session.get_events() if isinstance(e, DelegationEvent)]
+    assert delegation.child_session_id == child_info.session_id and delegation.ok
+    assert delegation.tool_call_id == "call_researcher" and delegation.report is not None
+    assert delegation.report["summary"] == "found it"
+    assert delegation.usage is not None and delegation.usage.requests == 3
+    assert result.delegations == [delegation]
+    assert_valid_protocol(await session_messages(session))
 
 
 async def test_an_approved_call_cut_short_is_put_to_the_person_again(tmp_path: Path,

@@ -3,7 +3,9 @@
 A child runs in its own loop and child session, linked to its parent's, and shares the run's
 state (context, budget, trace, stream, decisions). Its session is keyed by the parent's call
 (the batch's place in the log and the child's number), so a resumed call continues the same
-child, or reuses what it returned, instead of starting it again.
+child, or reuses what it returned, instead of starting it again; a reused child whose
+delegation the parent's log lacks (the process died between the two logs' writes) is logged
+then, so the parent's log accounts for every child.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.approvals import Interrupted
 from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
-from ..core.events import DelegationEvent, RunFinishedEvent
+from ..core.events import AgentEvent, DelegationEvent, MessageEvent, RunFinishedEvent
 from ..core.exceptions import UsageLimitExceeded
 from ..core.messages import Message
 from ..core.reports import (
@@ -58,6 +60,11 @@ async def run_child(
         # returned. A child waiting for a person goes on from its log, and asks again.
         session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key, agent)
         if finished is not None:
+            if not await _named(loop.log.session, finished.session_id):
+                # The process that ran it died after the child's end and before its parent
+                # logged the delegation (they are two logs): logged now, or the parent's log
+                # would not account for the child, its report, usage and trace.
+                _log_delegation(loop, ctx, agent, finished)
             return finished
         if session is not None and (await session.view()).messages:
             child_input = None
@@ -108,14 +115,19 @@ async def run_child(
             result.report.merge_sources(used_sources(child.log.new_events))
     if loop.place.local is not None:  # the top-level loop's usage is the run's total
         loop.place.local.add(used)
+    _log_delegation(loop, ctx, agent, result)
+    return result
+
+
+def _log_delegation(loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any],
+                    result: ChildResult) -> None:
     loop.log.add(DelegationEvent(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
-        child_session_id=child_session.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
+        child_session_id=result.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,
         output=result.value,
-        usage=replace(used),  # a copy: the live tally goes on counting
+        usage=replace(result.usage),  # a copy: the live tally goes on counting
     ))
-    return result
 
 
 def _calls_tools(loop: AgentLoop, agent: Agent[Any]) -> bool:
@@ -132,6 +144,21 @@ def _refused(agent: Agent[Any], path: str, why: UsageLimitExceeded) -> ChildResu
 
 
 
+async def _named(parent: Session, child_session_id: str) -> bool:
+    """Whether ``parent``'s log records the delegation to ``child_session_id``."""
+    return any(isinstance(e, DelegationEvent) and e.child_session_id == child_session_id
+               for e in await parent.get_events())
+
+
+def _logged_usage(events: list[AgentEvent]) -> Usage:
+    """What a child's log says it used: its model answers, and its own children."""
+    total = Usage()
+    for e in events:
+        if isinstance(e, MessageEvent | DelegationEvent) and e.usage is not None:
+            total.add(e.usage)
+    return total
+
+
 async def _earlier_child(
     parent: Session, tool_call_id: str, key: str, agent: Agent[Any]
 ) -> tuple[Session | None, ChildResult | None]:
@@ -144,19 +171,20 @@ async def _earlier_child(
         done = events[-1] if events and isinstance(events[-1], RunFinishedEvent) else None
         if done is None or done.status == "interrupted":
             return child, None  # it stopped for approval, or crashed: it goes on from its log
+        used = _logged_usage(events)
         if done.status == "completed":
             last = agent.find_agent(done.agent)
             if last is not None and last.output is not None:
                 return None, ChildResult(agent=done.agent, path=info.path, ok=True,
                                          output=done.output, value=last.output.parse(done.output),
-                                         session_id=info.session_id, usage=Usage())
+                                         session_id=info.session_id, usage=used)
             report = parse_report(done.output)
             report.merge_sources(used_sources(events))
             return None, ChildResult(agent=done.agent, path=info.path, ok=True,
                                      output=done.output, report=report,
-                                     session_id=info.session_id, usage=Usage())
+                                     session_id=info.session_id, usage=used)
         return None, ChildResult(agent=done.agent, path=info.path, ok=False, error=done.output,
-                                 session_id=info.session_id, usage=Usage())
+                                 session_id=info.session_id, usage=used)
     return None, None
 
 
