@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from importlib import resources
-from typing import Any
+
+from starlette.types import Receive, Scope, Send
 
 __all__ = ["BUNDLES", "ConsoleFiles"]
 
@@ -26,11 +27,6 @@ BUNDLES: Mapping[str, tuple[str, ...]] = {
 
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
 
 class _File:
     """One response body, its ETag and (when it pays) its gzip form."""

@@ -236,7 +236,7 @@ class _Database:
 
 
 def _info(
-    row: tuple[str, str | None, str | None, str, str, float, str, float | None, int,
+    row: tuple[str, str | None, str | None, str, str, float, str, float, int,
                str | None, int | None]
 ) -> SessionInfo:
     return SessionInfo(
@@ -450,7 +450,7 @@ class SQLiteSession(Session):
                 info = self.info
                 conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
                                       info.key, info.created_at, info.owner,
-                                      max(e.time for e in events)))  # type: ignore[attr-defined]
+                                      max(e.time for e in events)))
                 if seq is None:  # nothing read or written yet: append at the end
                     seq = conn.execute(_LAST, (sid,)).fetchone()[0]
                 conn.executemany(_INSERT, [
