@@ -249,3 +249,31 @@ def test_the_console_runs_under_its_policy_and_cannot_be_framed(
         page.get_by_text("schema at /openapi.json").wait_for()
         assert [s for s in said if "Content Security Policy" in s] == []
         page.close()
+
+
+def test_the_console_loads_in_three_requests_and_revalidates_them(
+        browser: Any, tmp_path: Path) -> None:
+    app = create_app(front, store=SQLiteStore(tmp_path / "s.db"))
+    with uvicorn_server(app) as url:
+        context = browser.new_context()  # one browser cache for both loads
+        page = context.new_page()
+        asked: list[tuple[str, int]] = []
+        page.on("response", lambda r: asked.append((r.url.removeprefix(url), r.status)))
+        page.goto(url)
+        page.locator("#new-session").wait_for()
+        page.wait_for_function("typeof loadGraph === 'function' && typeof loadInbox === "
+                               "'function'")  # every module of the bundle ran
+        files = [u for u, _ in asked if not u.startswith("/api/")]
+        assert sorted(files) == ["/", "/console.css", "/console.js"]
+        asked.clear()
+        page.reload()
+        page.locator("#new-session").wait_for()
+        assert {u: s for u, s in asked if u in ("/console.css", "/console.js")} == {
+            "/console.css": 304, "/console.js": 304}  # kept, and checked with the server
+        context.close()
+        script = httpx.get(f"{url}/console.js", headers={"Accept-Encoding": "gzip"})
+        assert script.headers["content-encoding"] == "gzip"
+        assert script.headers["content-type"].startswith("text/javascript")
+        assert script.text.index("// --- app.js") < script.text.index("// --- evals.js")
+        assert httpx.get(f"{url}/graph.js").text in script.text  # each module, as it is
+        assert httpx.get(f"{url}/nothing.js").status_code == 404

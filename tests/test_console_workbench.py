@@ -204,7 +204,8 @@ def test_the_graph_draws_every_team_and_numbers_a_runs_path(browser: Any,
                                  ["researcher", "agent"], ["tool:ask_user", "tool"],
                                  ["tool:refund", "tool"]]
         edges = graph.locator("g.edge").evaluate_all("""gs => gs.map(g => [g.dataset.source,
-            g.dataset.target, g.dataset.kind, g.querySelector('.edge-label').textContent])""")
+            g.dataset.target, g.dataset.kind, g.ownerSVGElement.querySelector(
+              `.edge-label[data-index="${g.dataset.index}"]`).textContent])""")
         assert ["front", "billing", "handoff", "transfer"] in edges
         assert ["front", "researcher", "delegation", "delegates: researcher"] in edges
         # Every node and edge laid out with a size, nodes apart from one another.
@@ -216,6 +217,19 @@ def test_the_graph_draws_every_team_and_numbers_a_runs_path(browser: Any,
         taken = graph.locator("g.edge.taken")
         assert taken.count() == 1 and taken.get_attribute("data-target") == "billing"
         assert taken.locator(".step-no").text_content() == "1"
+        # Each label whole in the chart and clear of every node; the badge clear of its label.
+        clear = graph.evaluate("""svg => {
+          const box = (n) => n.getBoundingClientRect();
+          const apart = (a, b) => a.right <= b.left || b.right <= a.left || a.bottom <= b.top
+            || b.bottom <= a.top;
+          const chart = box(svg), nodes = [...svg.querySelectorAll('g.node rect')].map(box);
+          const labels = [...svg.querySelectorAll('.edge-label')];
+          const badge = box(svg.querySelector('.step-no circle'));
+          return labels.map((l) => [l.textContent, box(l).left >= chart.left
+            && box(l).right <= chart.right && nodes.every((n) => apart(box(l), n))])
+            .concat([['badge', labels.every((l) => apart(box(l), badge))]]);
+        }""")
+        assert all(ok for _, ok in clear), clear
         shot(page, tmp_path / "graph.png")
         # The research run: the delegation to the researcher, numbered.
         page.locator("#graph select.run-picker").select_option("1")

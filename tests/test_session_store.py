@@ -34,6 +34,11 @@ def test_open_store_refuses_what_it_cannot_open_and_names_the_forms(url: str) ->
     assert "postgresql://" in str(caught.value) or "three slashes" in str(caught.value)
 
 
+# What turns a file of today's schema into one of schema 4: no updated_at, nor its indexes.
+_SCHEMA_4 = ("DROP INDEX sessions_recent; DROP INDEX sessions_owner_recent; "
+             "ALTER TABLE sessions DROP COLUMN updated_at; PRAGMA user_version = 4;")
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
     return MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
@@ -99,7 +104,8 @@ async def test_a_third_schema_file_gains_owners_and_keeps_its_sessions(tmp_path:
     path = tmp_path / "v3.db"
     await _talk(SQLiteStore(path), "old")
     conn = sqlite3.connect(path)  # make it a file of schema 3: no owner column
-    conn.executescript("ALTER TABLE sessions DROP COLUMN owner; PRAGMA user_version = 3;")
+    conn.executescript(f"{_SCHEMA_4} ALTER TABLE sessions DROP COLUMN owner; "
+                       "PRAGMA user_version = 3;")
     conn.close()
     import relayrace.sessions.sqlite as sqlite_module
     sqlite_module._Database._open.clear()  # a new process, as far as the file goes
@@ -107,3 +113,27 @@ async def test_a_third_schema_file_gains_owners_and_keeps_its_sessions(tmp_path:
     await _talk(store, "new", owner="k")
     assert {(i.session_id, i.owner) for i in await store.list_sessions()} == {
         ("old", ""), ("new", "k")}
+
+
+async def test_a_fourth_schema_file_gains_each_sessions_last_activity(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    for sid in ("first", "second", "third"):
+        await _talk(SQLiteStore(path), sid)
+    await _talk(SQLiteStore(path), "first")  # active last
+    conn = sqlite3.connect(path)
+    conn.executescript(_SCHEMA_4)
+    last = dict(conn.execute("SELECT session_id, MAX(time) FROM events GROUP BY session_id"))
+    conn.close()
+    import relayrace.sessions.sqlite as sqlite_module
+    sqlite_module._Database._open.clear()  # a new process, as far as the file goes
+    store = SQLiteStore(path)
+    listed = await store.list_sessions()
+    assert [i.session_id for i in listed] == ["first", "third", "second"]
+    assert {i.session_id: i.updated_at for i in listed} == last  # backfilled from the events
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    stored = dict(conn.execute("SELECT session_id, updated_at FROM sessions"))
+    conn.close()
+    assert stored == last
+    await _talk(store, "second")  # an append keeps it: second is now the most recent
+    assert [i.session_id for i in await store.list_sessions()] == ["second", "first", "third"]

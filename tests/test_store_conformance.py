@@ -201,6 +201,64 @@ async def test_sessions_are_listed_by_owner_newest_first_in_pages(store: Session
     assert await store.get_info("nope") is None and not await store.delete("nope")
 
 
+async def test_the_listing_follows_last_activity_after_appends(store: SessionStore) -> None:
+    for sid in ("a", "b", "c", "d"):
+        await Runner.run(talker(), sid, session=store.session(sid, owner="k"))
+    b = store.session("b", owner="k")
+    await b.get_events()
+    await b.append([MessageEvent(agent="talker", path="talker", message=Message.user("more"))])
+    await Runner.run(talker(), "a again", session=store.session("a", owner="k"))
+
+    async def order(**page: Any) -> list[str]:
+        return [i.session_id for i in await store.list_sessions(owner="k", **page)]
+    assert await order() == ["a", "b", "d", "c"]
+    assert await order(limit=2) + await order(limit=2, offset=2) == ["a", "b", "d", "c"]
+    for info in await store.list_sessions():  # each one's last activity: its last event
+        events = await store.session(info.session_id).get_events()
+        assert info.updated_at == max(e.time for e in events)
+        assert info.event_count == len(events)
+    await Runner.run(talker(), "c again", session=store.session("c", owner="k"))
+    store = await restarted(store)
+    assert await order() == ["c", "a", "b", "d"]
+    assert [i.session_id for i in await store.list_sessions(limit=1, offset=3)] == ["d"]
+    await store.aclose()
+
+
+async def test_a_second_schema_postgres_database_gains_each_sessions_last_activity(
+        postgres_url: str) -> None:
+    import psycopg
+
+    store = open_store(postgres_url)
+    for sid in ("first", "second", "third"):
+        await Runner.run(talker(), sid, session=store.session(sid))
+    await Runner.run(talker(), "first again", session=store.session("first"))
+    await store.aclose()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # as schema 2 left it
+        conn.execute("DROP INDEX relayrace_sessions_recent; "
+                     "DROP INDEX relayrace_sessions_owner_recent; "
+                     "ALTER TABLE relayrace_sessions DROP COLUMN updated_at; "
+                     "DELETE FROM relayrace_schema WHERE version = 3")
+        last = dict(conn.execute("SELECT session_id, MAX(time) FROM relayrace_events "
+                                 "GROUP BY session_id").fetchall())
+    from relayrace.sessions import postgres
+
+    postgres._pools._prepared.discard(postgres_url)  # a new process, as far as the schema goes
+    store = open_store(postgres_url)
+    listed = await store.list_sessions()
+    assert [i.session_id for i in listed] == ["first", "third", "second"]
+    assert {i.session_id: i.updated_at for i in listed} == last
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert dict(conn.execute("SELECT session_id, updated_at FROM relayrace_sessions")
+                    .fetchall()) == last
+        assert conn.execute("SELECT MAX(version) FROM relayrace_schema").fetchone() == (3,)
+        assert {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename "
+                                          "= 'relayrace_sessions'")} >= {
+            "relayrace_sessions_recent", "relayrace_sessions_owner_recent"}
+    await Runner.run(talker(), "second again", session=store.session("second"))
+    assert [i.session_id for i in await store.list_sessions()] == ["second", "first", "third"]
+    await store.aclose()
+
+
 LEASE_HOLDER = """
 import asyncio, os, sys
 from relayrace import Agent, Runner, tool

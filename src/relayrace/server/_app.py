@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
-from starlette.staticfiles import StaticFiles
 
 from .._version import __version__
 from ..agents.agent import Agent
@@ -32,6 +30,7 @@ from ..models.interface import Model
 from ..sessions import SessionStore, open_store
 from ..tracing import get_trace_processors, set_trace_processors
 from . import _api, _evals, _graph, _inbox, _openai, _workbench
+from ._console import ConsoleFiles
 from ._conversations import Conversations
 from ._errors import error_body, install
 from ._idempotency import DEFAULT_WINDOW, Idempotency
@@ -210,8 +209,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                                            "Idempotent-Replayed"])
     app.add_middleware(HostGuard, access=access)  # the outermost: checked before anything
     if console:
-        static = resources.files("relayrace.server") / "static"
-        app.mount("/", StaticFiles(directory=str(static), html=True), name="console")
+        app.mount("/", ConsoleFiles(), name="console")
     return app
 
 

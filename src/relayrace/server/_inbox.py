@@ -17,6 +17,7 @@ from ..agents.approvals import PendingRun
 from ..core.events import RunFinishedEvent
 from ._api import _agent_of, _owner
 from ._runs import pending_summary
+from ._sessions import SummaryCache, log_summary
 
 __all__ = ["router"]
 
@@ -58,11 +59,17 @@ async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict
     server = request.app.state.relayrace
     infos = await server.store.list_sessions(owner=_owner(request), limit=SCANNED)
     items: list[dict[str, Any]] = []
+    cache: SummaryCache = server.summaries
     for info in infos:
         if info.session_id in server.runs.active:
             continue
+        known = cache.get(info)  # the listing's summaries: read only logs that may wait
+        if known is not None and known["status"] != "waiting":
+            continue
         session = server.store.session(info.session_id)
         events = await session.get_events()
+        if known is None:
+            cache.put(info, log_summary(events, server.default.name))
         ended = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)
                       and "/" not in e.path), None)
         if ended is None or ended.status != "interrupted":

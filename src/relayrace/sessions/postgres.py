@@ -48,7 +48,7 @@ __all__ = ["PostgresSession", "PostgresStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE IF NOT EXISTS relayrace_sessions (
@@ -83,18 +83,33 @@ CREATE TABLE IF NOT EXISTS relayrace_forks (
     at INTEGER NOT NULL
 );
 """,
+    # Each session's last activity, kept by appends: a listing's page is an index range.
+    3: """
+ALTER TABLE relayrace_sessions ADD COLUMN IF NOT EXISTS updated_at DOUBLE PRECISION NOT NULL
+    DEFAULT 0;
+UPDATE relayrace_sessions s SET updated_at = COALESCE((SELECT MAX(time) FROM relayrace_events e
+    WHERE e.session_id = s.session_id), s.created_at);
+CREATE INDEX IF NOT EXISTS relayrace_sessions_recent
+    ON relayrace_sessions(parent_id, updated_at DESC, session_id);
+CREATE INDEX IF NOT EXISTS relayrace_sessions_owner_recent
+    ON relayrace_sessions(owner, parent_id, updated_at DESC, session_id);
+""",
 }
 """Each schema version's DDL, applied in order to bring a database up to ``SCHEMA_VERSION``."""
 
 _ONE_STATEMENT = 2000  # events appended in one statement (5 parameters each, of 65,535)
 _MIGRATION_LOCK = 0x72656C6179  # the advisory lock that serializes migrations ("relay")
 _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
-_SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM relayrace_events e WHERE e.session_id "
-           "= s.session_id) AS updated_at, (SELECT COUNT(*) FROM relayrace_events e WHERE "
+_SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM relayrace_events e WHERE "
            "e.session_id = s.session_id) AS event_count, (SELECT origin_id FROM relayrace_forks "
            "f WHERE f.session_id = s.session_id) AS forked_from, (SELECT at FROM "
            "relayrace_forks f WHERE f.session_id = s.session_id) AS forked_at "
            "FROM relayrace_sessions s")
+# Every batch writes its session's row: made with the first events, later its last activity
+# (the latest event time, as the events say; a fork's events keep their origin's times).
+_TOUCH = (f"INSERT INTO relayrace_sessions ({_COLUMNS}, updated_at) VALUES (%s, %s, %s, %s, %s, "
+          "%s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET updated_at = "
+          "GREATEST(relayrace_sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
 _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
@@ -108,7 +123,7 @@ _TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE ses
 def _info(row: Sequence[Any]) -> SessionInfo:
     return SessionInfo(session_id=row[0], parent_id=row[1], parent_tool_call_id=row[2],
                        path=row[3], key=row[4], created_at=row[5], owner=row[6],
-                       updated_at=row[7] or row[5], event_count=row[8], forked_from=row[9],
+                       updated_at=row[7], event_count=row[8], forked_from=row[9],
                        forked_at=row[10] or 0)
 
 
@@ -159,7 +174,6 @@ class PostgresSession(Session):
         self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
                                 parent_tool_call_id=parent_tool_call_id, path=agent_path,
                                 key=child_key, created_at=now, updated_at=now, owner=owner)
-        self._stored = False
         self._seq: int | None = None  # the log's last position as this object saw it
         self._failed: BaseException | None = None
         self._renewal: asyncio.Task[None] | None = None
@@ -202,7 +216,6 @@ class PostgresSession(Session):
                                         (self.session_id,))).fetchone()
         if row is not None:
             self.info = _info(row)
-            self._stored = True
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -231,7 +244,6 @@ class PostgresSession(Session):
                 row = await info.fetchone()
                 if row is not None:
                     self.info = _info(row)
-                    self._stored = True
                 return [r[0] for r in await events.fetchall()]
 
             view.fold(load_events(await self._run(read)))
@@ -285,35 +297,22 @@ class PostgresSession(Session):
                     start = row[0] if row else 0
                 rows = [(sid, start + n, e.kind, e.time, line)  # type: ignore[attr-defined]
                         for n, (e, line) in enumerate(zip(events, lines, strict=True), 1)]
+                i = self.info
+                touch = (sid, i.parent_id, i.parent_tool_call_id, i.path, i.key, i.created_at,
+                         i.owner, max(r[3] for r in rows))
                 if len(rows) > _ONE_STATEMENT:  # beyond a statement's parameters: a block
                     async with conn.transaction(), conn.cursor() as cur:
-                        if not self._stored:
-                            i = self.info
-                            await cur.execute(
-                                f"INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, %s, "
-                                "%s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING",
-                                (sid, i.parent_id, i.parent_tool_call_id, i.path, i.key,
-                                 i.created_at, i.owner))
+                        await cur.execute(_TOUCH, touch)
                         await cur.executemany(
                             "INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
                             "VALUES (%s, %s, %s, %s, %s)", rows)
                     return start
                 values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-                flat = [v for r in rows for v in r]
                 # One statement, so one round trip, atomic without a transaction block: the
-                # session's row (when new) and every event land together or not at all.
-                if self._stored:
-                    await conn.execute(f"INSERT INTO relayrace_events (session_id, seq, kind, "
-                                       f"time, data) VALUES {values}", flat)
-                else:
-                    i = self.info
-                    await conn.execute(
-                        f"WITH made AS (INSERT INTO relayrace_sessions ({_COLUMNS}) VALUES (%s, "
-                        "%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING) "
-                        f"INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
-                        f"VALUES {values}",
-                        [sid, i.parent_id, i.parent_tool_call_id, i.path, i.key, i.created_at,
-                         i.owner, *flat])
+                # session's row (made or touched) and every event land together or not at all.
+                await conn.execute(f"WITH touched AS ({_TOUCH}) INSERT INTO relayrace_events "
+                                   f"(session_id, seq, kind, time, data) VALUES {values}",
+                                   [*touch, *(v for r in rows for v in r)])
                 return start
 
             async def again(conn: psycopg.AsyncConnection[Any]) -> int:
@@ -337,7 +336,6 @@ class PostgresSession(Session):
             except BaseException as exc:
                 self._failed = exc
                 raise
-            self._stored = True
             self._seq = start + len(events)
             self._folded(events)
             self.info.updated_at = events[-1].time
@@ -437,7 +435,7 @@ class PostgresSession(Session):
 
     def open_child(self, info: SessionInfo) -> PostgresSession:
         child = self._like(info.session_id)
-        child.info, child._stored = info, True
+        child.info = info
         return child
 
 
@@ -481,9 +479,8 @@ class PostgresStore(SessionStore):
 
         async def read(conn: psycopg.AsyncConnection[Any]) -> list[SessionInfo]:
             rows = await (await conn.execute(
-                f"SELECT * FROM ({_SELECT} WHERE {where}) AS listed ORDER BY "
-                "COALESCE(updated_at, created_at) DESC, session_id LIMIT %s OFFSET %s",
-                (*args, limit, offset))).fetchall()
+                f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, session_id LIMIT %s "
+                "OFFSET %s", (*args, limit, offset))).fetchall()
             return [_info(r) for r in rows]
         result: list[SessionInfo] = await self._run(read)
         return result

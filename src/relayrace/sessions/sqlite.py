@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     path TEXT NOT NULL DEFAULT '',
     child_key TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL,
-    owner TEXT NOT NULL DEFAULT ''
+    owner TEXT NOT NULL DEFAULT '',
+    updated_at REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
 CREATE TABLE IF NOT EXISTS events (
@@ -78,16 +79,23 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL
 );
 """
-# After the migration: an older file's events have no seq until it has run.
-_INDEXES = "CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(session_id, seq);"
+# After the migration: an older file's events have no seq, nor its sessions an updated_at,
+# until it has run. A listing walks the recent indexes in order: a page costs its own rows.
+_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(session_id, seq);
+CREATE INDEX IF NOT EXISTS sessions_recent ON sessions(parent_id, updated_at DESC, session_id);
+CREATE INDEX IF NOT EXISTS sessions_owner_recent
+    ON sessions(owner, parent_id, updated_at DESC, session_id);
+"""
 
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 # Columns later schema versions added to tables of older files.
 _ADDED_COLUMNS = (
     ("sessions", "child_key", "TEXT NOT NULL DEFAULT ''"),
     ("events", "time", "REAL NOT NULL DEFAULT 0"),
     ("events", "seq", "INTEGER NOT NULL DEFAULT 0"),
     ("sessions", "owner", "TEXT NOT NULL DEFAULT ''"),
+    ("sessions", "updated_at", "REAL NOT NULL DEFAULT 0"),
 )
 
 
@@ -201,6 +209,10 @@ class _Database:
                     conn.execute("UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER "
                                  "(PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n "
                                  "WHERE events.id = n.id")
+                if version < 5:  # each session's last activity, kept by appends from now on
+                    conn.execute("UPDATE sessions SET updated_at = COALESCE((SELECT MAX(time) "
+                                 "FROM events e WHERE e.session_id = sessions.session_id), "
+                                 "created_at)")
                 conn.execute("DROP INDEX IF EXISTS events_session")  # events_seq replaces it
                 conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         except BaseException:
@@ -224,7 +236,7 @@ class _Database:
 
 
 def _info(
-    row: tuple[str, str | None, str | None, str, str, float, str, float | None, int,
+    row: tuple[str, str | None, str | None, str, str, float, str, float, int,
                str | None, int | None]
 ) -> SessionInfo:
     return SessionInfo(
@@ -235,7 +247,7 @@ def _info(
         key=row[4],
         created_at=row[5],
         owner=row[6],
-        updated_at=row[7] or row[5],
+        updated_at=row[7],
         event_count=row[8],
         forked_from=row[9],
         forked_at=row[10] or 0,
@@ -243,11 +255,14 @@ def _info(
 
 
 _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
-# Counts and times come from the events themselves: appends touch one table only.
-_SELECT = (f"SELECT {_COLUMNS}, (SELECT MAX(time) FROM events e WHERE e.session_id = "
-           "s.session_id) AS updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
+_SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
            "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
            "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
+# Every batch writes its session's row: made with the first events, later its last activity
+# (the latest event time, as the events say; a fork's events keep their origin's times).
+_TOUCH = (f"INSERT INTO sessions ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT(session_id) DO UPDATE SET updated_at = "
+          "MAX(sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
 _INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
@@ -276,14 +291,8 @@ def _page(conn: sqlite3.Connection, parent_id: str | None, owner: str | None, li
     if owner is not None:
         where += " AND owner = ?"
         args.append(owner)
-    # The page is chosen from one pass over the events (not two lookups per session), and
-    # only its sessions' infos are read.
-    rows = conn.execute(
-        f"{_SELECT} JOIN (SELECT s.session_id AS id, COALESCE(e.t, s.created_at) AS at "
-        "FROM sessions s LEFT JOIN (SELECT session_id, MAX(time) AS t FROM events "
-        f"GROUP BY session_id) e USING (session_id) WHERE {where} "
-        "ORDER BY at DESC, s.session_id LIMIT ? OFFSET ?) page ON page.id = s.session_id "
-        "ORDER BY page.at DESC, s.session_id", (*args, limit, offset)).fetchall()
+    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, session_id "
+                        "LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
     return [_info(r) for r in rows]
 
 
@@ -343,7 +352,6 @@ class SQLiteSession(Session):
         self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
                                 parent_tool_call_id=parent_tool_call_id, path=agent_path,
                                 key=child_key, created_at=now, updated_at=now, owner=owner)
-        self._stored = False  # whether the file is known to hold the session's row
         # The worker thread alone changes these two: what this object last saw of the log
         # (None: nothing yet, so an append goes at the end), and the error that stopped a
         # batch (later batches may build on it, so they are refused until the log is read).
@@ -371,7 +379,6 @@ class SQLiteSession(Session):
         row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
         if row is not None:
             self.info = _info(row)
-            self._stored = True
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -440,13 +447,10 @@ class SQLiteSession(Session):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")  # waits for other writers here, not mid-batch
             try:
-                if not self._stored:
-                    info = self.info
-                    conn.execute(
-                        f"INSERT OR IGNORE INTO sessions ({_COLUMNS}) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
-                         info.created_at, info.owner))
+                info = self.info
+                conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
+                                      info.key, info.created_at, info.owner,
+                                      max(e.time for e in events)))
                 if seq is None:  # nothing read or written yet: append at the end
                     seq = conn.execute(_LAST, (sid,)).fetchone()[0]
                 conn.executemany(_INSERT, [
@@ -464,7 +468,6 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
-        self._stored = True
         self._seq = seq + len(events)
         self._folded(events)
         self.info.updated_at = events[-1].time
@@ -568,7 +571,7 @@ class SQLiteSession(Session):
     def open_child(self, info: SessionInfo) -> SQLiteSession:
         child = SQLiteSession(info.session_id, self.path, busy_timeout=self.busy_timeout,
                               lease_ttl=self.lease_ttl)
-        child.info, child._stored = info, True
+        child.info = info
         return child
 
     @staticmethod

@@ -6,10 +6,33 @@
 "use strict";
 
 const graphView = { box: null, tab: null, teams: null, live: null };
-const NODE_W = 170, NODE_H = 46, COL = 250, ROW = 72, PAD = 30;
+const NODE_W = 170, NODE_H = 46, ROW = 72, PAD = 30;
 const BACKWARD = new Set(["back", "return", "peer"]);
+const LABEL_FONT = "10px system-ui, sans-serif";  // .edge-label's font, for measuring
+const LABEL_MAX = 260;  // a longer label is cut with an ellipsis (the whole is its tooltip)
+let measurer = null;
+
+function textWidth(text) {
+  measurer = measurer || document.createElement("canvas").getContext("2d");
+  measurer.font = LABEL_FONT;
+  return measurer.measureText(text).width;
+}
+
+function fitted(text) {
+  if (textWidth(text) <= LABEL_MAX) return text;
+  let cut = text;
+  while (cut.length > 1 && textWidth(cut + "…") > LABEL_MAX) cut = cut.slice(0, -1);
+  return cut + "…";
+}
+
+function columnWidth(team) {  // room between columns for the widest forward edge's label
+  const widths = team.edges.filter((e) => !BACKWARD.has(e.kind))
+    .map((e) => textWidth(fitted(edgeLabel(e))));
+  return NODE_W + Math.max(80, 40 + Math.max(0, ...widths));
+}
 
 function layout(team) {
+  const COL = columnWidth(team);
   const layer = { [team.agent]: 0 };
   const queue = [team.agent];
   while (queue.length) {
@@ -35,13 +58,16 @@ function edgePath(a, b) {
   const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2;
   if (x2 > x1) {
     const mid = (x1 + x2) / 2;
-    // The label sits just before the target, where edges from one source fan apart.
-    return { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, lx: x2 - 48, ly: y2 - 7 };
+    // The label ends just before the target's arrow, above the edge's last stretch, where
+    // edges from one source have fanned apart (the columns leave it room).
+    return { d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, lx: x2 - 12, ly: y2 - 6,
+             anchor: "end" };
   }
   // Backward (transfer back, return, peer): a curve below the nodes, from bottom to bottom.
   const sx = a.x + NODE_W / 2, sy = a.y + NODE_H, tx = b.x + NODE_W / 2, ty = b.y + NODE_H;
   const low = Math.max(sy, ty) + 34;
-  return { d: `M${sx},${sy} C${sx},${low} ${tx},${low} ${tx},${ty}`, lx: (sx + tx) / 2, ly: low - 6 };
+  return { d: `M${sx},${sy} C${sx},${low} ${tx},${low} ${tx},${ty}`, lx: (sx + tx) / 2, ly: low - 6,
+           anchor: "middle" };
 }
 
 function edgeLabel(e) {
@@ -76,14 +102,19 @@ function drawTeam(team) {
     group.dataset.workflow = n.name;
     chart.append(group);
   }
+  const labels = svg("g", { class: "edge-labels" });  // drawn over the nodes, never under
   team.edges.forEach((e, i) => {
     const a = pos[e.source], b = pos[e.target];
     if (!a || !b) return;
-    const { d, lx, ly } = edgePath(a, b);
+    const { d, lx, ly, anchor } = edgePath(a, b);
     const g = svg("g", { class: `edge ${e.kind}` });
     Object.assign(g.dataset, { source: e.source, target: e.target, kind: e.kind, index: String(i) });
-    g.append(svg("path", { d, "marker-end": "url(#arrow)" }),
-             svg("text", { x: lx, y: ly, "text-anchor": "middle", class: "edge-label" }, edgeLabel(e)));
+    const whole = edgeLabel(e);
+    const label = svg("text", { x: lx, y: ly, "text-anchor": anchor, class: "edge-label" }, fitted(whole));
+    label.dataset.index = String(i);
+    if (label.textContent !== whole) label.dataset.full = whole;
+    g.append(svg("title", {}, whole), svg("path", { d, "marker-end": "url(#arrow)" }));
+    labels.append(label);
     chart.append(g);
   });
   for (const n of team.nodes) {
@@ -98,6 +129,7 @@ function drawTeam(team) {
                  (n.remote === "a2a" ? "remote A2A · " : n.remote === "mcp" ? "MCP · " : "") + n.detail));
     chart.append(g);
   }
+  chart.append(labels);
   return chart;
 }
 
@@ -113,16 +145,26 @@ function pathSteps(events) {  // the agents a run went through: [from, to] per s
 function markPath(chart, first, steps, live) {
   chart.querySelectorAll(".taken, .active").forEach((x) => x.classList.remove("taken", "active"));
   chart.querySelectorAll(".step-no").forEach((x) => x.remove());
+  const numbered = new Map();  // label -> the badges already put before it
   let active = first;
   steps.forEach(([from, to], i) => {
     const edge = [...chart.querySelectorAll("g.edge")].find((g) =>
       g.dataset.source === from && g.dataset.target === to && g.dataset.kind !== "tool");
     if (edge) {
       edge.classList.add("taken");
-      const label = edge.querySelector(".edge-label");
-      const no = svg("text", { x: label.getAttribute("x"), y: Number(label.getAttribute("y")) - 14,
-                               "text-anchor": "middle", class: "step-no" }, String(i + 1));
-      edge.append(no);
+      // The number, in a badge on the label's line just before it (a second pass over the
+      // same edge goes before the first): never over the label's text.
+      const label = chart.querySelector(`.edge-label[data-index="${edge.dataset.index}"]`);
+      label.classList.add("taken");
+      const width = label.getComputedTextLength();
+      const end = Number(label.getAttribute("x"));
+      const start = label.getAttribute("text-anchor") === "end" ? end - width : end - width / 2;
+      const before = numbered.get(label) || 0;
+      numbered.set(label, before + 1);
+      const badge = svg("g", { class: "step-no",
+                               transform: `translate(${start - 11 - before * 20},${Number(label.getAttribute("y")) - 3.5})` });
+      badge.append(svg("circle", { r: 8 }), svg("text", { "text-anchor": "middle", y: 4 }, String(i + 1)));
+      edge.append(badge);
     }
     active = to;
   });
