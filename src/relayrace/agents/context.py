@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from ..core.exceptions import UserError
-from .approvals import UserQuestion
+from .pending import UserQuestion
 
 if TYPE_CHECKING:
     from ..core.messages import Message
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..sessions import Session
     from ..tracing import Span
     from .agent import Agent
-    from .delegation import ChildOptions, ChildResult
+    from .children import ChildOptions, ChildResult
 
 __all__ = ["ChildRunner", "RunContext", "TContext"]
 
