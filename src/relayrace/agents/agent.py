@@ -68,7 +68,7 @@ class AgentOptions(TypedDict, total=False):
     description: str
     model: Model | str | None
     tools: Sequence[Tool | Toolset]
-    sub_agents: Sequence[Agent[Any] | Handoff]
+    sub_agents: Sequence[Agent[Any] | Handoff[Agent[Any]]]
     transfer_policy: TransferPolicy
     handoff_tools: HandoffToolsMode
     max_turns: int | None
@@ -262,7 +262,7 @@ class Agent(Generic[TContext, TOutput]):
         self.input_guardrails: tuple[Guardrail, ...] = tuple(o["input_guardrails"])
         self.output_guardrails: tuple[Guardrail, ...] = tuple(o["output_guardrails"])
         self.parent: Agent[Any] | None = None
-        self.handoffs: tuple[Handoff, ...] = tuple(
+        self.handoffs: tuple[Handoff[Agent[Any]], ...] = tuple(
             s if isinstance(s, Handoff) else Handoff(agent=s) for s in sub_agents
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
@@ -378,7 +378,7 @@ class Agent(Generic[TContext, TOutput]):
         report_template: str | None = None,
         output_extractor: OutputExtractor | None = None,
         is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True,
-    ) -> AgentTool:
+    ) -> AgentTool[Agent[Any]]:
         """This agent as a tool: each call runs it to completion in a fresh child session.
 
         ``parameters`` (a JSON Schema dict or a pydantic model; default ``{"query": string}``)

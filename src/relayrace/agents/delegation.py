@@ -11,10 +11,11 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
+from typing_extensions import TypeVar
 
 from ..core.events import MessageEvent, ToolResultEvent
 from ..core.exceptions import UserError
@@ -26,6 +27,7 @@ from ..core.reports import (
     DelegationReport,
 )
 from ..core.templates import ContextTransform, ContextTransformError
+from ._spec import AgentLike
 from .children import ChildOptions, ChildResult
 from .handoffs import InputFilter, sanitize_tool_name
 from .input_filters import keep_last, remove_tool_traffic
@@ -35,7 +37,6 @@ from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_
 
 if TYPE_CHECKING:
     from ..core.events import AgentEvent
-    from .agent import Agent
     from .context import RunContext
 
 __all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_children",
@@ -55,6 +56,7 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
     "required": ["query"],
 }
 T = TypeVar("T")
+A = TypeVar("A", bound=AgentLike, default=AgentLike)
 HISTORY_MESSAGES = 6
 """How many recent parent messages ``include_history=True`` passes to a child."""
 HISTORY_CHARS = 4000
@@ -154,7 +156,7 @@ def bounded_history(messages: Sequence[Message]) -> list[Message]:
 
 async def run_child(
     ctx: RunContext[Any],
-    agent: Agent[Any],
+    agent: AgentLike,
     task: str,
     *,
     report: bool = True,
@@ -209,15 +211,15 @@ OutputExtractor = Callable[["ChildResult"], Any]
 async function; see ``Agent.as_tool``)."""
 
 
-class AgentTool(Tool):
-    """An agent offered as a tool (see ``Agent.as_tool``)."""
+class AgentTool(Tool, Generic[A]):
+    """An agent offered as a tool (see ``Agent.as_tool``); ``A`` is the agent's type."""
 
     delegates = True
     idempotent = True  # a call run again continues its children's sessions (stable keys)
 
     def __init__(
         self,
-        agent: Agent[Any],
+        agent: A,
         *,
         name: str | None = None,
         description: str | None = None,
