@@ -25,12 +25,12 @@ from .handoffs import (
 from .memory import Memory
 from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
 from .permissions import Permissions
+from .specialists import META_TOOLS, DelegationConfig, MetaToolName, meta_tools_for
 from .tools import Tool, Toolset
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..teams.meta_tools import DelegationConfig, MetaToolName
     from .compression import Compression
     from .delegation import AgentTool, OutputExtractor
     from .guardrails import Guardrail
@@ -175,11 +175,9 @@ class Agent(Generic[TContext, TOutput]):
         self.meta_tools: tuple[MetaToolName, ...] = tuple(meta_tools or ())
         self.delegation = o["delegation"]
         if specialists or meta_tools:
-            from ..teams.meta_tools import META_TOOLS, DelegationConfig, build_meta_tools
-
             if meta_tools is None:
                 self.meta_tools = META_TOOLS
-            tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
+            tools = [*tools, *meta_tools_for(name, self.specialists, self.meta_tools,
                                                self.delegation or DelegationConfig())]
         self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
         """Groups of tools listed when a run needs them (MCP servers), offered beside ``tools``."""
