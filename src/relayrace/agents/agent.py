@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypedDict, ov
 from typing_extensions import TypeVar, Unpack
 
 from ..core.exceptions import UnknownOptionError, UserError
+from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..core.templates import is_template, render_instructions
 from ..models import infer_model
 from ..models.interface import Model, ModelSettings, OutputMode
 from .compression import DEFAULT_MAX_RESULT_TOKENS, Compression
 from .context import RunContext, TContext
+from .delegation import AgentTool, OutputExtractor
 from .handoffs import (
     FINISH_TASK,
     Handoff,
@@ -31,11 +33,8 @@ from .tools import Tool, Toolset
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from .compression import Compression
-    from .delegation import AgentTool, OutputExtractor
     from .guardrails import Guardrail
     from .handoffs import InputFilter
-    from .memory import Memory
     from .tools import RateLimit
 
 __all__ = ["Agent", "AgentOptions", "Instructions", "TOutput"]
@@ -49,6 +48,7 @@ Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
 
 AgentMode = Literal["chat", "task", "single_turn"]
 Pattern = Literal["react", "supervisor", "swarm"]
+
 
 def _check_context(name: str, compression: object, memory: object) -> None:
     """Refuse context options of the wrong kind, naming the agent."""
@@ -391,9 +391,6 @@ class Agent(Generic[TContext, TOutput]):
         child's value is its ``value``); ``is_enabled`` (a bool, or a sync or async function of
         the run context, asked each turn) decides whether the tool is offered.
         """
-        from ..core.reports import DEFAULT_REPORT_SUFFIX
-        from .delegation import AgentTool
-
         return AgentTool(
             self, name=name, description=description, parameters=parameters,
             context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ..agents.agent import Agent
 from ..agents.delegation import ChildResult, run_child, run_children
 from ..agents.specialists import META_TOOLS, DelegationConfig, MetaToolName
 from ..agents.tools import Tool, ToolRetry, parse_arguments
@@ -26,7 +27,6 @@ from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..models.interface import Model
 
 if TYPE_CHECKING:
-    from ..agents.agent import Agent
     from ..agents.context import RunContext
 
 __all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "SpawnAgentTool", "build_meta_tools",
@@ -200,8 +200,6 @@ class DebateTool(_MetaTool):
 
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
-        from ..agents.agent import Agent
-
         self.name = "debate_ensemble"
         self.debaters = dict(self.specialists)
         for name, model in config.debate_models.items():
@@ -375,8 +373,6 @@ class SpawnAgentTool(Tool):
                            "properties": properties}
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
-        from ..agents.agent import Agent
-
         data = parse_arguments(arguments, self.name, json.dumps(self.parameters))
         instructions, task = data.get("instructions"), data.get("task")
         if not isinstance(instructions, str) or not instructions.strip() or \
