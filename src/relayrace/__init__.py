@@ -62,6 +62,7 @@ from .core.exceptions import (
     SessionInUseError,
     SessionStoreBusy,
     SessionStoreUnavailable,
+    UnknownOptionError,
     UsageLimitExceeded,
     UserError,
 )
@@ -146,6 +147,7 @@ __all__ = [
     "ToolStartedEvent",
     "Toolset",
     "TransferPolicy",
+    "UnknownOptionError",
     "Usage",
     "UsageLimitExceeded",
     "UsageLimits",

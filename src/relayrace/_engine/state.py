@@ -11,6 +11,7 @@ from ..agents.agent import Agent
 from ..agents.approvals import PendingRun
 from ..agents.handoffs import FINISH_TASK, HandoffSet
 from ..agents.output import OUTPUT_TOOL
+from ..agents.specialists import install_meta_tools
 from ..agents.tools import Tool
 from ..agents.tools import Toolset as ListedTools
 from ..core.events import AgentEvent, MessageEvent, ToolResultEvent
@@ -20,11 +21,15 @@ from ..core.usage import UsageLimits
 from ..models.interface import Model, ToolDefinition
 from ..sessions.base import Session
 from ..sessions.steps import StepRunner
+from ..teams.meta_tools import build_meta_tools
 from ..tracing import Trace
 from .budget import Budget
 from .takeover import Reply, bind_reply
 
 Emit = Callable[[AgentEvent], None]
+
+# An agent's meta-tools are the teams layer's; the engine, above both, wires them in.
+install_meta_tools(build_meta_tools)
 
 
 class Decisions:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypedDict, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
-from ..core.exceptions import UserError
+from ..core.exceptions import UnknownOptionError, UserError
+from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..core.templates import is_template, render_instructions
 from ..models import infer_model
 from ..models.interface import Model, ModelSettings, OutputMode
 from .compression import DEFAULT_MAX_RESULT_TOKENS, Compression
 from .context import RunContext, TContext
+from .delegation import AgentTool, OutputExtractor
 from .handoffs import (
     FINISH_TASK,
     Handoff,
@@ -25,20 +27,17 @@ from .handoffs import (
 from .memory import Memory
 from .output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL, OutputSpec
 from .permissions import Permissions
+from .specialists import META_TOOLS, DelegationConfig, MetaToolName, meta_tools_for
 from .tools import Tool, Toolset
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..teams.meta_tools import DelegationConfig, MetaToolName
-    from .compression import Compression
-    from .delegation import AgentTool, OutputExtractor
     from .guardrails import Guardrail
     from .handoffs import InputFilter
-    from .memory import Memory
     from .tools import RateLimit
 
-__all__ = ["Agent", "Instructions", "TOutput"]
+__all__ = ["Agent", "AgentOptions", "Instructions", "TOutput"]
 
 TOutput = TypeVar("TOutput", default=Any)
 """What an agent's final answer is: its ``output_type``, ``str`` when it has none. (The default
@@ -50,8 +49,6 @@ Instructions = str | Callable[[RunContext[Any]], "str | Awaitable[str]"]
 AgentMode = Literal["chat", "task", "single_turn"]
 Pattern = Literal["react", "supervisor", "swarm"]
 
-_DEFAULT_POLICY = TransferPolicy()
-
 
 def _check_context(name: str, compression: object, memory: object) -> None:
     """Refuse context options of the wrong kind, naming the agent."""
@@ -61,6 +58,48 @@ def _check_context(name: str, compression: object, memory: object) -> None:
     if memory is not None and not isinstance(memory, Memory):
         raise UserError(f"Agent {name!r}: memory takes a Memory(strategy=...), not "
                         f"{type(memory).__name__}.")
+
+
+class AgentOptions(TypedDict, total=False):
+    """The options of `Agent` besides ``name``, ``instructions`` and ``output_type``: declared
+    here once, with their defaults in ``_DEFAULTS``; ``Agent(...)`` and ``clone`` take them by
+    name (see the class doc for what each does)."""
+
+    description: str
+    model: Model | str | None
+    tools: Sequence[Tool | Toolset]
+    sub_agents: Sequence[Agent[Any] | Handoff[Agent[Any]]]
+    transfer_policy: TransferPolicy
+    handoff_tools: HandoffToolsMode
+    max_turns: int | None
+    model_settings: ModelSettings | None
+    mode: AgentMode
+    input_guardrails: Sequence[Guardrail]
+    output_guardrails: Sequence[Guardrail]
+    specialists: Sequence[Agent[Any]]
+    meta_tools: Sequence[MetaToolName] | None
+    delegation: DelegationConfig | None
+    pattern: Pattern
+    max_handoffs: int | None
+    timeout: float | None
+    max_result_tokens: int | None
+    compression: Compression | None
+    memory: Memory | None
+    permissions: Permissions | None
+    sticky: bool
+    output_mode: OutputMode | None
+    output_retries: int
+
+
+_DEFAULTS: AgentOptions = {
+    "description": "", "model": None, "tools": (), "sub_agents": (),
+    "transfer_policy": TransferPolicy(), "handoff_tools": "per_agent", "max_turns": None,
+    "model_settings": None, "mode": "chat", "input_guardrails": (), "output_guardrails": (),
+    "specialists": (), "meta_tools": None, "delegation": None, "pattern": "react",
+    "max_handoffs": None, "timeout": None, "max_result_tokens": DEFAULT_MAX_RESULT_TOKENS,
+    "compression": None, "memory": None, "permissions": None, "sticky": False,
+    "output_mode": None, "output_retries": DEFAULT_OUTPUT_RETRIES,
+}
 
 
 class Agent(Generic[TContext, TOutput]):
@@ -97,102 +136,27 @@ class Agent(Generic[TContext, TOutput]):
     can, and returns control to the agent that transferred once its steps are done)."""
 
     @overload
-    def __init__(
-        self: Agent[TContext, str],
-        name: str,
-        *,
-        instructions: Instructions,
-        description: str = "",
-        model: Model | str | None = None,
-        tools: Sequence[Tool | Toolset] = (),
-        sub_agents: Sequence[Agent[Any] | Handoff] = (),
-        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
-        handoff_tools: HandoffToolsMode = "per_agent",
-        max_turns: int | None = None,
-        model_settings: ModelSettings | None = None,
-        mode: AgentMode = "chat",
-        input_guardrails: Sequence[Guardrail] = (),
-        output_guardrails: Sequence[Guardrail] = (),
-        specialists: Sequence[Agent[Any]] = (),
-        meta_tools: Sequence[MetaToolName] | None = None,
-        delegation: DelegationConfig | None = None,
-        pattern: Pattern = "react",
-        max_handoffs: int | None = None,
-        timeout: float | None = None,
-        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
-        compression: Compression | None = None,
-        memory: Memory | None = None,
-        permissions: Permissions | None = None,
-        sticky: bool = False,
-        output_type: None = None,
-        output_mode: OutputMode | None = None,
-        output_retries: int = DEFAULT_OUTPUT_RETRIES,
-    ) -> None: ...
+    def __init__(self: Agent[TContext, str], name: str, *, instructions: Instructions,
+                 output_type: None = None, **options: Unpack[AgentOptions]) -> None: ...
 
     @overload
-    def __init__(
-        self: Agent[TContext, TOutput],
-        name: str,
-        *,
-        instructions: Instructions,
-        description: str = "",
-        model: Model | str | None = None,
-        tools: Sequence[Tool | Toolset] = (),
-        sub_agents: Sequence[Agent[Any] | Handoff] = (),
-        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
-        handoff_tools: HandoffToolsMode = "per_agent",
-        max_turns: int | None = None,
-        model_settings: ModelSettings | None = None,
-        mode: AgentMode = "chat",
-        input_guardrails: Sequence[Guardrail] = (),
-        output_guardrails: Sequence[Guardrail] = (),
-        specialists: Sequence[Agent[Any]] = (),
-        meta_tools: Sequence[MetaToolName] | None = None,
-        delegation: DelegationConfig | None = None,
-        pattern: Pattern = "react",
-        max_handoffs: int | None = None,
-        timeout: float | None = None,
-        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
-        compression: Compression | None = None,
-        memory: Memory | None = None,
-        permissions: Permissions | None = None,
-        sticky: bool = False,
-        output_type: type[TOutput],
-        output_mode: OutputMode | None = None,
-        output_retries: int = DEFAULT_OUTPUT_RETRIES,
-    ) -> None: ...
+    def __init__(self: Agent[TContext, TOutput], name: str, *, instructions: Instructions,
+                 output_type: type[TOutput], **options: Unpack[AgentOptions]) -> None: ...
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        instructions: Instructions,
-        description: str = "",
-        model: Model | str | None = None,
-        tools: Sequence[Tool | Toolset] = (),
-        sub_agents: Sequence[Agent[Any] | Handoff] = (),
-        transfer_policy: TransferPolicy = _DEFAULT_POLICY,
-        handoff_tools: HandoffToolsMode = "per_agent",
-        max_turns: int | None = None,
-        model_settings: ModelSettings | None = None,
-        mode: AgentMode = "chat",
-        input_guardrails: Sequence[Guardrail] = (),
-        output_guardrails: Sequence[Guardrail] = (),
-        specialists: Sequence[Agent[Any]] = (),
-        meta_tools: Sequence[MetaToolName] | None = None,
-        delegation: DelegationConfig | None = None,
-        pattern: Pattern = "react",
-        max_handoffs: int | None = None,
-        timeout: float | None = None,
-        max_result_tokens: int | None = DEFAULT_MAX_RESULT_TOKENS,
-        compression: Compression | None = None,
-        memory: Memory | None = None,
-        output_type: Any = None,
-        output_mode: OutputMode | None = None,
-        output_retries: int = DEFAULT_OUTPUT_RETRIES,
-        permissions: Permissions | None = None,
-        sticky: bool = False,
-    ) -> None:
+    def __init__(self, name: str, *, instructions: Instructions, output_type: Any = None,
+                 **options: Unpack[AgentOptions]) -> None:
+        unknown = sorted(set(options) - set(_DEFAULTS))
+        if unknown:
+            raise UnknownOptionError(f"Agent {name!r}: unknown option(s) {unknown}; the options "
+                                     f"are instructions, output_type and "
+                                     f"{', '.join(_DEFAULTS)}.")
+        o: AgentOptions = {**_DEFAULTS, **options}
+        tools, specialists, meta_tools = o["tools"], o["specialists"], o["meta_tools"]
+        sub_agents, handoff_tools, mode = o["sub_agents"], o["handoff_tools"], o["mode"]
+        pattern, max_turns, timeout = o["pattern"], o["max_turns"], o["timeout"]
+        max_handoffs, max_result_tokens = o["max_handoffs"], o["max_result_tokens"]
+        compression, memory, permissions = o["compression"], o["memory"], o["permissions"]
+        output_mode, output_retries = o["output_mode"], o["output_retries"]
         if not name or not name.strip():
             raise UserError("An agent needs a non-empty name.")
         if handoff_tools not in ("per_agent", "single"):
@@ -209,14 +173,12 @@ class Agent(Generic[TContext, TOutput]):
         self._user_tools = tuple(tools)  # without the meta-tools, which clone() rebuilds
         self.specialists: tuple[Agent[Any], ...] = tuple(specialists)
         self.meta_tools: tuple[MetaToolName, ...] = tuple(meta_tools or ())
-        self.delegation = delegation
+        self.delegation = o["delegation"]
         if specialists or meta_tools:
-            from ..teams.meta_tools import META_TOOLS, DelegationConfig, build_meta_tools
-
             if meta_tools is None:
                 self.meta_tools = META_TOOLS
-            tools = [*tools, *build_meta_tools(name, self.specialists, self.meta_tools,
-                                               delegation or DelegationConfig())]
+            tools = [*tools, *meta_tools_for(name, self.specialists, self.meta_tools,
+                                               self.delegation or DelegationConfig())]
         self.toolsets: tuple[Toolset, ...] = tuple(t for t in tools if isinstance(t, Toolset))
         """Groups of tools listed when a run needs them (MCP servers), offered beside ``tools``."""
         plain: list[Tool] = []
@@ -272,13 +234,13 @@ class Agent(Generic[TContext, TOutput]):
                             f"to return control; rename its own tool {FINISH_TASK!r}.")
         self.name = name
         self.instructions = instructions
-        self.description = description
-        self.model = model
+        self.description = o["description"]
+        self.model = o["model"]
         self.tools: tuple[Tool, ...] = tuple(plain)
-        self.transfer_policy = transfer_policy
+        self.transfer_policy = o["transfer_policy"]
         self.handoff_tools: HandoffToolsMode = handoff_tools
         self.max_turns = max_turns
-        self.model_settings = model_settings
+        self.model_settings = o["model_settings"]
         self.mode: AgentMode = mode
         self.pattern: Pattern = pattern
         self.max_handoffs = max_handoffs
@@ -292,13 +254,13 @@ class Agent(Generic[TContext, TOutput]):
         """How the agent remembers its conversations with a user across sessions, if at all."""
         self.permissions = permissions
         """Which of its tools it may call (see ``relayrace.Permissions``); ``None``: all."""
-        self.sticky = sticky
+        self.sticky = o["sticky"]
         """Keep the conversation after answering even when it can transfer nowhere (by
         default the next user turn then starts with its parent)."""
-        self.input_guardrails: tuple[Guardrail, ...] = tuple(input_guardrails)
-        self.output_guardrails: tuple[Guardrail, ...] = tuple(output_guardrails)
+        self.input_guardrails: tuple[Guardrail, ...] = tuple(o["input_guardrails"])
+        self.output_guardrails: tuple[Guardrail, ...] = tuple(o["output_guardrails"])
         self.parent: Agent[Any] | None = None
-        self.handoffs: tuple[Handoff, ...] = tuple(
+        self.handoffs: tuple[Handoff[Agent[Any]], ...] = tuple(
             s if isinstance(s, Handoff) else Handoff(agent=s) for s in sub_agents
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
@@ -377,33 +339,10 @@ class Agent(Generic[TContext, TOutput]):
 
     def clone(self, **changes: Any) -> Agent[TContext, TOutput]:
         """A copy with ``changes`` applied; its sub-agents are cloned too, and it has no parent."""
-        options: dict[str, Any] = {
-            "instructions": self.instructions,
-            "description": self.description,
-            "model": self.model,
-            "tools": self._user_tools,
-            "transfer_policy": self.transfer_policy,
-            "handoff_tools": self.handoff_tools,
-            "max_turns": self.max_turns,
-            "model_settings": self.model_settings,
-            "mode": self.mode,
-            "input_guardrails": self.input_guardrails,
-            "output_guardrails": self.output_guardrails,
-            "specialists": self.specialists,
-            "meta_tools": self.meta_tools if self.specialists else None,
-            "delegation": self.delegation,
-            "pattern": self.pattern,
-            "max_handoffs": self.max_handoffs,
-            "timeout": self.timeout,
-            "max_result_tokens": self.max_result_tokens,
-            "compression": self.compression,
-            "memory": self.memory,
-            "output_type": self.output_type,
-            "output_mode": self.output_mode,
-            "output_retries": self.output_retries,
-            "permissions": self.permissions,
-            "sticky": self.sticky,
-        }
+        options: dict[str, Any] = {k: getattr(self, k) for k in _DEFAULTS}
+        options.update(instructions=self.instructions, output_type=self.output_type,
+                       tools=self._user_tools,
+                       meta_tools=self.meta_tools if self.specialists else None)
         if "sub_agents" not in changes:
             options["sub_agents"] = [
                 Handoff(
@@ -437,7 +376,7 @@ class Agent(Generic[TContext, TOutput]):
         report_template: str | None = None,
         output_extractor: OutputExtractor | None = None,
         is_enabled: bool | Callable[[RunContext[Any]], bool | Awaitable[bool]] = True,
-    ) -> AgentTool:
+    ) -> AgentTool[Agent[Any]]:
         """This agent as a tool: each call runs it to completion in a fresh child session.
 
         ``parameters`` (a JSON Schema dict or a pydantic model; default ``{"query": string}``)
@@ -452,9 +391,6 @@ class Agent(Generic[TContext, TOutput]):
         child's value is its ``value``); ``is_enabled`` (a bool, or a sync or async function of
         the run context, asked each turn) decides whether the tool is offered.
         """
-        from ..core.reports import DEFAULT_REPORT_SUFFIX
-        from .delegation import AgentTool
-
         return AgentTool(
             self, name=name, description=description, parameters=parameters,
             context_transform=context_transform, rate_limit=rate_limit, max_turns=max_turns,

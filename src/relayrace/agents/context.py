@@ -9,29 +9,30 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from ..core.exceptions import UserError
-from .approvals import UserQuestion
+from ._spec import AgentLike
+from .pending import UserQuestion
 
 if TYPE_CHECKING:
     from ..core.messages import Message
     from ..core.usage import RunUsage
     from ..sessions import Session
     from ..tracing import Span
-    from .agent import Agent
-    from .delegation import ChildOptions, ChildResult
+    from .children import ChildOptions, ChildResult
 
 __all__ = ["ChildRunner", "RunContext", "TContext"]
 
 TContext = TypeVar("TContext", default=Any)
 """The type of a run's context object (``Any`` where nothing says)."""
+A_contra = TypeVar("A_contra", bound=AgentLike, contravariant=True, default=Any)
 
 
-class ChildRunner(Protocol):
+class ChildRunner(Protocol[A_contra]):
     """How delegating tools (agent tools, meta-tools, parallel workflows) start child runs.
 
     The engine implements it; declarations reach the engine only through it.
     """
 
-    async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
+    async def run_child(self, ctx: RunContext[Any], agent: A_contra, task: str,
                         options: ChildOptions) -> ChildResult:
         """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
         ...
@@ -43,8 +44,8 @@ class RunContext(Generic[TContext]):
 
     context: TContext
     """The object passed as ``Runner.run(..., context=...)``, shared by the whole tree."""
-    agent: Agent[Any]
-    """The agent whose model called the tool."""
+    agent: AgentLike
+    """The agent whose model called the tool (a ``relayrace.Agent``)."""
     path: str
     """That agent's delegation path, e.g. ``coordinator/researcher``."""
     session: Session

@@ -11,33 +11,32 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
+from typing_extensions import TypeVar
 
 from ..core.events import MessageEvent, ToolResultEvent
 from ..core.exceptions import UserError
 from ..core.messages import Message, ToolCall
 from ..core.reports import (
     DEFAULT_REPORT_SUFFIX,
-    EMPTY_ANSWER,
     SUBMIT_REPORT,
     Confidence,
     DelegationReport,
 )
 from ..core.templates import ContextTransform, ContextTransformError
-from ..core.usage import Usage
-from ..teams.routing import Finish
-from .approvals import Interrupted, Pending
+from ._spec import AgentLike
+from .children import ChildOptions, ChildResult
 from .handoffs import InputFilter, sanitize_tool_name
 from .input_filters import keep_last, remove_tool_traffic
+from .pending import Interrupted, Pending
+from .returns import Finish
 from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments, tool
 
 if TYPE_CHECKING:
     from ..core.events import AgentEvent
-    from .agent import Agent
     from .context import RunContext
 
 __all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_children",
@@ -57,70 +56,13 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
     "required": ["query"],
 }
 T = TypeVar("T")
+A = TypeVar("A", bound=AgentLike, default=AgentLike)
 HISTORY_MESSAGES = 6
 """How many recent parent messages ``include_history=True`` passes to a child."""
 HISTORY_CHARS = 4000
 """The most characters of parent history a child receives."""
 SOURCE_ARGUMENTS_CHARS = 400
 """The most characters of a used tool's arguments kept in a report's completed SOURCES."""
-
-
-@dataclass(slots=True, kw_only=True, frozen=True)
-class ChildOptions:
-    """How a delegated child runs (see ``run_child``)."""
-
-    report: bool = True
-    """Whether the child ends with a structured report."""
-    audience: str = ""
-    """Who reads the report, for its wording."""
-    report_template: str = DEFAULT_REPORT_SUFFIX
-    """The Jinja2 text that asks for the report."""
-    suffix: str = ""
-    """More text for the child's instructions."""
-    max_turns: int | None = None
-    """The child's own turn limit."""
-    timeout: float | None = None
-    """Seconds the child may take."""
-    variables: dict[str, Any] | None = None
-    """Template variables for the child's instructions."""
-    history: tuple[Message, ...] = ()
-    """Parent messages the child sees before its task."""
-    key: str | None = None
-    """Which child of the parent's call this is (numbered by default)."""
-
-
-@dataclass(slots=True, kw_only=True)
-class ChildResult:
-    """How one delegated child run ended."""
-
-    agent: str
-    """The child agent's name."""
-    path: str
-    """Its delegation path, e.g. ``coordinator/researcher``."""
-    ok: bool
-    """Whether it finished with an answer."""
-    output: str = ""
-    """Its final answer (empty if it failed)."""
-    report: DelegationReport | None = None
-    """Its parsed report, when a report was asked for (never for a child with an
-    ``output_type``: its value is the result)."""
-    value: Any = None
-    """Its validated structured output, when it has an ``output_type`` (``output`` holds it
-    as JSON, which is what its parent's model receives)."""
-    error: str | None = None
-    """Why it failed."""
-    session_id: str = ""
-    """Its child session."""
-    usage: Usage
-    """What it used, its own children included."""
-
-    def render(self) -> str:
-        """The compact text its parent's model receives."""
-        if not self.ok:
-            return f"{self.agent} failed: {self.error}"
-        if self.report is not None:
-            return self.report.render()
-        return self.output or EMPTY_ANSWER
 
 
 @tool(name=SUBMIT_REPORT)
@@ -214,7 +156,7 @@ def bounded_history(messages: Sequence[Message]) -> list[Message]:
 
 async def run_child(
     ctx: RunContext[Any],
-    agent: Agent[Any],
+    agent: AgentLike,
     task: str,
     *,
     report: bool = True,
@@ -269,15 +211,15 @@ OutputExtractor = Callable[["ChildResult"], Any]
 async function; see ``Agent.as_tool``)."""
 
 
-class AgentTool(Tool):
-    """An agent offered as a tool (see ``Agent.as_tool``)."""
+class AgentTool(Tool, Generic[A]):
+    """An agent offered as a tool (see ``Agent.as_tool``); ``A`` is the agent's type."""
 
     delegates = True
     idempotent = True  # a call run again continues its children's sessions (stable keys)
 
     def __init__(
         self,
-        agent: Agent[Any],
+        agent: A,
         *,
         name: str | None = None,
         description: str | None = None,

@@ -12,19 +12,20 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+from typing_extensions import TypeVar
 
 from ..core.exceptions import ConfigError, UserError
 from ..core.messages import Message
 from ..core.templates import ContextTransform
 from ..models.interface import ToolDefinition
+from ._spec import AgentLike
 from .tools import describe_validation_error
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .context import RunContext
     from .tools import Tool
 
@@ -34,6 +35,7 @@ __all__ = [
     "Handoff",
     "InputFilter",
     "TransferPolicy",
+    "Transferring",
     "handoff",
     "sanitize_tool_name",
 ]
@@ -65,11 +67,50 @@ class TransferPolicy:
     """Allow transfers to siblings (the parent's other children)."""
 
 
-@dataclass(kw_only=True, eq=False)
-class Handoff:
-    """A handoff to ``agent`` as offered to a model; build it with :func:`handoff`."""
+@runtime_checkable
+class Transferring(AgentLike, Protocol):
+    """What deciding an agent's transfers reads of it (`Agent` has it all)."""
 
-    agent: Agent[Any]
+    @property
+    def handoffs(self) -> Sequence[Handoff[Any]]:
+        """Its children, as handoffs."""
+        ...
+
+    @property
+    def transfer_policy(self) -> TransferPolicy:
+        """Whether its parent and peers are targets too."""
+        ...
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """Its own tools, whose names a transfer tool must not take."""
+        ...
+
+    @property
+    def handoff_tools(self) -> HandoffToolsMode:
+        """One transfer tool per target, or one for all."""
+        ...
+
+    @property
+    def pattern(self) -> str:
+        """``"supervisor"`` is offered no transfer."""
+        ...
+
+    @property
+    def mode(self) -> str:
+        """``"task"`` returns with the ``finish_task`` tool."""
+        ...
+
+
+A = TypeVar("A", bound=Transferring, default=Any)  # a bare Handoff: any agent
+
+
+@dataclass(kw_only=True, eq=False)
+class Handoff(Generic[A]):
+    """A handoff to ``agent`` as offered to a model; build it with :func:`handoff`. ``A`` is
+    the agent's type (a ``relayrace.Agent``)."""
+
+    agent: A
     """The agent that takes over."""
     tool_name: str | None = None
     """The tool's name; ``transfer_to_<agent name>`` by default."""
@@ -105,9 +146,7 @@ class Handoff:
 
     def __post_init__(self) -> None:
         # Checked here, so a wrong option fails where it is written, not mid-run.
-        from .agent import Agent  # agent.py imports this module
-
-        if not isinstance(self.agent, Agent):
+        if not isinstance(self.agent, Transferring):
             raise UserError(f"handoff() takes the Agent that takes over, got "
                             f"{_describe_value(self.agent)}.")
         about = f"handoff({self.agent.name})"
@@ -176,7 +215,7 @@ class Handoff:
 
 
 def handoff(
-    agent: Agent[Any],
+    agent: A,
     *,
     tool_name: str | None = None,
     description: str | None = None,
@@ -186,7 +225,7 @@ def handoff(
     requires_approval: bool = False,
     input_type: Any = None,
     context_transform: str | None = None,
-) -> Handoff:
+) -> Handoff[A]:
     """Build a handoff explicitly; pass it in ``sub_agents`` in place of the bare agent.
 
     ``is_enabled``, ``input_filter`` and ``on_handoff`` may be sync or async functions.
@@ -254,9 +293,9 @@ REASON_SCHEMA = {
 class HandoffSet:
     """The transfers one agent may make, resolved from its tree and policy."""
 
-    by_agent: dict[str, Handoff] = field(default_factory=dict)
+    by_agent: dict[str, Handoff[Any]] = field(default_factory=dict)
     """Allowed targets by agent name."""
-    by_tool: dict[str, Handoff | None] = field(default_factory=dict)
+    by_tool: dict[str, Handoff[Any] | None] = field(default_factory=dict)
     """Tool name to handoff (``None`` for the single ``transfer_to_agent`` tool)."""
     definitions: list[ToolDefinition] = field(default_factory=list)
     """Tool definitions when every handoff is enabled."""
@@ -275,9 +314,9 @@ class HandoffSet:
         # The names stay those of the full set, which calls are resolved against.
         return [d for d in self.definitions if self.by_tool[d.name] in enabled]
 
-    async def enabled(self, ctx: RunContext[Any]) -> list[Handoff]:
+    async def enabled(self, ctx: RunContext[Any]) -> list[Handoff[Any]]:
         """The handoffs that may be taken this turn."""
-        out: list[Handoff] = []
+        out: list[Handoff[Any]] = []
         for h in self.by_agent.values():
             flag = _flag(h, ctx)
             if inspect.isawaitable(flag):  # only an async is_enabled costs an await
@@ -287,20 +326,20 @@ class HandoffSet:
         return out
 
     @staticmethod
-    async def is_offered(h: Handoff, ctx: RunContext[Any]) -> bool:
+    async def is_offered(h: Handoff[Any], ctx: RunContext[Any]) -> bool:
         """Whether ``h`` may be taken this turn."""
         flag = _flag(h, ctx)
         return bool(await flag if inspect.isawaitable(flag) else flag)
 
 
-def _flag(h: Handoff, ctx: RunContext[Any]) -> bool | Awaitable[bool]:
+def _flag(h: Handoff[Any], ctx: RunContext[Any]) -> bool | Awaitable[bool]:
     flag = h.is_enabled
     return flag if isinstance(flag, bool) else flag(ctx)
 
 
 def _definitions(
-    handoffs: Sequence[Handoff], mode: HandoffToolsMode, taken: set[str]
-) -> tuple[list[ToolDefinition], dict[str, Handoff | None]]:
+    handoffs: Sequence[Handoff[Any]], mode: HandoffToolsMode, taken: set[str]
+) -> tuple[list[ToolDefinition], dict[str, Handoff[Any] | None]]:
     if not handoffs:
         return [], {}
     if mode == "single":
@@ -324,7 +363,7 @@ def _definitions(
         )
         return [definition], {SINGLE_TOOL_NAME: None}
     definitions: list[ToolDefinition] = []
-    by_tool: dict[str, Handoff | None] = {}
+    by_tool: dict[str, Handoff[Any] | None] = {}
     names = set(taken)
     for h in handoffs:
         # Targets whose names sanitize alike get numbered; the agent's other tools never
@@ -342,23 +381,23 @@ def _definitions(
     return definitions, by_tool
 
 
-def _tool_name(h: Handoff) -> str:
+def _tool_name(h: Handoff[Any]) -> str:
     return sanitize_tool_name(h.tool_name or f"transfer_to_{h.agent.name}")
 
 
-def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet:
+def resolve_handoffs(agent: Transferring, parent: Transferring | None) -> HandoffSet:
     """The transfers ``agent`` may make placed under ``parent``: children, then parent and
     peers if its policy allows.
 
     Raises ``ConfigError`` when a transfer tool would have the name of another of its tools.
     """
-    targets: list[Handoff] = list(agent.handoffs)
+    targets: list[Handoff[Any]] = list(agent.handoffs)
     if parent is not None:
         if agent.transfer_policy.to_parent:
             targets.append(Handoff(agent=parent))
         if agent.transfer_policy.to_peers:
             targets.extend(h for h in parent.handoffs if h.agent is not agent)
-    by_agent: dict[str, Handoff] = {}
+    by_agent: dict[str, Handoff[Any]] = {}
     for h in targets:
         if h.is_enabled is not False:
             by_agent.setdefault(h.agent.name, h)
@@ -375,8 +414,8 @@ def resolve_handoffs(agent: Agent[Any], parent: Agent[Any] | None) -> HandoffSet
     )
 
 
-def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
-                   handoffs: Sequence[Handoff], tools: dict[str, Tool]) -> None:
+def _check_clashes(agent: Transferring, parent: Transferring | None,
+                   handoffs: Sequence[Handoff[Any]], tools: dict[str, Tool]) -> None:
     """Reject a transfer tool named like another tool of ``agent``, another transfer's
     included: a renamed transfer would leave the model calling the other tool when it means to
     transfer."""
@@ -391,7 +430,7 @@ def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
                 f"transfer tool, which reaches {', '.join(repr(h.agent.name) for h in handoffs)}"
                 "; rename the tool, or use handoff_tools='per_agent'.")
         return
-    transfers: dict[str, Handoff] = {}
+    transfers: dict[str, Handoff[Any]] = {}
     for h in handoffs:
         name = _tool_name(h)
         other = tools.get(name)
@@ -415,7 +454,7 @@ def _check_clashes(agent: Agent[Any], parent: Agent[Any] | None,
                           f"the name of {clash}, so the model could not call both; {fix}.")
 
 
-async def filter_messages(h: Handoff, messages: list[Message]) -> list[Message]:
+async def filter_messages(h: Handoff[Any], messages: list[Message]) -> list[Message]:
     """What ``h``'s input filter keeps of ``messages``, awaited if it is async.
 
     Raises ``UserError`` naming the filter when it fails or returns anything but a list of

@@ -177,7 +177,7 @@ class RemoteAgent(Agent[Any, str]):
     def __repr__(self) -> str:
         return f"RemoteAgent({self.name!r}, {self.url!r})"
 
-    def as_tool(self, **options: Any) -> AgentTool:
+    def as_tool(self, **options: Any) -> AgentTool[Agent[Any]]:
         """This remote agent as a delegated child (``Agent.as_tool``'s options): a question
         the remote asks stops the run with it pending, and the answer goes back to the
         remote task."""

@@ -62,6 +62,7 @@ __all__ = [
     "SessionInUseError",
     "SessionStoreBusy",
     "SessionStoreUnavailable",
+    "UnknownOptionError",
     "UsageLimitExceeded",
     "UserError",
 ]
@@ -73,6 +74,11 @@ class RelayraceError(Exception):
 
 class UserError(RelayraceError):
     """The calling program used relayrace wrongly: the message says what to change."""
+
+
+class UnknownOptionError(UserError, TypeError):
+    """A keyword option that the constructor does not take; a ``TypeError`` too, as Python's
+    own unknown-keyword error is, and its message lists the options there are."""
 
 
 class AnswerError(UserError):

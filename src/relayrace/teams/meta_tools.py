@@ -16,50 +16,26 @@ import re
 import string
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from ..agents.agent import Agent
 from ..agents.delegation import ChildResult, run_child, run_children
+from ..agents.specialists import META_TOOLS, DelegationConfig, MetaToolName
 from ..agents.tools import Tool, ToolRetry, parse_arguments
 from ..core.exceptions import UserError
 from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..models.interface import Model
 
 if TYPE_CHECKING:
-    from ..agents.agent import Agent
     from ..agents.context import RunContext
 
 __all__ = ["META_TOOLS", "DelegationConfig", "MetaToolName", "SpawnAgentTool", "build_meta_tools",
            "spawn_agent"]
 
-MetaToolName = Literal["delegate", "parallel", "pipeline", "debate"]
-META_TOOLS: tuple[MetaToolName, ...] = ("delegate", "parallel", "pipeline", "debate")
 _TOOL_NAMES: dict[str, MetaToolName] = {
     "delegate_to_agent": "delegate", "war_room": "parallel",
     "agent_pipeline": "pipeline", "debate_ensemble": "debate",
 }  # the tools' own names are accepted too
-
-
-@dataclass(slots=True, kw_only=True)
-class DelegationConfig:
-    """How an agent's meta-tools run their children."""
-
-    max_concurrency: int = 4
-    """Children of one ``war_room`` or debate round running at once."""
-    child_max_turns: int | None = None
-    """Turn limit of each child (default: the child agent's own)."""
-    child_timeout: float | None = None
-    """Seconds before a child is stopped and reported as timed out."""
-    report_template: str = DEFAULT_REPORT_SUFFIX
-    """The report request appended to each child's instructions."""
-    debate_models: Mapping[str, Model | str] = field(default_factory=dict)
-    """Models that may join a debate as participants, by the name the model uses."""
-    judge: Agent[Any] | None = None
-    """An agent that judges debate consensus instead of comparing normalized answers."""
-
-    def __post_init__(self) -> None:
-        if self.max_concurrency < 1:
-            raise UserError(f"max_concurrency must be at least 1, got {self.max_concurrency}.")
 
 
 class _MetaTool(Tool):
@@ -224,8 +200,6 @@ class DebateTool(_MetaTool):
 
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
-        from ..agents.agent import Agent
-
         self.name = "debate_ensemble"
         self.debaters = dict(self.specialists)
         for name, model in config.debate_models.items():
@@ -399,8 +373,6 @@ class SpawnAgentTool(Tool):
                            "properties": properties}
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
-        from ..agents.agent import Agent
-
         data = parse_arguments(arguments, self.name, json.dumps(self.parameters))
         instructions, task = data.get("instructions"), data.get("task")
         if not isinstance(instructions, str) or not instructions.strip() or \
