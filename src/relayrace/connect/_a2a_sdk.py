@@ -65,7 +65,8 @@ class RemoteResult:
 
 
 FINAL = frozenset({"completed", "failed", "canceled", "rejected", "input-required",
-                    "auth-required"})
+                   "auth-required"})
+"""The task states that end an exchange (the task is done, or waits for the caller)."""
 _STATES = {"TASK_STATE_COMPLETED": "completed", "TASK_STATE_FAILED": "failed",
            "TASK_STATE_CANCELED": "canceled", "TASK_STATE_INPUT_REQUIRED": "input-required",
            "TASK_STATE_REJECTED": "rejected", "TASK_STATE_AUTH_REQUIRED": "auth-required",
@@ -79,19 +80,20 @@ def state_name(state: int) -> str:
     return _STATES.get(TaskState.Name(state), "unknown")
 
 
-def plain(value: Any) -> Any:
+def _plain(value: Any) -> Any:
     """A data part's value with its whole numbers as ints: protobuf's Struct, A2A's data
     carrier, holds every number as a double (``21`` arrives as ``21.0``)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain(v) for v in value]
+        return [_plain(v) for v in value]
     return value
 
 
 def texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The text of message ``parts`` (text and URL parts, one a line) and their data parts."""
     from google.protobuf.json_format import MessageToDict
 
     texts, data = [], []
@@ -100,13 +102,15 @@ def texts(parts: Sequence[Any]) -> tuple[str, list[Any]]:
         if kind == "text":
             texts.append(part.text)
         elif kind == "data":
-            data.append(plain(MessageToDict(part.data)))
+            data.append(_plain(MessageToDict(part.data)))
         elif kind == "url":
             texts.append(part.url)
     return "\n".join(t for t in texts if t), data
 
 
 def fetch_card(url: str, headers: Mapping[str, str], timeout: float) -> AgentCard:
+    """The agent card of the remote at base ``url``; a `UserError` saying what to check when
+    there is none or it cannot be read."""
     import httpx
     from a2a.types.a2a_pb2 import AgentCard
     from google.protobuf.json_format import ParseDict
@@ -125,6 +129,7 @@ def fetch_card(url: str, headers: Mapping[str, str], timeout: float) -> AgentCar
 
 
 def data_part(data: Any) -> Any:
+    """A message part carrying ``data`` (JSON-like) as A2A's structured data."""
     from a2a.types.a2a_pb2 import Part
     from google.protobuf.json_format import ParseDict
     from google.protobuf.struct_pb2 import Value
@@ -197,7 +202,7 @@ def _spent(metadata: Any, result: RemoteResult) -> None:
     """Read what a relayrace remote reports it used and did from a task's metadata."""
     from google.protobuf.json_format import MessageToDict
 
-    mine = plain(MessageToDict(metadata)).get(DATA_KEY)
+    mine = _plain(MessageToDict(metadata)).get(DATA_KEY)
     if not isinstance(mine, dict):
         return
     usage, calls = mine.get("usage"), mine.get("tool_calls")
@@ -209,6 +214,7 @@ def _spent(metadata: Any, result: RemoteResult) -> None:
 
 
 async def cancel(client: Any, task_id: str, within: float) -> None:
+    """Ask the remote to cancel ``task_id``, waiting at most ``within`` seconds; never fails."""
     from a2a.types.a2a_pb2 import CancelTaskRequest
 
     try:
