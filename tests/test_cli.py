@@ -13,8 +13,9 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from relayrace import __version__, cli
+from relayrace import __version__
 from relayrace.cli import EXIT_APPROVAL, app
+from relayrace.cli import _run as cli
 from relayrace.cli._render import EventPrinter
 from relayrace.cli._target import resolve_target
 from relayrace.core.events import (

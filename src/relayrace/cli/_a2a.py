@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ._common import errors
 from ._mcp import entry_agents
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model
@@ -47,9 +48,7 @@ def serve(
     """Serve a team's entry agents over A2A: each message is a run in the session of its
     context; the agent card is at /.well-known/agent-card.json."""
     from ..connect.a2a_server import create_a2a_app, serve_a2a
-    from . import _errors
-
-    with _errors():
+    with errors():
         agents = entry_agents(target, agent_names)
         keys = api_keys_given(api_keys)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ._common import EXIT_APPROVAL, errors, fail, parse_answers, parse_context
+from ._run import handoff_tools
 from ._target import resolve_model, resolve_target
 
 if TYPE_CHECKING:  # imported when used: DBOS is an extra
@@ -59,17 +61,15 @@ def worker(
         "with the same id recovers its own runs at once.")] = None,
 ) -> None:
     """Work a team's durable runs from its queue until SIGTERM or Ctrl-C, then drain."""
-    from . import _errors, _parse_context
-
     durable_runner = _durable_runner()
 
-    with _errors():
+    with errors():
         agent = resolve_target(target, agent_name)
         runner = durable_runner(
             agent, db=db, queue=queue, worker_concurrency=concurrency,
             concurrency=queue_concurrency, heartbeat=heartbeat, dead_after=dead_after,
             executor_id=executor_id, model=resolve_model(model) if model else None,
-            max_turns=max_turns, context=_parse_context(context))
+            max_turns=max_turns, context=parse_context(context))
         asyncio.run(_work(runner, drain))
 
 
@@ -77,9 +77,7 @@ def _durable_runner() -> type[DurableRunner]:
     try:  # imported here: DBOS is an extra
         from ..durable.runs import DurableRunner
     except ImportError as exc:
-        from . import _fail
-
-        raise _fail(f"Durable runs need DBOS: pip install 'relayrace[durable]' ({exc}).") \
+        raise fail(f"Durable runs need DBOS: pip install 'relayrace[durable]' ({exc}).") \
             from None
     return DurableRunner
 
@@ -140,7 +138,6 @@ def submit(
 ) -> None:
     """Put a run on a team's queue for its workers (`relayrace worker`); with --approve,
     --reject or --answer, put on the run that goes on from where --session stopped."""
-    from . import EXIT_APPROVAL, _errors, _fail, _handoff_tools, _parse_answers
     from ._render import EventPrinter
 
     durable_runner = _durable_runner()
@@ -148,17 +145,17 @@ def submit(
     if prompt == "-":
         prompt = sys.stdin.read()
     decisions = dict.fromkeys(approve or [], True) | dict.fromkeys(reject or [], False)
-    answers = _parse_answers(answer)
+    answers = parse_answers(answer)
     resuming = bool(decisions or answers)
     if resuming and (prompt is not None or session is None):
-        raise _fail("To resume, give --session and the decisions, without a prompt.")
+        raise fail("To resume, give --session and the decisions, without a prompt.")
     if not resuming and not prompt:
-        raise _fail("Give the user message (or --session with --approve, --reject or "
+        raise fail("Give the user message (or --session with --approve, --reject or "
                     "--answer to resume).")
-    with _errors():
+    with errors():
         agent = resolve_target(target, agent_name)
         runner = durable_runner(agent, db=db, queue=queue, work=False)
-        shown = EventPrinter(Console(highlight=False), handoff_tools=_handoff_tools(agent)) \
+        shown = EventPrinter(Console(highlight=False), handoff_tools=handoff_tools(agent)) \
             if follow and not json_output else None
         ended = asyncio.run(_submit(runner, prompt, session, run_id, decisions, answers,
                                     wait or follow, timeout, shown))

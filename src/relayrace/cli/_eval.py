@@ -18,6 +18,7 @@ from ..core.exceptions import UserError
 from ..models import Model
 from ..sessions import SessionStore, new_session_id, open_store
 from ..testing import ScriptedModel
+from ._common import errors
 from ._target import load_module, resolve_model, resolve_target
 
 if TYPE_CHECKING:
@@ -266,11 +267,9 @@ def run_cases(
     from ..evals.baseline import compare
     from ..evals.html import html_report
     from ..evals.junit import junit_xml
-    from . import _errors
-
     to_stdout = json_out is not None and str(json_out) == "-"
     out = _console(stderr=to_stdout)
-    with _errors():
+    with errors():
         agent = resolve_target(team, agent_name)
         if model is None and any(isinstance(a.model, ScriptedModel) for a in agent.root.walk()):
             raise UserError(f"{team} runs on a scripted model, which plays one conversation, "
@@ -331,9 +330,7 @@ def compare_runs(
 ) -> None:
     """Compare two eval runs case by case: pass rate, path, tokens, latency."""
     from ..evals.baseline import compare
-    from . import _errors
-
-    with _errors():
+    with errors():
         before = _load_result(baseline, open_store(db))
         after = _load_result(current, open_store(db))
     _console().print(_baseline_table(compare(before, after), baseline))
@@ -352,9 +349,7 @@ def capture(
 ) -> None:
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
     from ..evals.capture import append_case, capture_case, capture_note
-    from . import _errors
-
-    with _errors():
+    with errors():
         store = open_store(db)
 
         async def events() -> Any:
@@ -400,10 +395,8 @@ def replay_session(
     where the trajectory diverged from the stored one."""
     from ..evals.capture import capture_case
     from ..evals.replay import first_divergence, replay
-    from . import _errors
-
     out = _console()
-    with _errors():
+    with errors():
         agent = resolve_target(team, agent_name)
         store = open_store(db)
         stored_case_id = f"session-{session_id}"

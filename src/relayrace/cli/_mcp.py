@@ -11,6 +11,7 @@ import typer
 from ..agents.agent import Agent
 from ..connect.mcp_server import mcp_server, serve_http, serve_stdio
 from ..core.exceptions import UserError
+from ._common import errors
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model, resolve_target
 
@@ -60,9 +61,7 @@ def serve(
 ) -> None:
     """Offer a team's entry agents as MCP tools: each call runs the agent on its task and
     returns its answer (and its report, as structured content)."""
-    from . import _errors
-
-    with _errors():
+    with errors():
         agents = entry_agents(target, agent_names)
         server = mcp_server(agents, name=name, db=db,
                             model=resolve_model(model) if model else None, max_turns=max_turns)

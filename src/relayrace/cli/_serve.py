@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from ._common import errors
 from ._mcp import entry_agents
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import describe_models, resolve_model
@@ -67,9 +68,7 @@ def serve(
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
-    from . import _errors
-
-    with _errors():
+    with errors():
         import uvicorn
 
         from ..server import create_app

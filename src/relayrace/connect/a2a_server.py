@@ -38,7 +38,7 @@ from ..core.reports import parse_report
 from ..models.interface import Model
 from ..runner import Runner, RunResult
 from ..sessions import SessionStore, open_store
-from .a2a import DATA_KEY, _texts, sdk
+from ._a2a_sdk import DATA_KEY, data_part, sdk, texts
 from .asgi import Access, HostGuard, serve_asgi
 from .keys import Keys, presented_key
 
@@ -251,7 +251,7 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
         task = new_task_from_user_message(context.message)
         await queue.enqueue_event(task)
     up = TaskUpdater(queue, task.id, task.context_id)
-    text, data = _texts(context.message.parts)
+    text, data = texts(context.message.parts)
     given: dict[str, Any] = next((d[DATA_KEY] for d in data if isinstance(d, dict)
                   and isinstance(d.get(DATA_KEY), dict)), {})
     from google.protobuf.json_format import MessageToDict
@@ -324,11 +324,9 @@ async def _execute(server: Any, context: Any, queue: Any) -> None:
 def _parts(text: str, data: dict[str, Any] | None = None) -> list[Any]:
     from a2a.types.a2a_pb2 import Part
 
-    from .a2a import _data_part
-
     parts = [Part(text=text)]
     if data is not None:
-        parts.append(_data_part({DATA_KEY: to_jsonable_python(data, fallback=str)}))
+        parts.append(data_part({DATA_KEY: to_jsonable_python(data, fallback=str)}))
     return parts
 
 

@@ -1,50 +1,32 @@
-"""Sandboxed Jinja2 for relayrace: agent instructions and context transforms.
+"""Sandboxed Jinja2 for relayrace: agent instructions, context transforms and conditions.
 
-Every template runs in one ``ImmutableSandboxedEnvironment``: it may read the values it is
-given and call their safe methods, but it cannot reach Python internals (``__class__``,
-``__globals__`` ...) nor mutate lists and dicts. Undefined values are strict: printing or
-testing a missing value is an error, while ``| default(...)`` and ``is defined`` still work.
-Values are never compiled as templates: an argument holding ``{{ 7*7 }}`` arrives as that text.
-Templates are compiled once per source text and cached. Rendering is bounded too: at most
-``MAX_OUTPUT`` characters out and in any one text or list a template builds (repetition,
-concatenation, padding, joins, replacements), ``MAX_STEPS`` loop iterations, range items and
-calls, ``MAX_FORMAT_WIDTH`` in a format width or precision, integers of ``MAX_INT_BITS``
-bits, and ``MAX_SECONDS``; past one, rendering fails with an error naming the template and
-the limit.
+Every template runs in one sandboxed environment (`relayrace.core._sandbox`): it may read the
+values it is given and call their safe methods, but it cannot reach Python internals
+(``__class__``, ``__globals__`` ...) nor mutate lists and dicts. Undefined values are strict:
+printing or testing a missing value is an error, while ``| default(...)`` and ``is defined``
+still work. Values are never compiled as templates: an argument holding ``{{ 7*7 }}`` arrives
+as that text. Templates are compiled once per source text and cached. Rendering is bounded
+(`relayrace.core._bounds`: output size, loop steps, format widths, integer size, time); past
+a bound, rendering fails with an error naming the template and the limit.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import string
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from functools import lru_cache, wraps
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from types import TracebackType
 from typing import Any
 
-from jinja2 import (
-    StrictUndefined,
-    Template,
-    TemplateSyntaxError,
-    Undefined,
-    UndefinedError,
-    nodes,
-    pass_eval_context,
-)
+from jinja2 import Template, TemplateSyntaxError, Undefined, UndefinedError, nodes
 from jinja2.environment import TemplateExpression
 from jinja2.exceptions import SecurityError
-from jinja2.filters import sync_do_join
-from jinja2.nodes import EvalContext
 from jinja2.parser import Parser
-from jinja2.runtime import Context
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
+from ._bounds import LimitExceeded, bounded, mark_bounds
+from ._sandbox import ENV, Data, render, wrap
 from .exceptions import ConfigError, UserError
 
 __all__ = ["Condition", "ContextTransform", "ContextTransformError", "is_template",
@@ -56,343 +38,6 @@ _ESCAPED_CHAR = re.compile(r"\\.", re.DOTALL)
 
 class ContextTransformError(UserError):
     """A context transform could not turn a tool call's arguments into the child's variables."""
-
-
-class _Data(dict[str, Any]):
-    """A tool call's arguments as template data: its keys win over dict methods (``data.items``)."""
-
-    __slots__ = ("path",)
-
-    def __init__(self, values: Mapping[Any, Any], path: str) -> None:
-        super().__init__({str(k): _wrap(v, f"{path}.{k}") for k, v in values.items()})
-        self.path = path
-
-
-def _wrap(value: Any, path: str) -> Any:
-    if isinstance(value, (list, tuple)):
-        return [_wrap(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    return _Data(value, path) if isinstance(value, Mapping) else value
-
-
-class _MissingMethod(StrictUndefined):
-    """A missing argument named like a dict method: undefined, yet ``data.items()`` calls it."""
-
-    __slots__ = ("_method",)  # underscored, so templates cannot reach it
-
-    def __init__(self, method: Callable[..., Any], hint: str, obj: _Data, name: str) -> None:
-        super().__init__(hint=hint, obj=obj, name=name)
-        self._method = method
-
-
-MAX_OUTPUT = 1_000_000
-"""The most characters a template renders, and the longest text or list it may build."""
-MAX_STEPS = 100_000
-"""The most loop iterations, range items and calls one rendering may make."""
-MAX_FORMAT_WIDTH = 10_000
-"""The largest width or precision in a ``%`` or ``format`` specification."""
-MAX_INT_BITS = 10_000
-"""The largest integer (in bits) arithmetic in a template may produce."""
-MAX_SECONDS = 5.0
-"""The longest one rendering may take."""
-
-
-class _LimitExceeded(SecurityError):
-    """A rendering went past one of the bounds above."""
-
-
-@dataclass(slots=True)
-class _Budget:
-    steps: int = MAX_STEPS
-    deadline: float = field(default_factory=lambda: time.monotonic() + MAX_SECONDS)
-
-
-_BUDGET: ContextVar[_Budget | None] = ContextVar("relayrace_template_budget", default=None)
-
-
-@contextmanager
-def _bounded() -> Iterator[None]:
-    """One rendering's budget of steps and time."""
-    token = _BUDGET.set(_Budget())
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
-
-
-def _spend(steps: int) -> None:
-    budget = _BUDGET.get()
-    if budget is None:
-        return
-    budget.steps -= steps
-    if budget.steps < 0:
-        raise _LimitExceeded(f"more than {MAX_STEPS} loop iterations, range items and calls")
-    if time.monotonic() > budget.deadline:
-        raise _LimitExceeded(f"rendering took longer than {MAX_SECONDS:g} seconds")
-
-
-def _check_size(size: int, what: str) -> None:
-    if size > MAX_OUTPUT:
-        raise _LimitExceeded(f"{what} would be {size} long, more than {MAX_OUTPUT}")
-
-
-def _check_bits(bits: int) -> None:
-    if bits > MAX_INT_BITS:
-        raise _LimitExceeded(f"an integer of about {bits} bits, more than {MAX_INT_BITS}")
-
-
-def _check_width(number: str, spec: str) -> None:
-    if int(number) > MAX_FORMAT_WIDTH:
-        raise _LimitExceeded(f"the format {spec!r} asks for a width or precision of {number}, "
-                             f"more than {MAX_FORMAT_WIDTH}")
-
-
-_PRINTF = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
-
-
-def _check_printf(text: str) -> None:
-    """Refuse ``%``-formatting with a huge or ``*`` width or precision."""
-    for found in _PRINTF.finditer(text):
-        for number in found.groups():
-            if number == "*":
-                raise _LimitExceeded(f"the format {found.group()!r} takes its width from an "
-                                     "argument; write the width in the format")
-            if number is not None:
-                _check_width(number, found.group())
-
-
-def _check_format(text: str) -> None:
-    """Refuse ``str.format`` fields with a huge width or precision, or one given by a field."""
-    for _, _, spec, _ in string.Formatter().parse(text):
-        if not spec:
-            continue
-        if "{" in spec:
-            raise _LimitExceeded(f"the format spec {spec!r} takes a value from an argument; "
-                                 "write it in the format")
-        for number in re.findall(r"\d+", spec):
-            _check_width(number, spec)
-
-
-_SIZED = (str, bytes, list, tuple)
-
-
-def _check_binop(operator: str, left: Any, right: Any) -> None:
-    ints = isinstance(left, int) and isinstance(right, int)
-    if operator == "*":
-        if isinstance(left, _SIZED) and isinstance(right, int):
-            _check_size(len(left) * right, "a repeated value")
-        elif isinstance(right, _SIZED) and isinstance(left, int):
-            _check_size(len(right) * left, "a repeated value")
-        elif ints:
-            _check_bits(left.bit_length() + right.bit_length())
-    elif operator == "**" and ints and right > 0 and abs(left) > 1:
-        _check_bits(left.bit_length() * right)
-    elif operator == "+" and isinstance(left, _SIZED) and isinstance(right, _SIZED):
-        _check_size(len(left) + len(right), "a concatenation")
-    elif operator == "%" and isinstance(left, str):
-        _check_printf(left)
-
-
-def _check_str_method(text: str, name: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Refuse a string method call that would build a huge text; returns the arguments to use."""
-    if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
-        _check_size(args[0], f"str.{name}()")
-    elif name == "expandtabs" and args and isinstance(args[0], int):
-        _check_size(len(text) + text.count("\t") * args[0], "str.expandtabs()")
-    elif name == "replace" and len(args) >= 2:
-        _check_size(_replaced_size(text, str(args[0]), str(args[1])), "str.replace()")
-    elif name == "join" and args:
-        items = list(args[0])
-        _check_size(_joined_size(text, items), "str.join()")
-        return (items, *args[1:])
-    return args
-
-
-def _replaced_size(text: str, old: str, new: str) -> int:
-    count = len(text) + 1 if not old else text.count(old)
-    return len(text) + count * len(new)
-
-
-def _joined_size(separator: str, items: list[Any]) -> int:
-    return sum(len(str(i)) for i in items) + len(separator) * max(len(items) - 1, 0)
-
-
-def _loop(iterable: Iterable[Any]) -> Iterator[Any]:
-    """A ``for`` loop's items, each counted against the rendering's steps."""
-    for item in iterable:
-        _spend(1)
-        yield item
-
-
-def _range(*args: int) -> range:
-    """``range``, its items counted against the rendering's steps."""
-    numbers = range(*args)
-    _spend(len(numbers))
-    return numbers
-
-
-def _sized(value: Any) -> Any:
-    if isinstance(value, _SIZED):
-        _check_size(len(value), "a text or list")
-    return value
-
-
-def _bounded_filter(name: str, check: Callable[..., None]) -> Callable[..., Any]:
-    """Jinja's filter ``name`` with ``check(value, *args)`` first and its result's size after."""
-    original = _FILTERS[name]
-
-    @wraps(original)  # keeps Jinja's pass_eval_context marks
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            check(*args, **kwargs)
-        except _LimitExceeded as exc:
-            raise _LimitExceeded(f"the {name} filter: {exc}") from None
-        return _sized(original(*args, **kwargs))
-
-    return bounded
-
-
-def _small_numbers(*args: Any, **kwargs: Any) -> None:
-    """Refuse a count or width argument above ``MAX_FORMAT_WIDTH`` (the value is ``args[0]``)."""
-    for number in (*args[1:], *kwargs.values()):
-        if isinstance(number, int) and number > MAX_FORMAT_WIDTH:
-            raise _LimitExceeded(f"a count or width of {number}, more than {MAX_FORMAT_WIDTH}")
-
-
-def _indent_check(text: Any, width: Any = 4, *args: Any, **kwargs: Any) -> None:
-    pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
-    _check_size(len(str(text)) + (str(text).count("\n") + 1) * pad, "indent")
-
-
-def _replace_check(eval_ctx: Any, text: Any, old: Any, new: Any, *args: Any) -> None:
-    _check_size(_replaced_size(str(text), str(old), str(new)), "replace")
-
-
-@pass_eval_context
-def _join(eval_ctx: EvalContext, value: Iterable[Any], separator: str = "",
-          attribute: str | int | None = None) -> str:
-    """Jinja's ``join``, refusing a text longer than ``MAX_OUTPUT``."""
-    items = list(value)
-    _check_size(len(str(separator)) * max(len(items) - 1, 0), "join's separators")
-    return str(_sized(sync_do_join(eval_ctx, items, separator, attribute)))
-
-
-def _format_check(value: Any, *args: Any, **kwargs: Any) -> None:
-    _check_printf(str(value))
-
-
-def _tojson_check(eval_ctx: Any, value: Any, indent: Any = None) -> None:
-    if isinstance(indent, int) and indent > 16:
-        raise _LimitExceeded(f"tojson indent {indent}, more than 16")
-
-
-class _Environment(ImmutableSandboxedEnvironment):
-    """The sandbox, with call arguments (``_Data``) looked up key first and missing keys named.
-
-    It also keeps renderings bounded: arithmetic, ``%`` formatting and ``str.format``, string
-    methods, calls and loops are checked against the limits above.
-    """
-
-    intercepted_binops = frozenset({"*", "**", "+", "%"})
-
-    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
-        _check_binop(operator, left, right)
-        return super().call_binop(context, operator, left, right)
-
-    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
-        wrapper = super().wrap_str_format(value)
-        if wrapper is not None:
-            _check_format(value.__self__)
-        return wrapper
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        if not isinstance(obj, _Data):
-            return super().getattr(obj, attribute)
-        if attribute in obj:
-            return obj[attribute]
-        if not hasattr(dict, attribute):
-            return self._missing(obj, attribute)
-        value = super().getattr(obj, attribute)  # dunders and mutators: unsafe, never wrapped
-        return value if isinstance(value, Undefined) else self._missing(obj, attribute, value)
-
-    def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(obj, _MissingMethod):  # the method itself, so the sandbox checks it
-            obj = obj._method
-        _spend(1)  # macros calling themselves, too
-        owner = getattr(obj, "__self__", None)
-        if isinstance(owner, str):
-            args = _check_str_method(owner, getattr(obj, "__name__", ""), args)
-        return _sized(super().call(context, obj, *args, **kwargs))
-
-    def getitem(self, obj: Any, argument: Any) -> Any:
-        if isinstance(obj, _Data) and isinstance(argument, str):
-            return obj[argument] if argument in obj else self._missing(obj, argument)
-        return super().getitem(obj, argument)
-
-    def _missing(self, obj: _Data, name: str, method: Any = None) -> Undefined:
-        hint = f"'{obj.path}.{name}' is not among the tool call's arguments"
-        if method is not None:
-            return _MissingMethod(method, hint=hint, obj=obj, name=name)
-        return self.undefined(hint=hint, obj=obj, name=name)
-
-
-def _json_in_string(value: Any) -> str:
-    """Printed inside a JSON string literal: the value's text, escaped for JSON."""
-    return json.dumps(str(value), ensure_ascii=False)[1:-1]
-
-
-def _json_value(value: Any) -> str:
-    """Printed outside quotes: the value as a JSON literal; ``| tojson``/``| safe`` text as is."""
-    if isinstance(value, Markup):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, default=str)  # str() of an Undefined raises
-
-
-_ENV = _Environment(autoescape=False, undefined=StrictUndefined, keep_trailing_newline=True)
-_FILTERS = dict(_ENV.filters)
-_ENV.filters.update(
-    _rr_json_in_string=_json_in_string, _rr_json_value=_json_value, _rr_loop=_loop,
-    _rr_sized=_sized,
-    center=_bounded_filter("center", _small_numbers),
-    batch=_bounded_filter("batch", _small_numbers),
-    slice=_bounded_filter("slice", _small_numbers),
-    wordwrap=_bounded_filter("wordwrap", _small_numbers),
-    truncate=_bounded_filter("truncate", _small_numbers),
-    indent=_bounded_filter("indent", _indent_check),
-    replace=_bounded_filter("replace", _replace_check),
-    join=_join,
-    format=_bounded_filter("format", _format_check),
-    tojson=_bounded_filter("tojson", _tojson_check),
-)
-_ENV.globals["range"] = _range
-del _ENV.globals["lipsum"]  # placeholder text of any length: nothing a prompt needs
-
-
-def _mark_bounds(tree: nodes.Template) -> nodes.Template:
-    """Count each ``for`` loop's items, and check each ``~`` concatenation's size."""
-    for loop in list(tree.find_all(nodes.For)):
-        loop.iter = nodes.Filter(loop.iter, "_rr_loop", [], [], None, None, lineno=loop.lineno)
-    for parent in list(tree.find_all(nodes.Node)):
-        for name in parent.fields:
-            child = getattr(parent, name)
-            if isinstance(child, nodes.Concat):
-                setattr(parent, name, nodes.Filter(child, "_rr_sized", [], [], None, None,
-                                                   lineno=child.lineno))
-            elif isinstance(child, list):
-                child[:] = [nodes.Filter(c, "_rr_sized", [], [], None, None, lineno=c.lineno)
-                            if isinstance(c, nodes.Concat) else c for c in child]
-    return tree
-
-
-def _render(template: Template, variables: Mapping[str, Any]) -> str:
-    """``template`` rendered within the bounds, its output counted as it is produced."""
-    out: list[str] = []
-    size = 0
-    with _bounded():
-        for chunk in template.generate(variables):
-            size += len(chunk)
-            _check_size(size, "the output")
-            out.append(chunk)
-    return "".join(out)
 
 
 def is_template(source: str) -> bool:
@@ -425,7 +70,7 @@ def _where(exc: BaseException, source: str) -> str:
 
 @lru_cache(maxsize=256)
 def _instructions_template(source: str) -> Template:
-    return _ENV.from_string(_mark_bounds(_ENV.parse(source)))
+    return ENV.from_string(mark_bounds(ENV.parse(source)))
 
 
 def render_instructions(source: str, variables: Mapping[str, Any]) -> str:
@@ -439,11 +84,11 @@ def render_instructions(source: str, variables: Mapping[str, Any]) -> str:
         return source
     label = f"Instructions template {_first_line(source)!r}"
     try:
-        return _render(_instructions_template(source), dict(variables))
+        return render(_instructions_template(source), dict(variables))
     except TemplateSyntaxError as exc:
         where = _where(exc, source)
         raise ConfigError(f"{label} has a syntax error{where}: {exc.message}") from exc
-    except _LimitExceeded as exc:
+    except LimitExceeded as exc:
         raise UserError(f"{label} went past a rendering limit{_where(exc, source)}: {exc}; "
                         "make the template build less.") from exc
     except SecurityError as exc:
@@ -486,15 +131,15 @@ def _mark_json_outputs(node: nodes.Node, in_string: bool = False) -> bool:
 
 @lru_cache(maxsize=256)
 def _json_template(source: str) -> Template:
-    tree = _ENV.parse(source)
+    tree = ENV.parse(source)
     _mark_json_outputs(tree)
-    return _ENV.from_string(_mark_bounds(tree))
+    return ENV.from_string(mark_bounds(tree))
 
 
 @lru_cache(maxsize=256)
 def _expression(source: str) -> Callable[..., Any]:
     """Compile a Jinja expression whose dict keys may be bare names (``{company: ...}``)."""
-    parser = Parser(_ENV, source, state="variable")
+    parser = Parser(ENV, source, state="variable")
     expr = parser.parse_expression()
     if not parser.stream.eos:
         parser.fail("unexpected text after the expression")
@@ -503,8 +148,8 @@ def _expression(source: str) -> Callable[..., Any]:
         if isinstance(pair.key, nodes.Name):
             pair.key = nodes.Const(pair.key.name, lineno=pair.key.lineno)
     body = [nodes.Assign(nodes.Name("result", "store"), expr, lineno=1)]
-    tree = _mark_bounds(nodes.Template(body, lineno=1))
-    return TemplateExpression(_ENV.from_string(tree), False)
+    tree = mark_bounds(nodes.Template(body, lineno=1))
+    return TemplateExpression(ENV.from_string(tree), False)
 
 
 def _is_json_object(text: str) -> bool:
@@ -584,17 +229,17 @@ class ContextTransform:
         text = ""
         try:
             if self._expression is not None:
-                with _bounded():
-                    return _plain(self._expression(data=_Data(data, "data")))
+                with bounded():
+                    return _plain(self._expression(data=Data(data, "data")))
             if self._template is not None:
-                text = _render(self._template, {"data": _Data(data, "data")})
+                text = render(self._template, {"data": Data(data, "data")})
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ContextTransformError(
                 f"{label} did not produce valid JSON ({exc.msg} at line {exc.lineno} column "
                 f"{exc.colno}); it produced: {_clip(text)}"
             ) from exc
-        except _LimitExceeded as exc:
+        except LimitExceeded as exc:
             raise ContextTransformError(
                 f"{label} went past a rendering limit{_where(exc, source)}: {exc}; make the "
                 "template build less."
@@ -641,8 +286,8 @@ class Condition:
     def holds(self, variables: Mapping[str, Any]) -> bool:
         """Whether the condition is true for ``variables``."""
         try:
-            with _bounded():
-                return bool(_plain(self._compiled(**{k: _wrap(v, k) for k, v in
+            with bounded():
+                return bool(_plain(self._compiled(**{k: wrap(v, k) for k, v in
                                                     variables.items()})))
         except UndefinedError as exc:
             raise UserError(f"Condition {self.source!r} reads a missing value: "
