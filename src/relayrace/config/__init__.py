@@ -1,8 +1,7 @@
 """Teams defined in YAML: Kubernetes-style documents (``relayrace/v1``, or Astromesh's
+``astromesh/v1``) loaded into agents, swarms, teams and workflows.
 Layer: an entry point. Builds declarations from YAML; may import the runner and
 everything below it.
-
-``astromesh/v1``) loaded into agents, swarms, teams and workflows.
 
 .. code-block:: python
 

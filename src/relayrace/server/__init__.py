@@ -1,8 +1,7 @@
 """relayrace's server: a team behind an HTTP API, an OpenAI-compatible endpoint and a web
+console (``relayrace serve TARGET``, or `create_app` to embed; needs ``relayrace[server]``).
 Layer: an entry point. May import the runner, durable runs, evals, config, connect's
 ASGI guard and keys, and everything below.
-
-console (``relayrace serve TARGET``, or `create_app` to embed; needs ``relayrace[server]``).
 
 - ``/api``: sessions (create, list, get, export, delete, children), runs (start and wait, or
   in the background; their events as Server-Sent Events that resume with ``Last-Event-ID``;
