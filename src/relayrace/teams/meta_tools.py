@@ -3,6 +3,9 @@
 
 Each is one tool call with one result for the model; behind it, specialists run as delegated
 children (see :mod:`relayrace.agents.delegation`) and their reports are folded into that result.
+``war_room`` and ``agent_pipeline`` are front-ends over the fan-out and sequence shapes of
+:mod:`relayrace.teams.shapes` (their options in each tool's ``shape``); a failure that stops
+one is a tool result the model can correct.
 
 Debate consensus is judged on *normalized final answers*: every participant ends with a line
 ``FINAL ANSWER: ...``; answers are compared after case folding and stripping punctuation,
@@ -19,11 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from ..agents.delegation import ChildResult, run_child, run_children
+from ..agents.delegation import ChildResult, run_child
 from ..agents.tools import Tool, ToolRetry, parse_arguments
 from ..core.exceptions import UserError
 from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..models.interface import Model
+from .shapes.fanout import fan_out
+from .shapes.options import ChildRuns, Shape, StepFailed
+from .shapes.sequence import steps_as_children
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -98,14 +104,18 @@ class _MetaTool(Tool):
             out.append((self._specialist(item.get("type")), item["task"]))
         return out
 
+    def _children(self, *, reports: bool = True) -> ChildRuns:
+        """How its children run: with reports (but a debate's), under the config's limits."""
+        cfg = self.config
+        return ChildRuns(reports=reports, report_template=cfg.report_template,
+                         max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
+                         max_concurrency=cfg.max_concurrency)
+
     async def _child(self, ctx: RunContext[Any], agent: Agent[Any], task: str, *,
                      audience: str = "", report: bool = True, suffix: str = "",
                      key: str | None = None) -> ChildResult:
-        cfg = self.config
-        return await run_child(ctx, agent, task, report=report, audience=audience,
-                               report_template=cfg.report_template, suffix=suffix,
-                               max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
-                               key=key)
+        return await self._children(reports=report).run(ctx, agent, task, audience=audience,
+                                                        suffix=suffix, key=key)
 
 
 def _task_list_schema(description: str) -> dict[str, Any]:
@@ -143,6 +153,9 @@ class DelegateTool(_MetaTool):
 class WarRoomTool(_MetaTool):
     """``war_room(agents)``: every child at once; results in the order given."""
 
+    shape = Shape(kind="fan_out", sessions="child", on_error="collect", failure="in_answer",
+                  reports=True)
+
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
         self.name = "war_room"
@@ -153,8 +166,8 @@ class WarRoomTool(_MetaTool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         tasks = self._tasks(self._args(arguments).get("agents"), "agents")
-        results = await run_children([self._child(ctx, a, t) for a, t in tasks],
-                                     self.config.max_concurrency)
+        results = await fan_out([self._child(ctx, a, t) for a, t in tasks],
+                                on_error="collect", limit=self.config.max_concurrency)
         failed = sum(not r.ok for r in results)
         lines = [f"war_room: {len(results)} specialists, {len(results) - failed} succeeded, "
                  f"{failed} failed."]
@@ -167,6 +180,9 @@ class WarRoomTool(_MetaTool):
 class PipelineTool(_MetaTool):
     """``agent_pipeline(stages)``: in order, each stage given the previous stage's report."""
 
+    shape = Shape(kind="sequence", sessions="child", on_error="stop", failure="tool_result",
+                  reports=True)
+
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
         self.name = "agent_pipeline"
@@ -177,19 +193,22 @@ class PipelineTool(_MetaTool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         stages = self._tasks(self._args(arguments).get("stages"), "stages")
-        done: list[ChildResult] = []
-        for i, (agent, task) in enumerate(stages, 1):
+
+        async def stage(k: int, done: list[ChildResult]) -> ChildResult:
+            agent, task = stages[k]
             if done:
                 task = (f"{task}\n\nReport from the previous stage ({done[-1].agent}):\n"
                         f"{done[-1].render()}")
-            result = await self._child(ctx, agent, task)
-            if not result.ok:
-                so_far = "".join(f"\n\n[stage {j}] {r.agent}\n{r.render()}"
-                                 for j, r in enumerate(done, 1))
-                raise ToolRetry(f"agent_pipeline stopped at stage {i} of {len(stages)} "
-                                f"({agent.name}): {result.error}. "
-                                f"Reports so far:{so_far or ' none'}")
-            done.append(result)
+            return await self._child(ctx, agent, task)
+
+        try:
+            done = await steps_as_children(len(stages), stage, on_error="stop")
+        except StepFailed as failed:
+            so_far = "".join(f"\n\n[stage {j}] {r.agent}\n{r.render()}"
+                             for j, r in enumerate(failed.done, 1))
+            raise ToolRetry(f"agent_pipeline stopped at stage {failed.index + 1} of "
+                            f"{len(stages)} ({failed.result.agent}): {failed.result.error}. "
+                            f"Reports so far:{so_far or ' none'}") from None
         earlier = "".join(f"\n- stage {j} ({r.agent}): {r.report.summary if r.report else ''}"
                           for j, r in enumerate(done[:-1], 1))
         head = f"agent_pipeline: {len(done)} stages completed."
@@ -221,6 +240,10 @@ def normalize_answer(answer: str) -> str:
 
 class DebateTool(_MetaTool):
     """``debate_ensemble(question, participants, rounds)``: rounds until consensus."""
+
+    shape = Shape(kind="debate", sessions="child", on_error="collect", failure="in_answer",
+                  reports=False)
+    """Each round a fan-out that collects (a failed participant cannot agree that round)."""
 
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
@@ -271,8 +294,8 @@ class DebateTool(_MetaTool):
         for r in range(1, rounds + 1):
             prompts = {n: question if r == 1 else self._rebuttal(r, n, question, answers)
                        for n in names}
-            said = await run_children([speak(n, prompts[n], r) for n in names],
-                                      self.config.max_concurrency)
+            said = await fan_out([speak(n, prompts[n], r) for n in names],
+                                 on_error="collect", limit=self.config.max_concurrency)
             failed = False
             for n, res in zip(names, said, strict=True):
                 answers[n] = final_answer(res.output) if res.ok else f"(failed: {res.error})"
