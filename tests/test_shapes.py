@@ -389,3 +389,39 @@ def test_every_front_end_states_its_shape() -> None:
                      "ParallelFanOut", "PlanAndExecute", "agent_pipeline", "war_room",
                      "debate_ensemble", "Team", "swarm", "spawn_agent", "transfer_tool"):
         assert f"`{frontend}" in doc, frontend
+
+
+# --------------------------------------------------------------------------- transfer_tool
+
+
+async def test_transfer_tool_offers_a_transfer_named_as_the_handoff_tools_are() -> None:
+    from relayrace.teams.patterns import transfer_tool
+    from relayrace.teams.routing import TransferTo
+    from relayrace.testing import ScriptedModel
+
+    made = transfer_tool("writer")
+    assert made.name == "transfer_to_writer" and "delegat" not in made.description.lower()
+    value = await made.invoke(None, '{"reason": "draft it"}')  # type: ignore[arg-type]
+    assert value == TransferTo("writer", "draft it")
+    model = ScriptedModel(by_agent={"lead": [tool_call("transfer_to_writer", {})],
+                                    "writer": [text("written")]})
+    team = Team("t", agents=[Agent("lead", instructions="x", model=model, tools=[made]),
+                             Agent("writer", instructions="x", model=model)],
+                rules=[Rule(FromSpeaker("writer"), TerminateTarget("done"))])
+    result = await Runner.run(team, "go")
+    assert (result.final_output, result.last_agent.name) == ("written", "writer")
+
+
+def test_route_tool_is_a_deprecated_alias_that_keeps_its_tool_name() -> None:
+    from relayrace.teams.patterns import route_tool
+
+    with pytest.warns(DeprecationWarning, match="use transfer_tool"):
+        old = route_tool("writer")
+    assert old.name == "delegate_writer"  # what existing scripts and prompts call
+
+
+def test_parallel_agent_refuses_an_unknown_on_error() -> None:
+    from relayrace import UserError
+
+    with pytest.raises(UserError, match="'cancel' or 'collect'"):
+        ParallelAgent("p", branches=[Agent("a", instructions="x")], on_error="ignore")  # type: ignore[arg-type]
