@@ -25,7 +25,7 @@ from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..models.interface import Model
 from .shapes.debate import run_debate
 from .shapes.fanout import fan_out
-from .shapes.options import ChildRuns, Shape, StepFailed
+from .shapes.options import ChildPolicy, Shape, StepFailed
 from .shapes.sequence import steps_as_children
 
 if TYPE_CHECKING:
@@ -101,10 +101,10 @@ class _MetaTool(Tool):
             out.append((self._specialist(item.get("type")), item["task"]))
         return out
 
-    def _children(self, *, reports: bool = True) -> ChildRuns:
+    def _children(self, *, reports: bool = True) -> ChildPolicy:
         """How its children run: with reports (but a debate's), under the config's limits."""
         cfg = self.config
-        return ChildRuns(reports=reports, report_template=cfg.report_template,
+        return ChildPolicy(reports=reports, report_template=cfg.report_template,
                          max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
                          max_concurrency=cfg.max_concurrency)
 

@@ -28,7 +28,7 @@ from ..core.messages import Message, ToolCall
 from .routing import TransferTo
 from .shapes.driver import Composite, Driver
 from .shapes.fanout import fan_out
-from .shapes.options import ChildRuns, Shape, StepFailed
+from .shapes.options import ChildPolicy, Shape, StepFailed
 from .shapes.sequence import steps_as_children
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class _Pattern(Composite):
     delegated children and as the final speaker, so it may share the pattern's name."""
 
     label = ""
-    children = ChildRuns()
+    children = ChildPolicy()
     """Its children answer (no reports), with their own limits; the run's budget bounds all."""
 
     def __init__(self, name: str | None, worker: Agent[Any], description: str) -> None:

@@ -33,7 +33,7 @@ from .routing import (
     target_to_dict,
 )
 from .shapes.driver import Composite, Driver
-from .shapes.options import ChildRuns, Shape
+from .shapes.options import ChildPolicy, Shape
 
 if TYPE_CHECKING:
     from ..tracing import Span
@@ -266,7 +266,7 @@ class Team(Composite):
         transcript = driver.transcript
         said = [m for m in transcript if m.role in ("user", "assistant") and m.content]
         task = said[-1].content if said else ""
-        result = await ChildRuns().run(driver.context_for(self, span=span), agent, task,
+        result = await ChildPolicy().run(driver.context_for(self, span=span), agent, task,
                                        history=bounded_history(transcript[:-1]))
         if not result.ok:
             raise PatternStepFailed(self.name, f"nested chat {agent.name!r}",

@@ -24,7 +24,7 @@ from ..core.templates import Condition, render_instructions
 from .shapes.driver import Composite, Driver, SpeakerTurn
 from .shapes.fanout import FanOutOnError, fan_out
 from .shapes.loop import run_loop
-from .shapes.options import ChildRuns, Shape, StepFailed
+from .shapes.options import ChildPolicy, Shape, StepFailed
 from .shapes.sequence import steps_as_children, steps_in_session
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class ParallelAgent(Composite):
         task = users[-1].content if users else ""
         history = bounded_history(driver.transcript[:-1]) if users else []
         ctx = driver.context_for(self, span=span)
-        children = ChildRuns(max_concurrency=self.max_concurrency)
+        children = ChildPolicy(max_concurrency=self.max_concurrency)
         try:
             results = await fan_out([children.run(ctx, a, task, history=history)
                                      for a in self.sub_agents], on_error=self.on_error,
@@ -272,7 +272,7 @@ class Chain(Composite):
         task = render_instructions(link.input, variables)
         delay = link.retry_delay
         for attempt in range(1, link.attempts + 1):
-            result = await ChildRuns(timeout=link.timeout).run(ctx, link.agent, task,
+            result = await ChildPolicy(timeout=link.timeout).run(ctx, link.agent, task,
                                                                key=f"link{i}.try{attempt}")
             if result.ok or attempt == link.attempts:
                 return result

@@ -7,9 +7,9 @@ from .debate import run_debate
 from .driver import Composite, Driver, SpeakerTurn
 from .fanout import FanOutOnError, fan_out
 from .loop import run_loop
-from .options import ChildRuns, Shape, StepFailed
+from .options import ChildPolicy, Shape, StepFailed
 from .sequence import SequenceOnError, steps_as_children, steps_in_session
 
-__all__ = ["ChildRuns", "Composite", "Driver", "FanOutOnError", "SequenceOnError", "Shape",
+__all__ = ["ChildPolicy", "Composite", "Driver", "FanOutOnError", "SequenceOnError", "Shape",
            "SpeakerTurn", "StepFailed", "fan_out", "run_debate", "run_loop",
            "steps_as_children", "steps_in_session"]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...agents.delegation import ChildResult
 from ...agents.tools import ToolRetry, parse_arguments
 from .fanout import fan_out
-from .options import ChildRuns
+from .options import ChildPolicy
 
 if TYPE_CHECKING:
     from ...agents.agent import Agent
@@ -49,7 +49,7 @@ def normalize_answer(answer: str) -> str:
 
 async def run_debate(ctx: RunContext[Any], participants: Mapping[str, Agent[Any]],
                      names: Sequence[str], question: str, *, rounds: int,
-                     children: ChildRuns, judge: Agent[Any] | None) -> str:
+                     children: ChildPolicy, judge: Agent[Any] | None) -> str:
     """Debate ``question`` among ``names`` (keys of ``participants``) for at most ``rounds``
     rounds; the consensus with a confidence, or the best-supported answer and the dissent."""
     answers: dict[str, str] = {}
@@ -88,7 +88,7 @@ async def _consensus(ctx: RunContext[Any], question: str, answers: Mapping[str, 
     """Whether the answers agree: ``judge`` says so, or else their normalized forms match."""
     if judge is not None:
         listing = "\n".join(f"- {n}: {a}" for n, a in answers.items())
-        res = await ChildRuns().run(ctx, judge, (
+        res = await ChildPolicy().run(ctx, judge, (
             f"Question: {question}\nAnswers:\n{listing}\nDo all answers agree in substance? "
             'Reply with JSON only: {"consensus": true|false, "answer": "<the agreed answer>"}'))
         verdict = _json_object(res.output) if res.ok else None

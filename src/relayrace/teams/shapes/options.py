@@ -1,5 +1,5 @@
 """The options a front-end chooses for its shape, as values: `Shape` (what it runs and how a
-failure is handled), `ChildRuns` (how its delegated children run) and `StepFailed`.
+failure is handled), `ChildPolicy` (how its delegated children run) and `StepFailed`.
 
 Every name that runs agents in order, at once, in a loop, by a plan or in a debate is a thin
 front-end over one implementation per shape (this package); what used to be invisible
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ...agents.context import RunContext
     from ...core.messages import Message
 
-__all__ = ["ChildRuns", "Failure", "OnError", "Sessions", "Shape", "ShapeKind", "StepFailed"]
+__all__ = ["ChildPolicy", "Failure", "OnError", "Sessions", "Shape", "ShapeKind", "StepFailed"]
 
 ShapeKind = Literal["sequence", "fan_out", "loop", "plan", "debate", "routing"]
 Sessions = Literal["shared", "child"]
@@ -73,7 +73,7 @@ class StepFailed(RelayraceError):
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
-class ChildRuns:
+class ChildPolicy:
     """How a shape runs each delegated child: the options its front-end chose.
 
     ``reports``: the child ends with a structured report; ``max_turns`` and ``timeout`` bound
