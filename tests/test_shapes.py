@@ -224,6 +224,8 @@ FRONTENDS = [
     Frontend("ParallelAgent-cancel", lambda m, t, _: ParallelAgent(
         "flow", branches=_agents(m, t, BRANCHES), on_error="cancel")),
     Frontend("yaml-workflow-parallel", _yaml(_workflow_docs("parallel", BRANCHES), "flow")),
+    Frontend("yaml-workflow-parallel-cancel", _yaml(_workflow_docs(
+        "parallel", BRANCHES, "  on_error: cancel\n"), "flow")),
     Frontend("ParallelFanOut", lambda m, t, _: ParallelFanOut(agent=_worker(m, t))),
     Frontend("ParallelFanOut-collect", lambda m, t, _: ParallelFanOut(
         agent=_worker(m, t), on_error="collect")),
@@ -425,3 +427,12 @@ def test_parallel_agent_refuses_an_unknown_on_error() -> None:
 
     with pytest.raises(UserError, match="'cancel' or 'collect'"):
         ParallelAgent("p", branches=[Agent("a", instructions="x")], on_error="ignore")  # type: ignore[arg-type]
+
+
+def test_a_yaml_workflow_takes_on_error_only_when_parallel(tmp_path: Path) -> None:
+    from relayrace import ConfigError
+
+    for name, body in _workflow_docs("sequential", STEPS, "  on_error: cancel\n")("").items():
+        (tmp_path / f"{name}.yaml").write_text(body)
+    with pytest.raises(ConfigError, match="'spec.on_error' applies only to type 'parallel'"):
+        load_team(tmp_path)
