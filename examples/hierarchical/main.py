@@ -19,12 +19,12 @@ def scripted_model() -> ScriptedModel:
     return ScriptedModel([
         text("Brief: explain distributed consensus (algorithms, trade-offs, uses) in one "
              "line, based on researched facts."),
-        # Both delegate tools in one turn: the first emitted (researcher) wins.
-        [tool_call("delegate_researcher", {"reason": "gather the facts first"}),
-         tool_call("delegate_writer", {"reason": "write the summary"})],
+        # Both transfer tools in one turn: the first emitted (researcher) wins.
+        [tool_call("transfer_to_researcher", {"reason": "gather the facts first"}),
+         tool_call("transfer_to_writer", {"reason": "write the summary"})],
         text("- Algorithms: Paxos, Raft, PBFT\n- Trade-offs: CAP, FLP impossibility\n"
              "- Uses: etcd, ZooKeeper, blockchains"),
-        tool_call("delegate_writer", {"reason": "facts are in; write the one-liner"}),
+        tool_call("transfer_to_writer", {"reason": "facts are in; write the one-liner"}),
         text("Distributed consensus (Paxos, Raft, PBFT) lets nodes agree on shared state "
              "despite faults, trading consistency against availability in etcd, ZooKeeper "
              "and blockchains."),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from relayrace import Agent, Model
-from relayrace.teams.patterns import route_tool
+from relayrace.teams.patterns import transfer_tool
 from relayrace.teams.routing import AgentTarget, FromSpeaker, Rule, TerminateTarget
 from relayrace.teams.team import Team
 
@@ -29,11 +29,11 @@ def build_team(model: Model | str) -> Team:
                    instructions="Restate the user's request as a one-paragraph brief.")
     coordinator = Agent(
         "coordinator", model=model,
-        tools=[route_tool("researcher", description="Send the researcher to gather facts."),
-               route_tool("writer", description="Have the writer write the final text.")],
+        tools=[transfer_tool("researcher", description="Send the researcher to gather facts."),
+               transfer_tool("writer", description="Have the writer write the final text.")],
         description="Decides who works next; never writes the answer itself.",
-        instructions="You own dispatch. If facts are missing, call delegate_researcher; once "
-                     "the researcher has reported, call delegate_writer. Never answer yourself.")
+        instructions="You own dispatch. If facts are missing, call transfer_to_researcher; once "
+                     "the researcher has reported, call transfer_to_writer. Never answer yourself.")
     researcher = Agent("researcher", model=model, description="Gathers facts.",
                        instructions="List the key facts for the brief as short bullets.")
     writer = Agent("writer", model=model, description="Writes the final summary.",

@@ -486,7 +486,8 @@ class Builder:
             if spec.type == "sequential":
                 return SequentialAgent(doc.name, steps=steps, description=spec.description)
             if spec.type == "parallel":
-                return ParallelAgent(doc.name, branches=steps, description=spec.description)
+                return ParallelAgent(doc.name, branches=steps, description=spec.description,
+                                     on_error=spec.on_error)
             assert spec.max_iterations is not None  # checked when parsed
             return LoopAgent(doc.name, steps=steps, max_iterations=spec.max_iterations,
                              until=spec.until_output_contains, description=spec.description)

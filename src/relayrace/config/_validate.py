@@ -390,10 +390,11 @@ def _check_workflow(parsed: ParsedDocument, doc: WorkflowDocument, errors: list[
     if spec.type == "loop" and spec.max_iterations is None:
         errors.append(f"{parsed.where(('spec', 'type'))}: a loop workflow needs "
                       "'spec.max_iterations'")
-    for key in ("max_iterations", "until_output_contains"):
-        if spec.type != "loop" and key in spec.model_fields_set:
+    for key, kind in (("max_iterations", "loop"), ("until_output_contains", "loop"),
+                      ("on_error", "parallel")):
+        if spec.type != kind and key in spec.model_fields_set:
             errors.append(f"{parsed.where(('spec', key))}: 'spec.{key}' applies only to "
-                          f"type 'loop', not {spec.type!r}")
+                          f"type {kind!r}, not {spec.type!r}")
 
 
 def parse_document(source: SourceDocument, warnings: list[ConfigWarning]) -> ParsedDocument:

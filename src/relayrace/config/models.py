@@ -209,6 +209,9 @@ class WorkflowSpec(Strict):
                                        description="loop: most repetitions (required).")
     until_output_contains: str | None = Field(default=None, min_length=1, description=(
         "loop: stop once an iteration's output contains this text."))
+    on_error: Literal["cancel", "collect"] = Field(default="collect", description=(
+        "parallel: when a step fails, collect (the others finish; the failure is in the "
+        "answer) or cancel (the others are cancelled; the run fails)."))
 
 
 # -- documents --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Declarations of agents combined: routing rules, `Team`, the workflow agents, the
-coordination patterns and meta-tools.
+"""Declarations of agents combined: `shapes` (one implementation per shape), and the front-ends
+over them: routing rules and `Team`, the workflow agents, the patterns and the meta-tools.
 Imports `agents`, `core` and the ports.
 """

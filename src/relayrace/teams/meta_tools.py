@@ -3,28 +3,31 @@
 
 Each is one tool call with one result for the model; behind it, specialists run as delegated
 children (see :mod:`relayrace.agents.delegation`) and their reports are folded into that result.
+``war_room`` and ``agent_pipeline`` are front-ends over the fan-out and sequence shapes of
+:mod:`relayrace.teams.shapes` (their options in each tool's ``shape``); a failure that stops
+one is a tool result the model can correct.
 
-Debate consensus is judged on *normalized final answers*: every participant ends with a line
-``FINAL ANSWER: ...``; answers are compared after case folding and stripping punctuation,
-articles and extra spaces. With ``DelegationConfig.judge`` set, a judge agent decides instead.
+``debate_ensemble`` is the front-end of the debate shape (:mod:`relayrace.teams.shapes.debate`,
+where consensus is judged); ``DelegationConfig.judge`` sets its judge.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import string
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..agents.agent import Agent
-from ..agents.delegation import ChildResult, run_child, run_children
+from ..agents.delegation import ChildResult, run_child
 from ..agents.specialists import META_TOOLS, DelegationConfig, MetaToolName
 from ..agents.tools import Tool, ToolRetry, parse_arguments
 from ..core.exceptions import UserError
 from ..core.reports import DEFAULT_REPORT_SUFFIX
 from ..models.interface import Model
+from .shapes.debate import run_debate
+from .shapes.fanout import fan_out
+from .shapes.options import ChildPolicy, Shape, StepFailed
+from .shapes.sequence import steps_as_children
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -74,14 +77,18 @@ class _MetaTool(Tool):
             out.append((self._specialist(item.get("type")), item["task"]))
         return out
 
+    def _children(self, *, reports: bool = True) -> ChildPolicy:
+        """How its children run: with reports (but a debate's), under the config's limits."""
+        cfg = self.config
+        return ChildPolicy(reports=reports, report_template=cfg.report_template,
+                         max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
+                         max_concurrency=cfg.max_concurrency)
+
     async def _child(self, ctx: RunContext[Any], agent: Agent[Any], task: str, *,
                      audience: str = "", report: bool = True, suffix: str = "",
                      key: str | None = None) -> ChildResult:
-        cfg = self.config
-        return await run_child(ctx, agent, task, report=report, audience=audience,
-                               report_template=cfg.report_template, suffix=suffix,
-                               max_turns=cfg.child_max_turns, timeout=cfg.child_timeout,
-                               key=key)
+        return await self._children(reports=report).run(ctx, agent, task, audience=audience,
+                                                        suffix=suffix, key=key)
 
 
 def _task_list_schema(description: str) -> dict[str, Any]:
@@ -119,6 +126,9 @@ class DelegateTool(_MetaTool):
 class WarRoomTool(_MetaTool):
     """``war_room(agents)``: every child at once; results in the order given."""
 
+    shape = Shape(kind="fan_out", sessions="child", on_error="collect", failure="in_answer",
+                  reports=True)
+
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
         self.name = "war_room"
@@ -129,8 +139,8 @@ class WarRoomTool(_MetaTool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         tasks = self._tasks(self._args(arguments).get("agents"), "agents")
-        results = await run_children([self._child(ctx, a, t) for a, t in tasks],
-                                     self.config.max_concurrency)
+        results = await fan_out([self._child(ctx, a, t) for a, t in tasks],
+                                on_error="collect", limit=self.config.max_concurrency)
         failed = sum(not r.ok for r in results)
         lines = [f"war_room: {len(results)} specialists, {len(results) - failed} succeeded, "
                  f"{failed} failed."]
@@ -143,6 +153,9 @@ class WarRoomTool(_MetaTool):
 class PipelineTool(_MetaTool):
     """``agent_pipeline(stages)``: in order, each stage given the previous stage's report."""
 
+    shape = Shape(kind="sequence", sessions="child", on_error="stop", failure="tool_result",
+                  reports=True)
+
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
         self.name = "agent_pipeline"
@@ -153,19 +166,22 @@ class PipelineTool(_MetaTool):
 
     async def invoke(self, ctx: RunContext[Any], arguments: str) -> Any:
         stages = self._tasks(self._args(arguments).get("stages"), "stages")
-        done: list[ChildResult] = []
-        for i, (agent, task) in enumerate(stages, 1):
+
+        async def stage(k: int, done: list[ChildResult]) -> ChildResult:
+            agent, task = stages[k]
             if done:
                 task = (f"{task}\n\nReport from the previous stage ({done[-1].agent}):\n"
                         f"{done[-1].render()}")
-            result = await self._child(ctx, agent, task)
-            if not result.ok:
-                so_far = "".join(f"\n\n[stage {j}] {r.agent}\n{r.render()}"
-                                 for j, r in enumerate(done, 1))
-                raise ToolRetry(f"agent_pipeline stopped at stage {i} of {len(stages)} "
-                                f"({agent.name}): {result.error}. "
-                                f"Reports so far:{so_far or ' none'}")
-            done.append(result)
+            return await self._child(ctx, agent, task)
+
+        try:
+            done = await steps_as_children(len(stages), stage, on_error="stop")
+        except StepFailed as failed:
+            so_far = "".join(f"\n\n[stage {j}] {r.agent}\n{r.render()}"
+                             for j, r in enumerate(failed.done, 1))
+            raise ToolRetry(f"agent_pipeline stopped at stage {failed.index + 1} of "
+                            f"{len(stages)} ({failed.result.agent}): {failed.result.error}. "
+                            f"Reports so far:{so_far or ' none'}") from None
         earlier = "".join(f"\n- stage {j} ({r.agent}): {r.report.summary if r.report else ''}"
                           for j, r in enumerate(done[:-1], 1))
         head = f"agent_pipeline: {len(done)} stages completed."
@@ -174,33 +190,19 @@ class PipelineTool(_MetaTool):
         return f"{head}\n\nFinal stage ({done[-1].agent}):\n{done[-1].render()}"
 
 
-_FINAL = re.compile(r"final\s+answer\s*[:\-–—]\s*(.+)", re.IGNORECASE)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans("", "", string.punctuation + "“”‘’*`")
-DEBATE_SUFFIX = ("You are one participant in a debate. Answer the question with your reasoning, "
-                 "then end with one line: FINAL ANSWER: <your answer in a few words>.")
-
-
-def final_answer(text: str) -> str:
-    """The answer a debate participant committed to: its last ``FINAL ANSWER:`` line."""
-    found = _FINAL.findall(text)
-    if found:
-        return str(found[-1]).strip()
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-def normalize_answer(answer: str) -> str:
-    """An answer reduced for comparison: case, punctuation, articles and spacing removed."""
-    return " ".join(_ARTICLES.sub(" ", answer.casefold().translate(_PUNCT)).split())
-
-
 class DebateTool(_MetaTool):
     """``debate_ensemble(question, participants, rounds)``: rounds until consensus."""
+
+    shape = Shape(kind="debate", sessions="child", on_error="collect", failure="in_answer",
+                  reports=False)
+    """Each round a fan-out that collects (a failed participant cannot agree that round)."""
 
     def __init__(self, owner: str, specialists: Sequence[Agent[Any]], config: DelegationConfig):
         super().__init__(owner, specialists, config)
         self.name = "debate_ensemble"
+        if config.judge is not None and not isinstance(config.judge, Agent):
+            raise UserError(f"A debate's judge must be an Agent, got {config.judge!r}.")
+        self.judge: Agent[Any] | None = config.judge
         self.debaters = dict(self.specialists)
         for name, model in config.debate_models.items():
             self.debaters[name] = Agent(name, instructions="You answer questions carefully.",
@@ -234,80 +236,9 @@ class DebateTool(_MetaTool):
         rounds = data.get("rounds", 3)
         if not isinstance(rounds, int) or not 1 <= rounds <= 5:
             raise ToolRetry("rounds must be an integer from 1 to 5.")
-        question = str(data["question"])
-        answers: dict[str, str] = {}
-
-        async def speak(name: str, prompt: str, r: int) -> ChildResult:
-            # One child session per participant and round: a resume finds each again.
-            return await self._child(ctx, self.debaters[name], prompt, report=False,
-                                     suffix=DEBATE_SUFFIX, key=f"{name}.round{r}")
-
-        for r in range(1, rounds + 1):
-            prompts = {n: question if r == 1 else self._rebuttal(r, n, question, answers)
-                       for n in names}
-            said = await run_children([speak(n, prompts[n], r) for n in names],
-                                      self.config.max_concurrency)
-            failed = False
-            for n, res in zip(names, said, strict=True):
-                answers[n] = final_answer(res.output) if res.ok else f"(failed: {res.error})"
-                failed = failed or not res.ok
-            if failed:  # a participant that failed cannot agree: no consensus this round
-                continue
-            agreed, answer = await self._consensus(ctx, question, answers)
-            if agreed:
-                return (f"CONSENSUS after {r} round(s): {answer}\n"
-                        f"CONFIDENCE: high — all {len(names)} participants agree.")
-        return self._no_consensus(rounds, answers)
-
-    @staticmethod
-    def _rebuttal(r: int, name: str, question: str, answers: Mapping[str, str]) -> str:
-        others = "\n".join(f"- {n}: {a}" for n, a in answers.items() if n != name)
-        return (f"Round {r}. The question: {question}\nThe other participants answered:\n"
-                f"{others}\nYour previous answer: {answers.get(name, '')}\nReconsider in light "
-                "of theirs; keep your answer if you still hold it, change it if they convinced "
-                "you. End with FINAL ANSWER: ...")
-
-    async def _consensus(self, ctx: RunContext[Any], question: str,
-                         answers: Mapping[str, str]) -> tuple[bool, str]:
-        judge = self.config.judge
-        if judge is not None:
-            listing = "\n".join(f"- {n}: {a}" for n, a in answers.items())
-            res = await run_child(ctx, judge, (
-                f"Question: {question}\nAnswers:\n{listing}\nDo all answers agree in substance? "
-                'Reply with JSON only: {"consensus": true|false, "answer": "<the agreed answer>"}'
-            ), report=False)
-            verdict = _json_object(res.output) if res.ok else None
-            if verdict is not None and isinstance(verdict.get("consensus"), bool):
-                return verdict["consensus"], str(verdict.get("answer") or "")
-        normalized = {normalize_answer(a) for a in answers.values()}
-        agreed = len(normalized) == 1 and "" not in normalized
-        return agreed, next(iter(answers.values())) if agreed else ""
-
-    @staticmethod
-    def _no_consensus(rounds: int, answers: Mapping[str, str]) -> str:
-        valid = {n: a for n, a in answers.items() if not a.startswith("(failed:")}
-        if not valid:
-            failures = "\n".join(f"- {n}: {a}" for n, a in answers.items())
-            return f"NO CONSENSUS: every participant failed.\nCONFIDENCE: low\n{failures}"
-        counts = Counter(normalize_answer(a) for a in valid.values())
-        top, votes = counts.most_common(1)[0]
-        majority = next(a for a in valid.values() if normalize_answer(a) == top)
-        share = votes / len(answers)
-        level = "medium" if share > 0.5 else "low"
-        dissent = "\n".join(f"- {n}: {a}" for n, a in answers.items()
-                            if normalize_answer(a) != top)
-        return (f"NO CONSENSUS after {rounds} round(s). Best-supported answer: {majority} "
-                f"({votes}/{len(answers)} participants)\nCONFIDENCE: {level}\nDISSENT:\n{dissent}")
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    try:  # the tool parser: model text of any depth or number size is an object or nothing
-        return parse_arguments(text[start : end + 1], "judge")
-    except ToolRetry:
-        return None
+        return await run_debate(ctx, self.debaters, names, str(data["question"]),
+                                rounds=rounds, children=self._children(reports=False),
+                                judge=self.judge)
 
 
 _BUILDERS: dict[MetaToolName, type[_MetaTool]] = {

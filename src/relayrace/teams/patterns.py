@@ -1,5 +1,6 @@
 """Coordination patterns built from agents: swarm, tools that route a team, and Astromesh's
-``plan_and_execute``, ``parallel_fan_out`` and ``pipeline``.
+``plan_and_execute``, ``parallel_fan_out`` and ``pipeline`` (front-ends over the shapes of
+:mod:`relayrace.teams.shapes`, their options in each one's ``shape``).
 
 The three Astromesh patterns wrap one agent, the worker. Each plan step, subtask or stage is
 a delegated child run of the worker (its own session, ``DelegationEvent``, span and usage
@@ -10,23 +11,25 @@ the worker answering in the run's own session, with the results before it in a n
 
 from __future__ import annotations
 
-import asyncio
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..agents.agent import Agent
-from ..agents.approvals import Interrupted, Pending
 from ..agents.context import RunContext
-from ..agents.delegation import ChildResult, bounded_history, run_child, run_children
+from ..agents.delegation import ChildResult, bounded_history
 from ..agents.handoffs import Handoff, InputFilter, TransferPolicy
 from ..agents.output import json_schema_type
 from ..agents.tools import Tool, parse_arguments
 from ..core.exceptions import ModelBehaviorError, PatternStepFailed, UserError
 from ..core.messages import Message, ToolCall
 from .routing import TransferTo
-from .workflows import Composite, Driver
+from .shapes.driver import Composite, Driver
+from .shapes.fanout import fan_out
+from .shapes.options import ChildPolicy, Shape, StepFailed
+from .shapes.sequence import steps_as_children
 
 if TYPE_CHECKING:
     from ..tracing import Span
@@ -39,6 +42,7 @@ __all__ = [
     "bounded_transcript",
     "route_tool",
     "swarm",
+    "transfer_tool",
 ]
 
 DEFAULT_STAGES = ("analyze", "process", "synthesize")
@@ -104,14 +108,14 @@ def swarm(
 
 
 class RouteTool(Tool):
-    """A tool that asks a team to route to ``target`` after the turn."""
+    """A tool that asks a team to route to ``target`` after the turn (see ``transfer_tool``)."""
 
     def __init__(self, target: str, *, name: str | None = None,
                  description: str | None = None) -> None:
         self.target = target
         self.routes_to = (target,)
-        self.name = name or f"delegate_{target}"
-        self.description = description or f"Hand the work to {target} after this turn."
+        self.name = name or f"transfer_to_{target}"
+        self.description = description or f"Hand the conversation to {target} after this turn."
         self.parameters = {"type": "object", "properties": {
             "reason": {"type": "string", "description": f"What {target} should do, and why."}}}
 
@@ -120,9 +124,22 @@ class RouteTool(Tool):
         return TransferTo(self.target, reason if isinstance(reason, str) else str(reason))
 
 
-def route_tool(target: str, *, name: str | None = None, description: str | None = None) -> Tool:
-    """A tool returning ``TransferTo(target, reason)``: routing by tool, for a ``Team``."""
+def transfer_tool(target: str, *, name: str | None = None,
+                  description: str | None = None) -> Tool:
+    """A tool named ``transfer_to_<target>`` returning ``TransferTo(target, reason)``: it hands
+    the conversation to ``target`` after the turn (routing by tool, for a ``Team``), like the
+    ``transfer_to_<agent>`` handoff tools; it is no delegation (nothing comes back)."""
     return RouteTool(target, name=name, description=description)
+
+
+def route_tool(target: str, *, name: str | None = None, description: str | None = None) -> Tool:
+    """Deprecated: use ``transfer_tool``. Kept for its tool name, ``delegate_<target>``, which
+    scripts and prompts written for it call; ``transfer_tool`` offers ``transfer_to_<target>``."""
+    warnings.warn("route_tool is deprecated; use transfer_tool (its tool is named "
+                  f"transfer_to_{target}, not delegate_{target})", DeprecationWarning,
+                  stacklevel=2)
+    return RouteTool(target, name=name or f"delegate_{target}",
+                     description=description or f"Hand the work to {target} after this turn.")
 
 
 # -- Astromesh's plan_and_execute, parallel_fan_out and pipeline ------------------------------
@@ -148,6 +165,8 @@ class _Pattern(Composite):
     delegated children and as the final speaker, so it may share the pattern's name."""
 
     label = ""
+    children = ChildPolicy()
+    """Its children answer (no reports), with their own limits; the run's budget bounds all."""
 
     def __init__(self, name: str | None, worker: Agent[Any], description: str) -> None:
         if not isinstance(worker, Agent) or worker.is_composite:
@@ -180,7 +199,7 @@ class _Pattern(Composite):
     async def _child(self, driver: Driver, span: Span, agent: Agent[Any], task: str, key: str,
                      history: Sequence[Message] = ()) -> ChildResult:
         ctx = driver.context_for(self, span=span)
-        return await run_child(ctx, agent, task, report=False, history=history, key=key)
+        return await self.children.run(ctx, agent, task, history=history, key=key)
 
     async def _answer(self, driver: Driver, span: Span, note: str) -> tuple[str, Agent[Any], str]:
         """The worker's final answer in the run's session, with ``note`` before it."""
@@ -206,6 +225,10 @@ class PlanAndExecute(_Pattern):
     """
 
     label = "plan_and_execute"
+    shape = Shape(kind="plan", sessions="child", on_error="continue", failure="in_answer",
+                  reports=False)
+    """Plan-then-execute: the steps a sequence over child sessions that goes on past a failed
+    step (the later steps and the synthesis see it failed)."""
 
     def __init__(self, name: str | None = None, *, agent: Agent[Any], max_steps: int = 6,
                  description: str = "") -> None:
@@ -227,16 +250,20 @@ class PlanAndExecute(_Pattern):
         steps: list[str] = plan.value["steps"]
         driver.note(self, f"[{self.label}: a plan of {len(steps)} steps]\n"
                     + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
-        done: list[tuple[str, ChildResult]] = []
-        for i, step in enumerate(steps, 1):
-            so_far = _results(done) or "none yet"
-            result = await self._child(driver, span, self.worker, (
-                f"Carry out step {i} of {len(steps)} of a plan for the request "
-                f"{json.dumps(request, ensure_ascii=False)}: {step}\n\nResults of the "
-                f"earlier steps:\n{so_far}"), f"step{i}")
-            done.append((f"Step {i}: {step}", result))
+        def labelled(results: Sequence[ChildResult]) -> list[tuple[str, ChildResult]]:
+            return [(f"Step {i}: {s}", r) for i, (s, r) in enumerate(zip(steps, results,
+                                                                          strict=False), 1)]
+
+        async def step(k: int, done: list[ChildResult]) -> ChildResult:
+            return await self._child(driver, span, self.worker, (
+                f"Carry out step {k + 1} of {len(steps)} of a plan for the request "
+                f"{json.dumps(request, ensure_ascii=False)}: {steps[k]}\n\nResults of the "
+                f"earlier steps:\n{_results(labelled(done)) or 'none yet'}"), f"step{k + 1}")
+
+        done = await steps_as_children(len(steps), step, on_error="continue")
         return await self._answer(driver, span, f"[{self.label}: the steps' results]\n"
-                                  f"{_results(done)}\n\nAnswer the request from these results.")
+                                  f"{_results(labelled(done))}\n\nAnswer the request from "
+                                  "these results.")
 
 
 OnError = Literal["cancel", "collect"]
@@ -263,6 +290,10 @@ class ParallelFanOut(_Pattern):
             raise UserError(f"ParallelFanOut {self.name!r}: on_error must be 'cancel' or "
                             f"'collect', not {on_error!r}.")
         self.on_error: OnError = on_error
+        self.shape = Shape(kind="fan_out", sessions="child", on_error=on_error,
+                           failure="error" if on_error == "cancel" else "in_answer",
+                           reports=False)
+        """The fan-out shape over child sessions; the synthesis in the run's session."""
         self._splitter_agent = self._splitter(_list_of_texts(
             "subtasks", self.max_subtasks, f"At most {self.max_subtasks} independent subtasks."))
 
@@ -281,48 +312,16 @@ class ParallelFanOut(_Pattern):
                     + "\n".join(f"{i}. {s}" for i, s in enumerate(subtasks, 1)))
         runs = [self._child(driver, span, self.worker, task, f"subtask{i}")
                 for i, task in enumerate(subtasks, 1)]
-        if self.on_error == "collect":
-            results = await run_children(runs)
-        else:
-            results = await self._all_or_nothing(runs, len(subtasks))
+        try:
+            results = await fan_out(runs, on_error=self.on_error)
+        except StepFailed as failed:
+            raise PatternStepFailed(self.name, f"subtask {failed.index + 1} of {len(subtasks)}",
+                                    failed.result.error or "no answer") from None
         labelled = [(f"Subtask {i}: {t}", r) for i, (t, r) in enumerate(zip(subtasks, results,
                                                                           strict=True), 1)]
         return await self._answer(driver, span, f"[{self.label}: the subtasks' results]\n"
                                   f"{_results(labelled)}\n\nAnswer the request from these "
                                   "results.")
-
-    async def _all_or_nothing(self, runs: Sequence[Any], n: int) -> list[ChildResult]:
-        """Every result, or ``PatternStepFailed`` for the first failure, the rest cancelled."""
-
-        class _Failed(Exception):
-            def __init__(self, i: int, result: ChildResult) -> None:
-                self.i, self.result = i, result
-
-        stopped: list[Pending] = []
-
-        async def one(i: int, run: Any) -> ChildResult | None:
-            try:
-                result: ChildResult = await run
-            except Interrupted as stop:  # waits for a person: the siblings go on
-                stopped.extend(stop.pending)
-                return None
-            if not result.ok:
-                raise _Failed(i, result)
-            return result
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(one(i, r)) for i, r in enumerate(runs, 1)]
-        except BaseExceptionGroup as group_error:
-            raised = group_error.exceptions
-            first = next((e for e in raised if isinstance(e, _Failed)), None)
-            if first is not None:
-                raise PatternStepFailed(self.name, f"subtask {first.i} of {n}",
-                                        first.result.error or "no answer") from None
-            raise raised[0] from None
-        if stopped:  # every request surfaces together on the outer run
-            raise Interrupted(stopped)
-        return [r for r in (t.result() for t in tasks) if r is not None]
 
 
 class Pipeline(_Pattern):
@@ -331,6 +330,9 @@ class Pipeline(_Pattern):
     output is the answer. A failed stage raises ``PatternStepFailed``."""
 
     label = "pipeline"
+    shape = Shape(kind="sequence", sessions="child", on_error="stop", failure="error",
+                  reports=False)
+    """The sequence shape over child sessions, each stage given the previous one's answer."""
 
     def __init__(self, name: str | None = None, *, agent: Agent[Any],
                  stages: Sequence[str] = DEFAULT_STAGES, description: str = "") -> None:
@@ -347,18 +349,23 @@ class Pipeline(_Pattern):
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         self._start(driver, pending)
         request, history = self._request(driver)
-        current = request
         last = " (the last stage: produce the final answer)"
-        for i, stage in enumerate(self.stages, 1):
-            if i > 1:
-                driver.note(self, f"[{self.label}: stage {i} of {len(self.stages)}, {stage}]")
-            result = await self._child(driver, span, self.worker, (
-                f"Pipeline stage {i} of {len(self.stages)}, '{stage}': process this input and "
-                f"produce the input of the next stage{'' if i < len(self.stages) else last}."
-                f"\n\nInput: {current}"), f"stage{i}", history if i == 1 else ())
-            if not result.ok:
-                raise PatternStepFailed(self.name, f"stage {stage!r} ({i} of "
-                                        f"{len(self.stages)})", result.error or "no answer")
-            current = result.output
+        n = len(self.stages)
+
+        async def stage(k: int, done: list[ChildResult]) -> ChildResult:
+            if k:
+                driver.note(self, f"[{self.label}: stage {k + 1} of {n}, {self.stages[k]}]")
+            return await self._child(driver, span, self.worker, (
+                f"Pipeline stage {k + 1} of {n}, '{self.stages[k]}': process this input and "
+                f"produce the input of the next stage{'' if k + 1 < n else last}."
+                f"\n\nInput: {done[-1].output if done else request}"), f"stage{k + 1}",
+                history if k == 0 else ())
+
+        try:
+            current = (await steps_as_children(n, stage, on_error="stop"))[-1].output
+        except StepFailed as failed:
+            raise PatternStepFailed(self.name, f"stage {self.stages[failed.index]!r} "
+                                    f"({failed.index + 1} of {n})",
+                                    failed.result.error or "no answer") from None
         driver.say(self._speaker, current)
         return current, self._speaker, ""

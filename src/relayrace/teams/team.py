@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents.agent import Agent
-from ..agents.delegation import bounded_history, run_child
+from ..agents.delegation import bounded_history
 from ..agents.guardrails import Guardrail
 from ..core.exceptions import ConfigError, HandoffError, PatternStepFailed, UserError
 from ..core.messages import ToolCall
@@ -32,7 +32,8 @@ from .routing import (
     target_from_dict,
     target_to_dict,
 )
-from .workflows import Composite, Driver
+from .shapes.driver import Composite, Driver
+from .shapes.options import ChildPolicy, Shape
 
 if TYPE_CHECKING:
     from ..tracing import Span
@@ -61,6 +62,10 @@ class Team(Composite):
     agents a ``NestedChatTarget`` runs as a nested chat (no members: they run in child
     sessions).
     """
+
+    shape = Shape(kind="routing", sessions="shared", on_error="stop", failure="error",
+                  reports=False)
+    """The routing graph: members speak in the run's own session; a nested chat is a child."""
 
     def __init__(
         self,
@@ -261,8 +266,8 @@ class Team(Composite):
         transcript = driver.transcript
         said = [m for m in transcript if m.role in ("user", "assistant") and m.content]
         task = said[-1].content if said else ""
-        result = await run_child(driver.context_for(self, span=span), agent, task, report=False,
-                                 history=bounded_history(transcript[:-1]))
+        result = await ChildPolicy().run(driver.context_for(self, span=span), agent, task,
+                                       history=bounded_history(transcript[:-1]))
         if not result.ok:
             raise PatternStepFailed(self.name, f"nested chat {agent.name!r}",
                                     result.error or "no answer")

@@ -1,4 +1,6 @@
-"""Workflow agents: `SequentialAgent`, `ParallelAgent` and `LoopAgent`.
+"""Workflow agents: `SequentialAgent`, `ParallelAgent` and `LoopAgent` (ADK's names), and
+`Chain` (Astromesh's ``spec.chain``): front-ends over the sequence, fan-out and loop shapes of
+:mod:`relayrace.teams.shapes`, each choosing its options visibly in its ``shape`` attribute.
 
 They compose any agents (plain, supervisor, swarm, teams, other workflows) and are agents
 themselves, so they run with ``Runner.run``, work as tools (``as_tool``) and nest. Steps run in
@@ -10,187 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..agents.agent import Agent
-from ..agents.delegation import ChildResult, bounded_history, run_child, run_children
+from ..agents.delegation import ChildResult, bounded_history
 from ..core.exceptions import PatternStepFailed, UserError
-from ..core.messages import NOTE, Message, ToolCall
+from ..core.messages import ToolCall
 from ..core.templates import Condition, render_instructions
-from .routing import Finish, TransferTo
+from .shapes.driver import Composite, Driver, SpeakerTurn
+from .shapes.fanout import FanOutOnError, fan_out
+from .shapes.loop import run_loop
+from .shapes.options import ChildPolicy, Shape, StepFailed
+from .shapes.sequence import steps_as_children, steps_in_session
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
-    from ..agents.guardrails import Guardrail
     from ..tracing import Span
 
 __all__ = ["Chain", "ChainLink", "Composite", "Driver", "LoopAgent", "ParallelAgent",
            "SequentialAgent", "SpeakerTurn"]
-
-
-@dataclass(slots=True, frozen=True)
-class SpeakerTurn:
-    """How one team member's turn ended (``Driver.speak``)."""
-
-    final: str
-    """Its last text."""
-    last: Agent[Any]
-    """The agent that gave it (a transfer may have moved on from the member)."""
-    signal: TransferTo | Finish | None
-    """A tool's typed routing request, if one was made."""
-    called: frozenset[str]
-    """The tools called during the turn, for routing rules."""
-
-
-class Driver(Protocol):
-    """What workflow agents and teams ask of the engine while they run their members.
-
-    The engine implements it; a composite agent changes run state only through it.
-    """
-
-    @property
-    def transcript(self) -> Sequence[Message]:
-        """The session's conversation so far."""
-        ...
-
-    @property
-    def resuming(self) -> bool:
-        """Whether the run continues an interrupted one (``input=None``)."""
-        ...
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run must end now (a ``Finish``, or a guardrail's block)."""
-        ...
-
-    @property
-    def blocked(self) -> str | None:
-        """A guardrail's answer that ended the run, if one did."""
-        ...
-
-    @property
-    def context(self) -> Any:
-        """The run's context object."""
-        ...
-
-    def path(self, agent: Agent[Any]) -> str:
-        """The delegation path of ``agent`` in this run."""
-        ...
-
-    async def drive(self, agent: Agent[Any], span: Span,
-                    pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        """Run ``agent`` (or a workflow) to a final answer: (text, last agent, reason)."""
-        ...
-
-    async def speak(self, agent: Agent[Any], span: Span,
-                    pending: list[ToolCall]) -> SpeakerTurn:
-        """Run one team member's turn; a typed ``TransferTo`` ends it for the team to route."""
-        ...
-
-    def note(self, agent: Agent[Any], text: str) -> None:
-        """Add a framework note to the conversation."""
-        ...
-
-    def say(self, agent: Agent[Any], text: str) -> None:
-        """Add ``agent``'s answer to the conversation."""
-        ...
-
-    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
-        """Record that a team passes the conversation from ``speaker`` to ``to``."""
-        ...
-
-    def finish(self) -> None:
-        """End the run after this member (a tool returned ``Finish``)."""
-        ...
-
-    def loop_scope(self) -> AbstractContextManager[None]:
-        """While a ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, only it."""
-        ...
-
-    @property
-    def leaving_loop(self) -> bool:
-        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
-        ...
-
-    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
-                   output_guardrails: tuple[Guardrail, ...]) -> AbstractContextManager[None]:
-        """Apply a team's guardrails to every member while the team runs."""
-        ...
-
-    def take_start_member(self) -> Agent[Any] | None:
-        """The member ``start_agent`` named for this team's run, once."""
-        ...
-
-    def answer_dangling(self, agent: Agent[Any], why: str) -> None:
-        """Give every unanswered tool call a result, so the session stays valid."""
-        ...
-
-    def context_for(self, agent: Agent[Any], call_id: str = "",
-                    span: Span | None = None) -> RunContext[Any]:
-        """A run context for ``agent``."""
-        ...
-
-
-class Composite(Agent[Any], ABC):
-    """An agent made of other agents; it calls no model itself."""
-
-    is_composite = True
-    handoff_target = False
-    ends_turn = False
-    """As a handoff target: whether its answer ends the run (see ``SequentialAgent``)."""
-
-    def __init__(self, name: str, *, members: Sequence[Agent[Any]], description: str = "",
-                 max_turns: int | None = None) -> None:
-        if not members:
-            raise UserError(f"{type(self).__name__} {name!r} needs at least one agent.")
-        super().__init__(name, instructions="", description=description, sub_agents=members,
-                         max_turns=max_turns)
-
-    @abstractmethod
-    async def run_composite(self, driver: Driver, span: Span,
-                            pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        """Run to a final answer: (text, last agent, reason the run ended, or "")."""
-
-
-
-def _resume_index(driver: Driver, steps: Sequence[Agent[Any]], label: str,
-                  pending: list[ToolCall]) -> int:
-    """Where a resumed workflow stopped: the step whose agent's calls await, or else the
-    last step this workflow announced (a step waiting inside a delegated child)."""
-    if pending:
-        last = next((m for m in reversed(driver.transcript) if m.role == "assistant"), None)
-        for i, step in enumerate(steps):
-            if last is not None and last.name and any(a.name == last.name for a in step.walk()):
-                return i
-    marker = f"[{label}: step "
-    for m in reversed(driver.transcript):
-        if m.role == "user" and m.name == NOTE and m.content.startswith(marker):
-            number = m.content[len(marker):].split(" ", 1)[0]
-            return int(number) - 1 if number.isdigit() else 0
-        if m.role == "user" and m.name != NOTE:
-            break  # the workflow's current run started here
-    return 0
-
-
-async def _run_steps(driver: Driver, owner: Agent[Any], steps: Sequence[Agent[Any]],
-                     span: Span, label: str,
-                     pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-    final, last, reason = "", owner, ""
-    first = _resume_index(driver, steps, label, pending) if driver.resuming else 0
-    for i in range(first, len(steps)):
-        step = steps[i]
-        if i > first:
-            driver.note(step, f"[{label}: step {i + 1} of {len(steps)}, {step.name} continues]")
-        final, last, reason = await driver.drive(step, span, pending if i == first else [])
-        if driver.stopped or driver.leaving_loop:
-            # A Finish or a guardrail's block ends every enclosing workflow; leaving a loop
-            # ends the workflows inside the loop.
-            return final, last, reason
-    return final, last, reason
 
 
 class SequentialAgent(Composite):
@@ -205,6 +47,9 @@ class SequentialAgent(Composite):
     """
 
     handoff_target = True
+    shape = Shape(kind="sequence", sessions="shared", on_error="stop", failure="error",
+                  reports=False)
+    """The sequence shape in the run's own session: a step's error ends the run."""
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], description: str = "",
                  max_turns: int | None = None, ends_turn: bool = False) -> None:
@@ -213,22 +58,34 @@ class SequentialAgent(Composite):
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        return await _run_steps(driver, self, self.sub_agents, span, self.name, pending)
+        return await steps_in_session(driver, self, self.sub_agents, span, self.name, pending)
 
 
 class ParallelAgent(Composite):
-    """Runs ``branches`` at once on the latest request; their answers form one message.
+    """Runs ``branches`` at once on the latest request, each as a delegated child that sees
+    the conversation before it; their answers form one message.
 
-    ``ends_turn``: as for ``SequentialAgent``.
+    ``on_error="collect"`` (the default) lets every branch finish, a failed one named as
+    failed in the message; ``"cancel"`` cancels the other branches at the first failure and
+    raises ``PatternStepFailed``. ``ends_turn``: as for ``SequentialAgent``.
     """
 
     handoff_target = True
 
     def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
-                 max_concurrency: int | None = None, ends_turn: bool = False) -> None:
+                 max_concurrency: int | None = None, ends_turn: bool = False,
+                 on_error: FanOutOnError = "collect") -> None:
+        if on_error not in ("cancel", "collect"):
+            raise UserError(f"ParallelAgent {name!r}: on_error must be 'cancel' or 'collect', "
+                            f"not {on_error!r}.")
         super().__init__(name, members=branches, description=description)
         self.max_concurrency = max_concurrency
         self.ends_turn = ends_turn
+        self.on_error: FanOutOnError = on_error
+        self.shape = Shape(kind="fan_out", sessions="child", on_error=on_error,
+                           failure="in_answer" if on_error == "collect" else "error",
+                           reports=False)
+        """The fan-out shape over child sessions, answers rather than reports."""
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
@@ -238,9 +95,14 @@ class ParallelAgent(Composite):
         task = users[-1].content if users else ""
         history = bounded_history(driver.transcript[:-1]) if users else []
         ctx = driver.context_for(self, span=span)
-        results = await run_children(
-            [run_child(ctx, a, task, report=False, history=history) for a in self.sub_agents],
-            self.max_concurrency)
+        children = ChildPolicy(max_concurrency=self.max_concurrency)
+        try:
+            results = await fan_out([children.run(ctx, a, task, history=history)
+                                     for a in self.sub_agents], on_error=self.on_error,
+                                    limit=self.max_concurrency)
+        except StepFailed as failed:
+            raise PatternStepFailed(self.name, f"branch {failed.result.agent!r}",
+                                    failed.result.error or "no answer") from None
         text = "\n\n".join(f"### {r.agent}\n{r.render()}" for r in results)
         driver.say(self, text)
         return text, self, ""
@@ -255,6 +117,9 @@ class LoopAgent(Composite):
     """
 
     handoff_target = True
+    shape = Shape(kind="loop", sessions="shared", on_error="stop", failure="error",
+                  reports=False)
+    """The loop shape: a sequence in the run's own session, repeated."""
 
     def __init__(self, name: str, *, steps: Sequence[Agent[Any]], max_iterations: int,
                  until: str | Callable[[str], bool] | None = None, description: str = "",
@@ -272,19 +137,8 @@ class LoopAgent(Composite):
 
     async def run_composite(self, driver: Driver, span: Span,
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
-        final, last = "", self.sub_agents[0]
-        with driver.loop_scope():
-            for i in range(self.max_iterations):
-                if i:
-                    driver.note(self, f"[{self.name}: iteration {i + 1} of "
-                                      f"{self.max_iterations}]")
-                final, last, reason = await _run_steps(driver, self, self.sub_agents, span,
-                                                       self.name, pending if i == 0 else [])
-                if driver.stopped or driver.leaving_loop:  # a step left the loop: go on after it
-                    return final, last, reason
-                if self.until is not None and self.until(final):
-                    return final, last, "until"
-        return final, last, "max_iterations"
+        return await run_loop(driver, self, self.sub_agents, span, pending,
+                              max_iterations=self.max_iterations, until=self.until)
 
 
 # -- chains (Astromesh's spec.chain) ----------------------------------------------------------
@@ -320,8 +174,10 @@ class ChainLink:
 class Chain(Composite):
     """Astromesh's ``spec.chain``: ``agent`` answers in the run's session, then the ``links``
     whose conditions hold run as delegated children on inputs made from its output, one after
-    another (``mode="sequential"``) or at once (``"parallel"``). Each link's answer is added
-    to the conversation as a note; the run's answer stays the agent's.
+    another (``mode="sequential"``: the sequence shape) or at once (``"parallel"``: the fan-out
+    shape, collecting). Each link's answer is added to the conversation as a note; the run's
+    answer stays the agent's. A failed link with ``on_error="fail"`` ends the run with
+    ``PatternStepFailed``; in sequence, the links after it do not run.
 
     Nested chains are bounded by ``max_depth`` (the chains on any path, this one included)
     and may not loop; both are checked here, when the chain is built.
@@ -365,6 +221,12 @@ class Chain(Composite):
         self.link_mode: Literal["sequential", "parallel"] = mode
         """How the links run: one after another, or at once."""
         self.max_depth = max_depth
+        self.shape = Shape(kind="sequence" if mode == "sequential" else "fan_out",
+                           sessions="child", on_error="per_step", failure="error",
+                           reports=False)
+        """The links: a sequence (``"stop"`` at a failed ``on_error="fail"`` link) or a
+        fan-out that collects, over child sessions; then a failed ``"fail"`` link ends the
+        run with ``PatternStepFailed``."""
         _check_nesting(self, [self.name], max_depth)
 
     async def run_composite(self, driver: Driver, span: Span,
@@ -380,10 +242,18 @@ class Chain(Composite):
         if default is not None and not any(self.links[i].when is not None for i in matched):
             matched.append(default)
         ctx = driver.context_for(self, span=span)
-        runs = [self._run_link(ctx, i, variables) for i in matched]
-        results = await run_children(runs) if self.link_mode == "parallel" else [
-            await run for run in runs]
-        for i, result in zip(matched, results, strict=True):
+        if self.link_mode == "parallel":
+            results = await fan_out([self._run_link(ctx, i, variables) for i in matched],
+                                    on_error="collect")
+        else:
+            try:
+                results = await steps_as_children(
+                    len(matched), lambda k, _done: self._run_link(ctx, matched[k], variables),
+                    on_error=["stop" if self.links[i].on_error == "fail" else "continue"
+                              for i in matched])
+            except StepFailed as failed:  # the links after it do not run
+                results = [*failed.done, failed.result]
+        for i, result in zip(matched, results, strict=False):  # a stopped sequence ran fewer
             link = self.links[i]
             if result.ok:
                 driver.note(self, f"[chain {self.name}: {link.agent.name} answered]\n"
@@ -402,8 +272,8 @@ class Chain(Composite):
         task = render_instructions(link.input, variables)
         delay = link.retry_delay
         for attempt in range(1, link.attempts + 1):
-            result = await run_child(ctx, link.agent, task, report=False, timeout=link.timeout,
-                                     key=f"link{i}.try{attempt}")
+            result = await ChildPolicy(timeout=link.timeout).run(ctx, link.agent, task,
+                                                               key=f"link{i}.try{attempt}")
             if result.ok or attempt == link.attempts:
                 return result
             await asyncio.sleep(delay)
