@@ -25,7 +25,7 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -41,7 +41,7 @@ from ..core.events import AgentEvent, RunFinishedEvent, RunStartedEvent
 from ..core.exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
 from ..core.usage import Usage, UsageLimits
 from ..models.interface import Model
-from ..runner import Runner, RunResult
+from ..runner import RunOptions, RunResult, run_with
 from ..sessions.base import Session, new_session_id
 from ..sessions.steps import StepRunner
 from ..sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
@@ -647,6 +647,9 @@ class DurableRunner:
                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
         session_id = spec["session_id"]
         base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
+        options = RunOptions(context=self.context, max_turns=self.max_turns, model=self.model,
+                             usage_limits=self.usage_limits, wait_for_session=wait,
+                             steps=steps)
         try:
             if spec["agent"] != self.agent.name:
                 raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
@@ -654,10 +657,8 @@ class DurableRunner:
                                       "queue.", run_id=run_id)
             if spec["kind"] == "run":
                 # The engine continues the run instead if the log shows an attempt began it.
-                result = await Runner._run(
-                    self.agent, spec["input"], session, self.context, self.max_turns, None,
-                    spec["start_agent"], self.model, self.usage_limits, None,
-                    wait_for_session=wait, user_id=spec["user_id"], steps=steps)
+                result = await run_with(self.agent, spec["input"], session, replace(
+                    options, start_agent=spec["start_agent"], user_id=spec["user_id"]))
             else:
                 # Decisions are taken once: by the attempt that finds the stop still open.
                 began = (await session.view()).run_id == run_id
@@ -666,14 +667,12 @@ class DurableRunner:
                 if not began and pending is None:
                     raise DurableRunError(f"Session {session_id!r} waits for no approval or "
                                           "answer any more.", run_id=run_id)
-                result = await Runner._run(
-                    self.agent, None, session, self.context, self.max_turns, None, None,
-                    self.model, self.usage_limits, None,
-                    approvals=None if pending is None else spec["approvals"],
-                    given_for=pending, answers=None if pending is None else spec["answers"],
-                    wait_for_session=wait, steps=steps,
-                    reply=None if pending is None else spec.get("reply"),
-                    hand_back=None if pending is None else spec.get("hand_back"))
+                if pending is not None:
+                    options = replace(
+                        options, approvals=spec["approvals"], answers=spec["answers"],
+                        reply=spec.get("reply"), hand_back=spec.get("hand_back"),
+                        given_for=pending)
+                result = await run_with(self.agent, None, session, options)
         except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
             return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:
