@@ -102,9 +102,9 @@ def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
-    """How one run goes, besides its agent, input and session: built once by each entry point
-    (``Runner.run``, ``Runner.resume`` and ``Runner.stream`` from their keyword arguments, a
-    durable worker from the run it took) and handed to `run_with`."""
+    """How one run goes, besides its agent, input and session, as one value: built once by
+    each entry point (``Runner.run``, ``Runner.resume`` and ``Runner.stream`` from their
+    keyword arguments; a durable worker from the run it took, through `run_with`)."""
 
     context: Any = None
     """The run's context object (``RunContext.context``)."""
