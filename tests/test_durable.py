@@ -354,7 +354,7 @@ async def test_the_default_database_needs_no_setup(tmp_path: Path,
 
 
 async def test_a_waiter_hears_when_the_database_fails() -> None:
-    from relayrace.durable.runs import _Results
+    from relayrace.durable.results import _Results
 
     class Broken:
         async def list_workflows_async(self, **_: Any) -> list[Any]:
@@ -369,7 +369,7 @@ async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_
         tmp_path: Path) -> None:
     """The waiter's sweep of every run waited for comes once a minute here; the run's own end
     in this process's worker wakes it, and one query by the run's id settles it."""
-    from relayrace.durable.runs import _Results
+    from relayrace.durable.results import _Results
 
     agent = Agent("a", instructions=".", model=ScriptedModel([text("hi")]))
     async with DurableRunner(agent, db=tmp_path / "s.db", poll_interval=0.05) as durable:

@@ -22,6 +22,7 @@ from relayrace import (
     human,
 )
 from relayrace.agents.approvals import PendingRun
+from relayrace.runner import RunOptions, run_with
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.testing import ScriptedModel, tool_call
 
@@ -126,8 +127,7 @@ async def test_mistakes_in_a_reply_are_refused_before_anything_is_written() -> N
     # A reply where no person holds the conversation says what it answers.
     plain = await Runner.run(Agent("a", instructions="A.", model=ScriptedModel(["hi"])), "x")
     with pytest.raises(UserError, match="No person holds this conversation"):
-        await Runner._run(plain.last_agent, None, plain.session, None, None, None, None, None,
-                          None, None, reply="hello")
+        await run_with(plain.last_agent, None, plain.session, RunOptions(reply="hello"))
 
 
 async def test_a_takeover_is_replied_to_from_another_process(tmp_path: Path) -> None:

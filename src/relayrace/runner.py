@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Generic
 
 from pydantic import ValidationError
@@ -27,7 +27,7 @@ from .sessions.base import Lease, check_wait
 from .sessions.steps import StepRunner
 from .tracing import Trace
 
-__all__ = ["RunResult", "RunStream", "Runner"]
+__all__ = ["RunOptions", "RunResult", "RunStream", "Runner", "run_with"]
 
 
 T = TypeVar("T", default=Any)
@@ -100,6 +100,46 @@ def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     return found
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """How one run goes, besides its agent, input and session, as one value: built once by
+    each entry point (``Runner.run``, ``Runner.resume`` and ``Runner.stream`` from their
+    keyword arguments; a durable worker from the run it took, through `run_with`)."""
+
+    context: Any = None
+    """The run's context object (``RunContext.context``)."""
+    max_turns: int | None = None
+    """Turns per agent before the run fails (``None``: the agent's own limit)."""
+    max_handoffs: int | None = None
+    """Transfers before the next one is refused (``None``: the default bound)."""
+    start_agent: Agent[Any] | str | None = None
+    """The agent the run starts with, as for ``Runner.run``."""
+    model: Model | str | None = None
+    """Every agent's model, overriding their own."""
+    usage_limits: UsageLimits | None = None
+    """Request and token limits of the run."""
+    wait_for_session: float | None = None
+    """Seconds to wait for the session's lease (``None``: refuse at once when it is held)."""
+    user_id: str | None = None
+    """Whose memory agents with ``memory=`` keep (``None``: the session's)."""
+    # What a person decided on the run the session stopped (``Runner.resume``).
+    approvals: dict[str, bool] | None = None
+    """Call ids to decisions."""
+    answers: dict[str, str] | None = None
+    """Question ids to answers."""
+    reply: str | None = None
+    """The message of a person who holds the conversation."""
+    hand_back: str | bool | None = None
+    """The agent a person hands the conversation back to (``True``: the one that gave it)."""
+    given_for: PendingRun | None = None
+    """The pending run these decisions were made on (``None``: what the session waits for)."""
+    # Hooks of the caller.
+    emit: Callable[[AgentEvent], None] | None = None
+    """Called with each event as it happens (``Runner.stream``)."""
+    steps: StepRunner | None = None
+    """Where a durable engine records the run's model requests and tool calls."""
+
+
 class Runner:
     """Runs agents. Every option after the input is keyword-only."""
 
@@ -135,9 +175,10 @@ class Runner:
         ``user_id`` names whose memory agents with ``memory=`` keep, across sessions (without
         it, the session's own id does).
         """
-        return await cls._run(agent, input, session, context, max_turns, max_handoffs,
-                              start_agent, model, usage_limits, None,
-                              wait_for_session=wait_for_session, user_id=user_id)
+        return await cls._run(agent, input, session, RunOptions(
+            context=context, max_turns=max_turns, max_handoffs=max_handoffs,
+            start_agent=start_agent, model=model, usage_limits=usage_limits,
+            wait_for_session=wait_for_session, user_id=user_id))
 
     @classmethod
     async def _run(
@@ -145,28 +186,15 @@ class Runner:
         agent: Agent[Any],
         input: str | Sequence[Message] | None,
         session: Session | None,
-        context: Any,
-        max_turns: int | None,
-        max_handoffs: int | None,
-        start_agent: Agent[Any] | str | None,
-        model: Model | str | None,
-        usage_limits: UsageLimits | None,
-        emit: Any,
-        approvals: dict[str, bool] | None = None,
-        given_for: PendingRun | None = None,
-        wait_for_session: float | None = None,
-        user_id: str | None = None,
-        answers: dict[str, str] | None = None,
-        steps: StepRunner | None = None,
-        reply: str | None = None,
-        hand_back: str | bool | None = None,
+        options: RunOptions,
     ) -> RunResult[Any]:
-        # Positional, and checked cheapest first: this runs once per conversation turn.
+        # Checked cheapest first: this runs once per conversation turn.
         if not isinstance(agent, Agent):
             raise UserError(f"Runner.run needs an Agent, got {type(agent).__name__}.")
         if type(input) is not str and input is not None and not isinstance(input, list | tuple):
             raise UserError(f"Runner.run's input is a string, a list of Messages, or None to "
                             f"resume; got {type(input).__name__}.")
+        max_turns, max_handoffs, user_id = options.max_turns, options.max_handoffs, options.user_id
         if max_handoffs is not None and max_handoffs < 0:
             raise UserError(f"max_handoffs must be >= 0, got {max_handoffs}.")
         if max_turns is not None and max_turns < 1:
@@ -177,20 +205,25 @@ class Runner:
         # One writer per session: a run holds its session's lease (its delegated children's
         # sessions are written only through it). A session made for this run alone needs none.
         if session is not None:
-            lease: Lease | None = session.lease(wait=wait_for_session)
+            lease: Lease | None = session.lease(wait=options.wait_for_session)
         else:
-            check_wait(wait_for_session)
+            check_wait(options.wait_for_session)
             lease, session = None, MemorySession()
+        approvals, answers, reply, hand_back = \
+            options.approvals, options.answers, options.reply, options.hand_back
         decisions = None if approvals is None and answers is None and reply is None and \
-            not hand_back else await Decisions.bind(session, agent, approvals or {}, given_for,
-                                                    answers, reply, hand_back or False)
-        state = RunState(context, Trace(), usage_limits, emit,
-                         infer_model(model) if model is not None else None, decisions, steps)
+            not hand_back else await Decisions.bind(session, agent, approvals or {},
+                                                    options.given_for, answers, reply,
+                                                    hand_back or False)
+        model = options.model
+        state = RunState(options.context, Trace(), options.usage_limits, options.emit,
+                         infer_model(model) if model is not None else None, decisions,
+                         options.steps)
         state.memory_owner = user_id or session.session_id
         loop = AgentLoop(state, agent, session, max_turns=max_turns, max_handoffs=max_handoffs)
         start: Agent[Any] | None
-        if start_agent is not None:
-            start = _start_agent(agent, start_agent)
+        if options.start_agent is not None:
+            start = _start_agent(agent, options.start_agent)
         else:
             start = agent if agent.parent is not None and input is not None else None
         try:
@@ -202,9 +235,10 @@ class Runner:
         except Interrupted as stop:
             pending = PendingRun.of(stop.pending, session_id=session.session_id,
                                     agent=agent.name, entry=agent, session=session,
-                                    options={"context": context, "max_turns": max_turns,
+                                    options={"context": options.context, "max_turns": max_turns,
                                              "max_handoffs": max_handoffs, "model": model,
-                                             "usage_limits": usage_limits, "user_id": user_id})
+                                             "usage_limits": options.usage_limits,
+                                             "user_id": user_id})
             return RunResult(final_output="" if agent.output is None else None,
                              last_agent=agent, new_events=loop.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
@@ -255,17 +289,14 @@ class Runner:
                             "with PendingRun.from_json(text, entry=..., session=...).")
         # Settings not given again are the stopped run's (when it stopped in this process).
         was = pending.options
-        return await cls._run(
-            pending.entry, None, session=pending.session,
+        return await cls._run(pending.entry, None, pending.session, RunOptions(
             context=context if context is not None else was.get("context"),
             max_turns=max_turns or was.get("max_turns"),
             max_handoffs=max_handoffs if max_handoffs is not None else was.get("max_handoffs"),
-            start_agent=None, model=model or was.get("model"),
-            usage_limits=usage_limits or was.get("usage_limits"), emit=None,
-            approvals=approvals or {}, given_for=pending, wait_for_session=wait_for_session,
-            answers=answers or {}, user_id=was.get("user_id"), reply=reply,
-            hand_back=hand_back,
-        )
+            model=model or was.get("model"), usage_limits=usage_limits or was.get("usage_limits"),
+            wait_for_session=wait_for_session, user_id=was.get("user_id"),
+            approvals=approvals or {}, answers=answers or {}, reply=reply, hand_back=hand_back,
+            given_for=pending))
 
     @classmethod
     def run_sync(
@@ -294,9 +325,19 @@ class Runner:
         return RunStream(cls, agent, input, options)
 
 
+async def run_with(agent: Agent[Any], input: str | Sequence[Message] | None,
+                   session: Session | None, options: RunOptions) -> RunResult[Any]:
+    """Run ``agent``'s team on ``input`` in ``session`` (``None``: a new ``MemorySession``) as
+    ``options`` say: the one run of ``Runner.run``, ``Runner.resume`` and ``Runner.stream``,
+    for entry points that build the options themselves (the durable runner's workers, an
+    adapter of another durable-execution engine giving its ``steps``)."""
+    return await Runner._run(agent, input, session, options)
+
+
 _STREAM_OPTIONS = ("session", "context", "max_turns", "max_handoffs", "start_agent", "model",
                    "usage_limits", "approvals", "wait_for_session", "user_id", "answers",
                    "reply", "hand_back")
+"""``Runner.run``'s keywords and a resume's decisions: ``session`` and `RunOptions` fields."""
 
 
 class RunStream(Generic[T]):
@@ -312,16 +353,17 @@ class RunStream(Generic[T]):
         self._runner = runner
         self._agent = agent
         self._input = input
-        self._options = options
+        given = dict(options)
+        self._session: Session | None = given.pop("session", None)
+        self._options = RunOptions(**given)  # its `emit` is set when iteration starts
         self.result: RunResult[T] | None = None
         """The run's result, once the stream is exhausted."""
 
     async def __aiter__(self) -> AsyncIterator[AgentEvent]:
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        options = dict.fromkeys(_STREAM_OPTIONS) | self._options
+        options = replace(self._options, emit=queue.put_nowait)
         task = asyncio.ensure_future(
-            self._runner._run(self._agent, self._input, emit=queue.put_nowait, **options)
-        )
+            self._runner._run(self._agent, self._input, self._session, options))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:

@@ -317,7 +317,7 @@ class AgentLoop:
                 self.push(message)
                 self.log.add(new_message_event(name, path, message))
         try:
-            if self.log.session.durable:
+            if self.log.session.persistent:
                 await self.flush()
             if self.place.entry.timeout is not None:
                 try:

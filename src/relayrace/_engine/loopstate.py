@@ -92,7 +92,7 @@ class EventLog:
         self.written = 0
         """How many of ``new_events`` the session holds."""
         self.logged: set[int] = set()
-        """Results already recorded as their calls finished (durable logs), by id(event)."""
+        """Results already recorded as their calls finished (persistent logs), by id(event)."""
 
     def unwritten(self) -> list[AgentEvent]:
         """The events the session does not hold yet, now counted as written."""

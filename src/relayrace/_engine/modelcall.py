@@ -167,13 +167,13 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
         # A copy: the model may hand out shared messages (test doubles, caches).
         message = Message("assistant", content, calls, None, name)
     loop.push(message)
-    # Known from the calls themselves, so a stream and a durable log (written before the tools
+    # Known from the calls themselves, so a stream and a persistent log (written before the tools
     # run) show it too.
     transfers = calls and not loop.control.refuse_handoffs and \
         any(c.name in ts.handoffs.by_tool for c in calls)
     loop.log.add(new_message_event(name, path, message, u, response.model or model.name,
                                    "transfer" if transfers else None))
-    if calls and loop.log.session.durable:
+    if calls and loop.log.session.persistent:
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
         # them with their results; a final answer goes with what ends the turn.
         await loop.flush()

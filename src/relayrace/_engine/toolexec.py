@@ -306,7 +306,7 @@ async def _take_route(
 def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
     """Add the results gathered so far to the conversation, in call order; each once.
 
-    A result recorded when its call finished (durable logs) is not recorded again.
+    A result recorded when its call finished (persistent logs) is not recorded again.
     """
     push, add, logged = loop.push, loop.log.add, loop.log.logged
     for i, ev in enumerate(results):
@@ -492,14 +492,14 @@ async def _execute(
     Each result lands in ``results`` as soon as its call completes.
     """
     signals: list[tuple[int, TransferTo | Finish]] = []
-    durable = loop.log.session.durable
+    persistent = loop.log.session.persistent
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
         loop.calls.running.add(call.id)
         out = await _call_tool(loop, agent, tool, call, parent)
         loop.calls.running.discard(call.id)
         ev = results[i] = out.event
-        if ev is not None and durable:  # durable the moment the call finishes
+        if ev is not None and persistent:  # on record the moment the call finishes
             loop.log.add(ev)
             loop.log.logged.add(id(ev))
             await asyncio.shield(loop.flush())
@@ -517,14 +517,14 @@ async def _execute(
         await loop.flush()
 
     if len(calls) == 1:  # the common case
-        if durable:
+        if persistent:
             await start(calls)
         await one(*calls[0])
         return signals
     group: list[tuple[int, Tool, ToolCall]] = []
     for item in [*calls, None]:
         if item is None or item[1].sequential:
-            if group and durable:
+            if group and persistent:
                 await start(group)
             if len(group) == 1:
                 await one(*group[0])
@@ -532,7 +532,7 @@ async def _execute(
                 await _together([one(*g) for g in group])
             group = []
             if item is not None:
-                if durable:
+                if persistent:
                     await start([item])
                 await one(*item)
         else:

@@ -104,7 +104,7 @@ class ToolResultEvent(AgentEvent):
 
 @dataclass(slots=True, kw_only=True)
 class ToolStartedEvent(AgentEvent):
-    """A tool call is about to run (durable sessions only).
+    """A tool call is about to run (persistent sessions only).
 
     Written before the tool starts, so a resume after a crash knows the difference between a
     call that never ran and one whose outcome is unknown.

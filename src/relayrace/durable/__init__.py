@@ -3,6 +3,7 @@ Entry points: they may import the runner, the engine, declarations, ports and `c
 Needs ``relayrace[durable]``.
 """
 
-from .runs import DurableResult, DurableRunner, RunInfo, RunStatus, SubmittedRun
+from .results import DurableResult, RunInfo, RunStatus, SubmittedRun
+from .runs import DurableRunner
 
 __all__ = ["DurableResult", "DurableRunner", "RunInfo", "RunStatus", "SubmittedRun"]

@@ -13,25 +13,26 @@ waits, and ``resume`` (from any process, days later) enqueues the run that goes 
 Everything lives in one database: SQLite files by default (``.relayrace/sessions.db`` and, for
 DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many machines
 (``db="postgresql://..."``: relayrace's tables and DBOS's ``dbos`` schema).
+
+This module is the `DurableRunner`: starting and stopping, submitting, waiting, and a worker's
+attempt of a run. ``workflow`` holds the DBOS workflow and steps, ``results`` what a run comes
+to (and the waiting for it), ``workers`` the heartbeats that hand a dead worker's runs over.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
-from dbos import error as dbos_error
-from pydantic_core import to_json
 
 from .._engine.state import Decisions
 from .._engine.steps import AttemptEnded
@@ -39,255 +40,27 @@ from ..agents.agent import Agent
 from ..agents.approvals import PendingRun
 from ..core.events import AgentEvent, RunFinishedEvent, RunStartedEvent
 from ..core.exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
-from ..core.usage import Usage, UsageLimits
+from ..core.usage import UsageLimits
 from ..models.interface import Model
-from ..runner import Runner, RunResult
+from ..runner import RunOptions, run_with
 from ..sessions.base import Session, new_session_id
-from ..sessions.steps import StepRunner
 from ..sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
+from .results import (
+    DBOS_STATUS,
+    DurableResult,
+    RunInfo,
+    RunStatus,
+    SubmittedRun,
+    _Results,
+    output_of,
+    result_of,
+)
 from .workers import Heartbeat, engine_url
+from .workflow import RECORDS_VERSION, WORKFLOW, _DbosSteps, serve, serving
 
-__all__ = ["DurableResult", "DurableRunner", "RunInfo", "RunStatus", "SubmittedRun"]
-
-WORKFLOW = "relayrace.run"
-"""The DBOS workflow every durable run is."""
-RECORDS_VERSION = "relayrace-steps-1"
-"""The DBOS application version of every worker: workers of any relayrace release take any
-run, since steps are found by key, not by the code's shape; it changes only if the keys do."""
+__all__ = ["DurableRunner"]
 
 _log = logging.getLogger("relayrace.durable")
-_worker: DurableRunner | None = None  # the runner whose team this process's workflows run
-
-
-@DBOS.workflow(name=WORKFLOW)
-async def _run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
-    worker, run_id = _worker, DBOS.workflow_id or ""
-    if worker is None:
-        raise DurableRunError("this process runs DBOS without a working DurableRunner; start "
-                              "one with work=True (or `relayrace worker`).", run_id=run_id)
-    # DBOS records a workflow's outcome before the task running it ends: then, not at their
-    # next poll, this process's waiters look (a hint; the database stays the word).
-    task = asyncio.current_task()
-    if task is not None:
-        task.add_done_callback(lambda _: worker._ended(run_id))
-    return await worker._execute(run_id, spec)
-
-
-_GAP = "relayrace.unfinished"  # the no-op step in the place of one a dead process left running
-
-
-async def _never() -> str:  # a recorded step is replayed, never run
-    raise AssertionError("a replayed step ran")
-
-
-async def _nothing() -> str:
-    return ""
-
-
-class _DbosSteps(StepRunner):
-    """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
-
-    __slots__ = ("_client", "_done", "began", "run_id")
-
-    def __init__(self, client: DBOSClient, run_id: str) -> None:
-        self._client = client
-        self._done: dict[str, str] = {}
-        self.run_id = run_id
-        self.began = False  # whether this attempt went through DBOS's step numbers yet
-
-    async def start(self, again: bool) -> None:
-        """Take in what earlier attempts of this run recorded (if one began).
-
-        DBOS numbers a workflow's steps as they start and checks each number's name when the
-        workflow runs again; this attempt asks for other steps, in another order. So every
-        number an earlier attempt used goes through DBOS again first, in order: a recorded step
-        returns its value, and a number whose step never finished (it was running when the
-        process died) is filled with a no-op step. This attempt's own steps come after them.
-        An attempt that finds no start of the run in the log needs none of this: the run's
-        start is logged before its first step.
-        """
-        self.began = True
-        if not again:
-            return
-        recorded = {info["function_id"]: info["function_name"]
-                    for info in await self._client.list_workflow_steps_async(self.run_id)}
-        for number in range(1, max(recorded, default=0) + 1):
-            name = recorded.get(number)
-            if name is None:
-                await DBOS.run_step_async({"name": _GAP}, _nothing)
-                continue
-            try:
-                value = await DBOS.run_step_async({"name": name}, _never)
-            except Exception:  # a step that failed records no value: it runs again
-                continue
-            if isinstance(value, str) and name != _GAP:
-                self._done[name] = value
-
-    async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
-        value = self._done.get(key)
-        if value is not None:
-            return value
-
-        async def call() -> str:
-            return await fn()
-
-        return await DBOS.run_step_async({"name": key, "retries_allowed": False}, call)
-
-    def recorded(self, key: str) -> str | None:
-        return self._done.get(key)
-
-    def superseded(self, exc: BaseException) -> bool:
-        # DBOS's word that another execution owns the workflow now (this worker was taken
-        # for dead): DBOS parks this one and takes the owner's outcome, when it comes.
-        return isinstance(exc, dbos_error.DBOSWorkflowConflictIDError)
-
-
-class _Results:
-    """Waits for runs to end: one query per interval for every run waited for, not one each
-    (a server may wait for thousands); a run that ends in this process is looked up at once,
-    by its id alone."""
-
-    def __init__(self, client: DBOSClient, interval: float = 0.05) -> None:
-        self._client = client
-        self._interval = interval
-        self._loop = asyncio.get_running_loop()
-        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._ended: set[str] = set()  # runs of this process's workflows that ended
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def wait(self, run_id: str) -> dict[str, Any]:
-        future = self._waiting.get(run_id)
-        if future is None:
-            future = self._waiting[run_id] = self._loop.create_future()
-            # Read here, so that a run whose waiters all gave up raises no "never retrieved".
-            future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._poll())
-        return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
-
-    def ended(self, run_id: str) -> None:
-        """The workflow of ``run_id`` ended in this process (called from any thread)."""
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            self._loop.call_soon_threadsafe(self._note, run_id)
-
-    def _note(self, run_id: str) -> None:
-        if run_id in self._waiting:
-            self._ended.add(run_id)
-            self._wake.set()
-
-    async def _poll(self) -> None:
-        try:
-            sweep = 0.0
-            while self._waiting:
-                self._wake.clear()
-                if self._loop.time() >= sweep:
-                    self._ended.clear()
-                    sweep = self._loop.time() + self._interval
-                    await self._check(list(self._waiting))
-                elif self._ended:
-                    ended, self._ended = self._ended, set()
-                    await self._check([i for i in ended if i in self._waiting])
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(),
-                                           max(0.0, sweep - self._loop.time()))
-        except Exception as exc:  # the database failed: every waiter hears it, none hangs
-            waiting, self._waiting = self._waiting, {}
-            for run_id, future in waiting.items():
-                future.set_exception(DurableRunError(
-                    f"its state could not be read: {type(exc).__name__}: {exc}", run_id=run_id))
-
-    async def _check(self, ids: list[str]) -> None:
-        """Settle the runs of ``ids`` that ended (one query per 500 runs)."""
-        found = set()
-        for at in range(0, len(ids), 500):
-            for wf in await self._client.list_workflows_async(
-                    workflow_ids=ids[at:at + 500], load_input=False):
-                found.add(wf.workflow_id)
-                if wf.status in ("PENDING", "ENQUEUED", "DELAYED"):
-                    continue
-                future = self._waiting.pop(wf.workflow_id, None)
-                if future is None:
-                    continue
-                if wf.status == "SUCCESS":
-                    future.set_result(dict(wf.output or {}))
-                else:
-                    why = f"{type(wf.error).__name__}: {wf.error}" if wf.error else ""
-                    future.set_exception(DurableRunError(
-                        f"its workflow ended {wf.status} {why}".rstrip(),
-                        run_id=wf.workflow_id))
-        for run_id in set(ids) - found:
-            future = self._waiting.pop(run_id, None)
-            if future is not None:
-                future.set_exception(
-                    DurableRunError("no run has this id; submit one first.", run_id=run_id))
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        for future in self._waiting.values():
-            future.cancel()
-
-
-RunStatus = Literal["queued", "running", "ended", "failed", "cancelled"]
-_STATUS: dict[str, RunStatus] = {
-    "ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running", "SUCCESS": "ended",
-    "ERROR": "failed", "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed", "CANCELLED": "cancelled"}
-
-
-@dataclass(slots=True, frozen=True)
-class RunInfo:
-    """Where a durable run stands (``DurableRunner.runs``)."""
-
-    run_id: str
-    """The run."""
-    status: RunStatus
-    """``queued`` (for a worker), ``running`` (a worker has it; one that died keeps it until a
-    live worker takes it over), ``ended`` (``result`` has it), ``failed`` (its workflow
-    failed) or ``cancelled``."""
-    worker: str
-    """The worker that runs it, or ran it last (``""``: none yet)."""
-
-
-@dataclass(slots=True, frozen=True)
-class SubmittedRun:
-    """A run on the queue."""
-
-    run_id: str
-    """Its id (the DBOS workflow's): ``DurableRunner.result`` waits for it."""
-    session_id: str
-    """The session it runs in."""
-
-
-@dataclass(slots=True, kw_only=True)
-class DurableResult:
-    """How a durable run ended."""
-
-    run_id: str
-    """The run."""
-    session_id: str
-    """Its session (the log of everything it did)."""
-    status: Literal["completed", "interrupted", "failed"]
-    """``completed``; ``interrupted``: it waits for a person (``pending``); ``failed``: the
-    run raised (``error``)."""
-    output: str = ""
-    """The final answer: text, or the JSON of a typed agent's value."""
-    last_agent: str = ""
-    """The agent that gave it."""
-    reason: str = ""
-    """Why the run ended, when a rule, tool or guardrail ended it."""
-    error: str = ""
-    """For a failed run: the error's type and message."""
-    pending: PendingRun | None = None
-    """For an interrupted run: what it waits for; answer with ``DurableRunner.resume``."""
-    usage: Usage = field(default_factory=Usage)
-    """Requests and tokens of the run (delegated children included), as the attempt that
-    ended it counted them."""
-
-
-_PLAIN_FIELDS = frozenset(f.name for f in fields(DurableResult)) - {"pending", "usage"}
-_USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
 
 
 def _dbos_url(store: SessionStore) -> str:
@@ -298,6 +71,7 @@ def _dbos_url(store: SessionStore) -> str:
         return f"sqlite:///{path.with_name(path.stem + '.dbos.sqlite')}"
     url: str = getattr(store, "url")  # noqa: B009 - PostgresStore, imported only with psycopg
     return url
+
 
 
 class DurableRunner:
@@ -387,10 +161,9 @@ class DurableRunner:
 
     async def start(self) -> None:
         """Connect to the database; a worker also launches DBOS and starts taking runs."""
-        global _worker
         if self._client is not None:
             return
-        if self.work and _worker is not None:
+        if self.work and serving() is not None:
             raise UserError("A DurableRunner already works in this process (DBOS runs one "
                             "instance per process); start this one with work=False to submit.")
         # Created or migrated by whoever comes first, so a submitter may start before any
@@ -414,7 +187,7 @@ class DurableRunner:
                                                system_database_pool_size=2)
         if not self.work:
             return
-        _worker = self
+        serve(self)
         try:
             # The first heartbeat is written before DBOS hands this worker any run.
             self._beat = Heartbeat(self.dbos_url, self.executor_id, every=self.heartbeat,
@@ -440,10 +213,9 @@ class DurableRunner:
         """Stop: a worker waits up to ``drain`` seconds for the runs it is running, then hands
         what is left back to the queue (another worker continues them) and removes its
         heartbeat."""
-        global _worker
         if self._beat is not None:
             await self._beat.stop()
-        if _worker is self:
+        if serving() is self:
             # Off this loop, whose runs may be finishing meanwhile. DBOS made its thread pool
             # this loop's default executor, and shuts it down: the loop gets a new one.
             loop = asyncio.get_running_loop()
@@ -451,7 +223,7 @@ class DurableRunner:
                 await loop.run_in_executor(pool, lambda: DBOS.destroy(
                     workflow_completion_timeout_sec=int(drain)))
             loop.set_default_executor(ThreadPoolExecutor())
-            _worker = None
+            serve(None)
             if self._client is not None:
                 left = await self._client.list_workflows_async(
                     status="PENDING", executor_id=self.executor_id, load_input=False,
@@ -558,33 +330,21 @@ class DurableRunner:
             value = await asyncio.wait_for(self._results.wait(run_id), wait)
         except TimeoutError:
             raise DurableRunError(f"still running after {wait} s.", run_id=run_id) from None
-        return self._result(value)
-
-    def _result(self, value: dict[str, Any]) -> DurableResult:
-        """A workflow's output as a `DurableResult` (fields a newer worker adds are left out:
-        workers and submitters of different releases share a queue)."""
-        pending, used = value.get("pending"), value.get("usage")
-        result = DurableResult(**{k: v for k, v in value.items() if k in _PLAIN_FIELDS})
-        if used:
-            result.usage = Usage(**{k: v for k, v in used.items() if k in _USAGE_FIELDS})
-        if pending:  # bound, so that Runner.resume could also take it in this process
-            result.pending = PendingRun.from_json(
-                pending, entry=self.agent, session=self.store.session(result.session_id))
-        return result
+        return result_of(value, self.agent, self.store)
 
     async def runs(self, run_ids: Sequence[str] | None = None, *, worker: str | None = None,
                    status: RunStatus | None = None) -> list[RunInfo]:
         """The durable runs of the database (of every team), oldest first: those named, those
         a ``worker`` has (its ``executor_id``), those in a ``status``; all of them if none of
         these is given."""
-        if status is not None and status not in _STATUS.values():
-            raise UserError(f"A run's status is one of {sorted(set(_STATUS.values()))}; got "
+        if status is not None and status not in DBOS_STATUS.values():
+            raise UserError(f"A run's status is one of {sorted(set(DBOS_STATUS.values()))}; got "
                             f"{status!r}.")
         found = await self._need_client().list_workflows_async(
             workflow_ids=list(run_ids) if run_ids is not None else None, executor_id=worker,
-            status=None if status is None else [k for k, v in _STATUS.items() if v == status],
+            status=None if status is None else [k for k, v in DBOS_STATUS.items() if v == status],
             name=WORKFLOW, load_input=False, load_output=False)
-        return [RunInfo(wf.workflow_id, _STATUS.get(wf.status, "failed"), wf.executor_id or "")
+        return [RunInfo(wf.workflow_id, DBOS_STATUS.get(wf.status, "failed"), wf.executor_id or "")
                 for wf in found]
 
     async def follow(self, run_id: str, *, poll: float = 0.2) -> AsyncIterator[AgentEvent]:
@@ -647,6 +407,9 @@ class DurableRunner:
                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
         session_id = spec["session_id"]
         base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
+        options = RunOptions(context=self.context, max_turns=self.max_turns, model=self.model,
+                             usage_limits=self.usage_limits, wait_for_session=wait,
+                             steps=steps)
         try:
             if spec["agent"] != self.agent.name:
                 raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
@@ -654,10 +417,8 @@ class DurableRunner:
                                       "queue.", run_id=run_id)
             if spec["kind"] == "run":
                 # The engine continues the run instead if the log shows an attempt began it.
-                result = await Runner._run(
-                    self.agent, spec["input"], session, self.context, self.max_turns, None,
-                    spec["start_agent"], self.model, self.usage_limits, None,
-                    wait_for_session=wait, user_id=spec["user_id"], steps=steps)
+                result = await run_with(self.agent, spec["input"], session, replace(
+                    options, start_agent=spec["start_agent"], user_id=spec["user_id"]))
             else:
                 # Decisions are taken once: by the attempt that finds the stop still open.
                 began = (await session.view()).run_id == run_id
@@ -666,21 +427,19 @@ class DurableRunner:
                 if not began and pending is None:
                     raise DurableRunError(f"Session {session_id!r} waits for no approval or "
                                           "answer any more.", run_id=run_id)
-                result = await Runner._run(
-                    self.agent, None, session, self.context, self.max_turns, None, None,
-                    self.model, self.usage_limits, None,
-                    approvals=None if pending is None else spec["approvals"],
-                    given_for=pending, answers=None if pending is None else spec["answers"],
-                    wait_for_session=wait, steps=steps,
-                    reply=None if pending is None else spec.get("reply"),
-                    hand_back=None if pending is None else spec.get("hand_back"))
+                if pending is not None:
+                    options = replace(
+                        options, approvals=spec["approvals"], answers=spec["answers"],
+                        reply=spec.get("reply"), hand_back=spec.get("hand_back"),
+                        given_for=pending)
+                result = await run_with(self.agent, None, session, options)
         except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
             return base | await self._outcome(session, done.ended)
         except RelayraceError as exc:
             if isinstance(exc, SessionInUseError) and not steps.began:
                 raise  # nothing of this attempt ran: it waits again
             return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        return base | _ended(result)
+        return base | output_of(result)
 
     async def _outcome(self, session: Session, ended: RunFinishedEvent) -> dict[str, Any]:
         """What a run that an earlier attempt ended came to, from its ``RunFinishedEvent``."""
@@ -692,13 +451,3 @@ class DurableRunner:
                 "last_agent": ended.agent, "reason": ended.reason,
                 "pending": pending.to_json() if pending is not None else None}
 
-
-def _ended(result: RunResult[Any]) -> dict[str, Any]:
-    output = result.final_output
-    return {
-        "status": "interrupted" if result.pending is not None else "completed",
-        "output": output if isinstance(output, str) else to_json(output).decode(),
-        "last_agent": result.last_agent.name, "reason": result.reason,
-        "pending": result.pending.to_json() if result.pending is not None else None,
-        "usage": asdict(result.usage.total),
-    }

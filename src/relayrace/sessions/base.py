@@ -10,6 +10,7 @@ import secrets
 import socket
 import threading
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -256,6 +257,10 @@ class LogView:
         messages.insert(at, result)
 
 
+_DURABLE_RENAMED = ("Session.durable is renamed Session.persistent (whether the log outlives "
+                    "the process; relayrace.durable is about durable runs): use persistent.")
+
+
 class Session(ABC):
     """An append-only log of events; what each agent sees is derived from it.
 
@@ -268,10 +273,29 @@ class Session(ABC):
     info: SessionInfo
     """Its identity and parent links."""
 
-    durable: bool = True
+    persistent: bool = True
     """Whether the log outlives the process; if so, a run writes its input before the model
     is called and a turn's tool calls before they run, so a crash then loses nothing (a memory
     log takes them with the batch that follows)."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        old = cls.__dict__.get("durable")
+        if isinstance(old, bool):  # a subclass written before the rename says it the old way
+            warnings.warn(_DURABLE_RENAMED, DeprecationWarning, stacklevel=2)
+            cls.persistent = old
+            del cls.durable
+
+    @property
+    def durable(self) -> bool:
+        """Deprecated alias of `persistent` (``relayrace.durable`` is about durable runs)."""
+        warnings.warn(_DURABLE_RENAMED, DeprecationWarning, stacklevel=2)
+        return self.persistent
+
+    @durable.setter
+    def durable(self, value: bool) -> None:
+        warnings.warn(_DURABLE_RENAMED, DeprecationWarning, stacklevel=2)
+        self.persistent = value
 
     _view: LogView | None = None
     _unfolded: list[Sequence[AgentEvent]] | None = None  # appended since the view was read

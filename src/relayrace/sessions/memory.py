@@ -24,7 +24,7 @@ class MemorySession(Session):
     ``store=`` to share one between sessions made separately.
     """
 
-    durable = False
+    persistent = False
 
     def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None,
                  store: dict[str, MemorySession] | None = None) -> None:
