@@ -147,7 +147,7 @@ def new_context(
     return ctx
 
 
-def new_request(instructions: str, messages: list[Message], tools: list[ToolDefinition],
+def new_request(instructions: str, messages: list[Message], tools: Sequence[ToolDefinition],
                 settings: ModelSettings | None, agent: str,
                 output: OutputSchema | None = None, conversation: str = "") -> ModelRequest:
     """``ModelRequest(instructions=..., messages=..., ...)``, faster."""

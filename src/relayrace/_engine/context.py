@@ -9,7 +9,7 @@ in a log of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
 
@@ -88,7 +88,7 @@ def _summary_note(c: ContextCompactedEvent, readable: bool) -> Message:
     return Message("user", head + body, name=NOTE)
 
 
-def _size(instructions: str, definitions: list[ToolDefinition],
+def _size(instructions: str, definitions: Sequence[ToolDefinition],
           messages: list[Message]) -> int:
     chars = len(instructions) + sum(len(d.name) + len(d.description) + len(str(d.parameters))
                                     for d in definitions)
@@ -96,7 +96,7 @@ def _size(instructions: str, definitions: list[ToolDefinition],
 
 
 async def request_messages(loop: AgentLoop, agent: Agent[Any], instructions: str,
-                           definitions: list[ToolDefinition], parent: Span) -> list[Message]:
+                           definitions: Sequence[ToolDefinition], parent: Span) -> list[Message]:
     """What ``agent``'s next request shows of the conversation: its memory, then its view,
     both within its compression budget."""
     recalled = None
@@ -111,7 +111,7 @@ async def request_messages(loop: AgentLoop, agent: Agent[Any], instructions: str
 
 
 async def _compressed(loop: AgentLoop, agent: Agent[Any], policy: Compression,
-                      instructions: str, definitions: list[ToolDefinition],
+                      instructions: str, definitions: Sequence[ToolDefinition],
                       parent: Span) -> list[Message]:
     views = loop.views
     view, transcript = views.view, views.transcript

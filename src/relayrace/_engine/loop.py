@@ -54,10 +54,12 @@ from .loopstate import (
     Transfers,
     Views,
 )
-from .modelcall import model_of, model_turn, turn_flags
+from .modelcall import model_of, model_turn
+from .offer import Offer, offer_of
 from .state import (
     RunState,
     Toolset,
+    listed_toolset_of,
     toolset_of,
     unanswered_calls,
 )
@@ -168,6 +170,33 @@ class AgentLoop:
         """``ts`` with the tools every agent of this loop gets besides its own, if any."""
         extra = self.place.extra_tools
         return Toolset(ts.agent, ts.listed, extra) if extra else ts
+
+    def plain_offer(self, agent: Agent[Any]) -> Offer | None:
+        """What ``agent`` is offered this turn when that is simply what it has (the usual
+        case, decided without an await); ``None``: build the offer (``offer``)."""
+        if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
+                self.transfers.swarm_limit:
+            return None
+        ts = self.toolset(agent)
+        return None if ts.gated or ts.handoffs.dynamic else ts.plain
+
+    async def offer(self, agent: Agent[Any]) -> Offer:
+        """What ``agent`` is offered this turn, its gates asked once: the request carries it,
+        and the turn's calls are checked against it. Its toolsets are listed now: a server may
+        have changed its tools since the last turn."""
+        if agent.toolsets:
+            ts = self.place.toolsets[agent.name] = self.offered(await listed_toolset_of(agent))
+        else:
+            ts = self.toolset(agent)
+        transfers = self.transfers
+        owes = bool(transfers.returns)
+        used_up = transfers.used_up()
+        spec = agent.output
+        return await offer_of(
+            ts, finish_task=agent.mode == "task" and owes, refuse_handoffs=used_up,
+            hide_handoffs=used_up or (agent.mode == "single_turn" and owes),
+            context=lambda: self.context_for(agent), spec=spec,
+            model=model_of(self, agent) if spec is not None else None)
 
     def caller(self) -> Agent[Any] | None:
         """The agent a ``task``/``single_turn`` agent returns to."""
@@ -547,8 +576,6 @@ class AgentLoop:
                           resumed)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
-        if pending:
-            turn_flags(self, agent)
         try:
             while True:  # a dispatcher over what each turn decides
                 turn = await self.take_turn(agent, agent_span, pending, team)
@@ -614,6 +641,7 @@ class AgentLoop:
                     await self.flush()
                     return TurnResult(None, RUN_AGAIN)
                 calls = list(given)
+            offer = self.plain_offer(agent) or await self.offer(agent)
         elif agent.is_human:  # a person's turn: no model call
             return await human_turn(self, agent)
         else:
@@ -635,7 +663,8 @@ class AgentLoop:
                             agent, source, self.views.note), source)
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
-            message = await model_turn(self, agent, agent_span)
+            offer = self.plain_offer(agent) or await self.offer(agent)
+            message = await model_turn(self, agent, offer, agent_span)
             answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:
@@ -653,7 +682,7 @@ class AgentLoop:
             calls = list(given)
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
-        route = await run_tools(self, agent, calls, agent_span)
+        route = await run_tools(self, agent, calls, agent_span, offer)
         moves = (self.control.blocked is None and route is not None
                  and route.kind != "finish" and not (route.kind == "transfer_to" and team))
         if not moves:  # a move writes its result together with the move itself

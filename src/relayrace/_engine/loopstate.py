@@ -9,7 +9,7 @@
 | `Calls` | a batch of tool calls | calls in flight, results held, what a crash left unknown |
 | `Transfers` | the run | handoff hops and limits, the task-mode return stack |
 | `Scope` | a team's turn | the team's guardrails and routing inputs |
-| `Control` | the run | turn counts, this turn's offer flags, how the run ends |
+| `Control` | the run | turn counts, how the run ends |
 """
 
 from __future__ import annotations
@@ -332,8 +332,8 @@ class Scope:
 class Control:
     """How far the run has gone and how it ends."""
 
-    __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "leaving_loop", "loops",
-                 "max_turns", "output_failures", "refuse_handoffs", "resuming", "turns")
+    __slots__ = ("agent_turns", "blocked", "finished", "leaving_loop", "loops", "max_turns",
+                 "output_failures", "resuming", "turns")
 
     def __init__(self, max_turns: int) -> None:
         self.turns = 0
@@ -342,10 +342,6 @@ class Control:
         """The run's turn limit."""
         self.agent_turns: dict[str, int] | None = None
         """Turns of agents with their own ``max_turns``."""
-        self.finish_task = False
-        """Whether the active agent is offered finish_task this turn."""
-        self.refuse_handoffs = False
-        """Whether a swarm's hop limit hides transfers this turn."""
         self.resuming = False
         """Whether the run continues the log (``input=None``)."""
         self.blocked: str | None = None
@@ -372,8 +368,9 @@ class Control:
         self.resuming = resuming
 
     def offer(self, finish_task: bool, refuse_handoffs: bool) -> None:
-        """What the active agent is offered this turn."""
-        self.finish_task, self.refuse_handoffs = finish_task, refuse_handoffs
+        """Nothing: a turn's offer is built from the run each turn (``_engine.offer``), so
+        what an agent is offered cannot be set apart from it. Kept for code that drives a
+        turn by hand and set the flags here before."""
 
     def count_turn(self, agent: str, own_limit: int | None) -> None:
         """Count a model turn of ``agent``; raise past its own ``max_turns`` (the run's limit

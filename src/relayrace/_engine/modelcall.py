@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ..agents.handoffs import FINISH_TASK
 from ..core.events import StatusEvent, TextDeltaEvent
 from ..core.exceptions import ModelBehaviorError, UserError
 from ..core.messages import Message
@@ -16,22 +15,20 @@ from ..models.interface import (
     ModelResponse,
     OutputDelta,
     StatusUpdate,
-    ToolDefinition,
 )
 from .builders import new_message_event, new_request
 from .context import request_messages
 from .guarding import GuardedStream, cost_block, guard_finish, guard_text
-from .state import Toolset, listed_toolset_of
 from .steps import model_step
-from .structured import Partials, ask, mode_of
-from .toolexec import finish_task_definition, tools_off
+from .structured import Partials, prompted
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..tracing import Span
     from .loop import AgentLoop
+    from .offer import Offer
 
-__all__ = ["model_of", "model_turn", "turn_flags"]
+__all__ = ["model_of", "model_turn"]
 
 
 def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
@@ -46,38 +43,13 @@ def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
     return model  # type: ignore[return-value]  # a string was resolved above
 
 
-def turn_flags(loop: AgentLoop, agent: Agent[Any]) -> None:
-    """Whether ``agent`` is offered finish_task and refused transfers, this turn."""
-    transfers = loop.transfers
-    loop.control.offer(agent.mode == "task" and bool(transfers.returns), transfers.used_up())
-
-async def _definitions(loop: AgentLoop, agent: Agent[Any], ts: Toolset
-                       ) -> list[ToolDefinition]:
-    """The tools offered this turn, when they change by turn (see ``model_turn``)."""
-    turn_flags(loop, agent)
-    no_handoffs = loop.control.refuse_handoffs or (agent.mode == "single_turn"
-                                           and bool(loop.transfers.returns))
-    if not (ts.handoffs.dynamic or loop.control.finish_task or no_handoffs or ts.gated):
-        return ts.definitions
-    off = await tools_off(loop, agent, ts) if ts.gated else set()
-    defs = [d for d in ts.definitions if d.name not in ts.handoffs.by_tool and d.name not in off]
-    if not no_handoffs:
-        defs.extend(await ts.handoffs.offered(loop.context_for(agent)))
-    if loop.control.finish_task:
-        defs.append(ToolDefinition(
-            name=FINISH_TASK, parameters=finish_task_definition(),
-            description="Return control, and your result, to the agent that gave you "
-                        "this task. Call it when the task is done."))
-    return defs
-
-async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Message:
-    """One model request of ``agent``: its offer and instructions, the budget, the call
-    (streamed through its output guardrails), the answer logged."""
+async def model_turn(loop: AgentLoop, agent: Agent[Any], offer: Offer, parent: Span
+                     ) -> Message:
+    """One model request of ``agent``: this turn's ``offer`` and its instructions, the budget,
+    the call (streamed through its output guardrails), the answer logged."""
     state = loop.state
     path = loop.path(agent)
     model = model_of(loop, agent)
-    if agent.toolsets:  # listed now: a server may have changed its tools since last turn
-        loop.place.toolsets[agent.name] = loop.offered(await listed_toolset_of(agent))
     if agent.input_guardrails or agent.output_guardrails or loop.scope.team_output \
             or loop.scope.team_input:
         stop = cost_block(loop, agent)
@@ -88,14 +60,6 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
             if state.emit is not None:
                 _emit_text(loop, agent, path, stop)
             return message
-    ts = loop.toolset(agent)
-    if agent.mode == "chat" and not (loop.transfers.swarm_limit or ts.handoffs.dynamic
-                                     or ts.gated):
-        # The common case, decided early.
-        loop.control.offer(False, False)
-        definitions = ts.definitions
-    else:
-        definitions = await _definitions(loop, agent, ts)
     instructions = agent.instructions
     if not isinstance(instructions, str) or agent._templated:
         instructions = await agent.render_instructions(loop.context_for(agent),
@@ -106,17 +70,19 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     name = agent.name
     spec = agent.output
     partials: Partials | None = None
-    output = None
-    if spec is not None:
-        mode = mode_of(spec, model)
-        instructions, definitions, output = ask(spec, mode, instructions, definitions)
+    definitions = offer.definitions
+    mode = offer.output_mode
+    if spec is not None and mode is not None:
+        if mode == "prompted":
+            instructions = prompted(spec, instructions)
         if state.emit is not None:
             partials = Partials(loop, agent, path, spec, mode)
     messages = loop.views.view
     if agent.compression is not None or agent.memory is not None:
         messages = await request_messages(loop, agent, instructions, definitions, parent)
     info = loop.log.session.info
-    request = new_request(instructions, messages, definitions, agent.model_settings, name, output,
+    request = new_request(instructions, messages, definitions, agent.model_settings, name,
+                          offer.output,
                           info.parent_id or info.session_id)
     budget, local = state.budget, loop.place.local
     estimate = await budget.open_request(request, path, local)
@@ -156,7 +122,7 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
                 "call); check the model's output limits or its stop sequences.")
         if guarded:
             content = guard_text(loop, agent, content)
-    elif loop.control.finish_task and guarded:
+    elif offer.finish_task and guarded:
         calls = tuple(guard_finish(loop, agent, c) for c in calls)
     if shown is not None and content:
         rest = shown.finish(content, guarded=not calls)
@@ -169,8 +135,8 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], parent: Span) -> Messag
     loop.push(message)
     # Known from the calls themselves, so a stream and a durable log (written before the tools
     # run) show it too.
-    transfers = calls and not loop.control.refuse_handoffs and \
-        any(c.name in ts.handoffs.by_tool for c in calls)
+    transfers = calls and not offer.refuse_handoffs and \
+        any(c.name in offer.toolset.handoffs.by_tool for c in calls)
     loop.log.add(new_message_event(name, path, message, u, response.model or model.name,
                                    "transfer" if transfers else None))
     if calls and loop.log.session.durable:

@@ -22,6 +22,7 @@ from ..sessions.base import Session
 from ..sessions.steps import StepRunner
 from ..tracing import Trace
 from .budget import Budget
+from .offer import Offer
 from .takeover import Reply, bind_reply
 
 Emit = Callable[[AgentEvent], None]
@@ -163,8 +164,8 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is and its
     toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("agent", "definitions", "gated", "handoffs", "listed", "permissions",
-                 "refused", "source", "tools")
+    __slots__ = ("agent", "definitions", "enabled", "gated", "handoffs", "listed",
+                 "permissions", "plain", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
                  extra: Sequence[Tool] = ()) -> None:
@@ -188,6 +189,10 @@ class Toolset:
             _check_listed(agent, listed, self.handoffs)
         self.definitions: list[ToolDefinition] = [t.definition for t in offered]
         self.definitions.extend(self.handoffs.definitions)
+        self.enabled = tuple(self.handoffs.by_agent.values())
+        """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
+        self.plain = Offer(self, self.definitions, frozenset(), self.enabled, False, False)
+        """The offer of a turn that changes nothing of what the agent has (the usual one)."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],

@@ -1,10 +1,10 @@
 """Structured output in the loop: what a turn asks for, and the answer checked.
 
-``model_turn`` asks for the active agent's ``output_type`` in the mode its model takes
-(``ask``), and streams the value validated so far (``Partials``); ``take_turn`` checks the
-answer (``check_output``). An invalid output is told to the model (a tool result for the
-final-output tool, a note for a text answer), which tries again, ``output_retries`` times at
-most; then the run ends with `OutputValidationError`.
+A turn's offer asks for the active agent's ``output_type`` in the mode its model takes
+(``offer_of``, ``prompted``); ``model_turn`` streams the value validated so far
+(``Partials``); ``take_turn`` checks the answer (``check_output``). An invalid output is
+told to the model (a tool result for the final-output tool, a note for a text answer), which
+tries again, ``output_retries`` times at most; then the run ends with `OutputValidationError`.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from ..agents.output import OUTPUT_TOOL, OutputSpec
 from ..core.events import OutputEvent
 from ..core.exceptions import OutputValidationError
 from ..core.messages import Message, ToolCall
-from ..models.interface import Model, OutputMode, OutputSchema, ToolDefinition
+from ..models.interface import Model, OutputMode
 from .guarding import guard_text
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from .loop import AgentLoop
 
-__all__ = ["Partials", "ask", "check_output", "mode_of"]
+__all__ = ["Partials", "check_output", "mode_of", "prompted"]
 
 _TEXT_IN_TOOL_MODE = (f"Give your final answer by calling the {OUTPUT_TOOL} tool; a text "
                       "answer is not accepted.")
@@ -33,16 +33,9 @@ def mode_of(spec: OutputSpec, model: Model) -> OutputMode:
     return spec.mode or model.output_mode
 
 
-def ask(spec: OutputSpec, mode: OutputMode, instructions: str,
-        definitions: list[ToolDefinition]) -> tuple[str, list[ToolDefinition], OutputSchema]:
-    """The instructions, tools and request field of a turn that asks for ``spec``."""
-    if mode == "tool":
-        definitions = [*definitions, ToolDefinition(
-            name=OUTPUT_TOOL, parameters=spec.schema,
-            description="Give your final answer: call this once, when you are done.")]
-    elif mode == "prompted":
-        instructions = f"{instructions}\n\n{spec.prompt()}" if instructions else spec.prompt()
-    return instructions, definitions, spec.request(mode)
+def prompted(spec: OutputSpec, instructions: str) -> str:
+    """The instructions of a turn that asks for ``spec`` in ``prompted`` mode."""
+    return f"{instructions}\n\n{spec.prompt()}" if instructions else spec.prompt()
 
 
 class Partials:

@@ -29,14 +29,13 @@ from ..core.usage import CHARS_PER_TOKEN
 from ..teams.routing import Finish, TransferTo
 from .context import cut_long
 from .guarding import guard_text, input_block
-from .state import listed_toolset_of
 from .steps import attempt_tool, recorded_call
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..tracing import Span
     from .loop import AgentLoop
-    from .state import Toolset
+    from .offer import Offer
 
 
 
@@ -76,19 +75,20 @@ class _Outcome:
 
 
 async def run_tools(
-    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span
+    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    offer: Offer | None = None,
 ) -> Route | None:
-    """Answer every call; return the winning route, if any. Raise ``Interrupted``.
+    """Answer every call, checked against the turn's ``offer`` (by default, what the loop
+    offers ``agent`` now); return the winning route, if any. Raise ``Interrupted``.
 
     Results are kept as each call completes, and logged however the turn ends: a timeout,
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
-    if agent.toolsets and agent.name not in loop.place.toolsets:
-        # A resumed run answers open calls before any turn has listed the agent's toolsets.
-        loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
+    if offer is None:
+        offer = await loop.offer(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
-        return await _run_tools(loop, agent, calls, parent, results)
+        return await _run_tools(loop, agent, offer, calls, parent, results)
     except Interrupted:  # the calls awaiting a person stay open
         push_results(loop, results)
         raise
@@ -98,17 +98,17 @@ async def run_tools(
 
 
 async def _run_tools(
-    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    loop: AgentLoop, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
     results: list[ToolResultEvent | None],
 ) -> Route | None:
-    ts = loop.toolset(agent)
+    ts = offer.toolset
     decisions = loop.state.approvals
     unknown, asked = loop.calls.begin_batch(loop.views.transcript)
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
-    off = await tools_off(loop, agent, ts) if ts.gated else ()
+    off = offer.off
     for i, call in enumerate(calls):
         tool = ts.tools.get(call.name)
         needs_approval = False
@@ -137,12 +137,12 @@ async def _run_tools(
                 # asked. Cut short after an answer, it is unknown above: an answer runs once.
                 ordinary.append((i, tool, call))
                 continue
-        elif call.name == FINISH_TASK and loop.control.finish_task:
+        elif call.name == FINISH_TASK and offer.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
             routes.append((i, Route("return", call, loop.caller(), summary=summary)))
             continue
-        elif call.name in ts.handoffs.by_tool and not loop.control.refuse_handoffs:
-            h, reason, error, value = await _parse_handoff(loop, agent, call, ts)
+        elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
+            h, reason, error, value = _parse_handoff(agent, call, offer)
             if error is not None or h is None:
                 results[i] = loop.tool_result(agent, call, error or "", is_error=True)
                 continue
@@ -150,7 +150,7 @@ async def _run_tools(
             route = Route("transfer", call, h.agent, reason=reason, handoff=h, input=value)
         else:
             results[i] = loop.tool_result(
-                agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
+                agent, call, _refusal(agent, call.name, offer), is_error=True)
             continue
         if needs_approval:
             decision = decisions.take(loop.log.session.session_id, call) if decisions else None
@@ -346,21 +346,8 @@ def _question(loop: AgentLoop, agent: Agent[Any], call: ToolCall, call_key: str,
         answered=asked.answered)
 
 
-async def tools_off(loop: AgentLoop, agent: Agent[Any], ts: Toolset) -> set[str]:
-    """The names of ``agent``'s gated tools whose ``is_enabled`` says no this turn."""
-    ctx = loop.context_for(agent)
-    off = set()
-    for name, t in ts.gated.items():
-        assert callable(t.is_enabled)
-        flag = t.is_enabled(ctx)
-        if inspect.isawaitable(flag):
-            flag = await flag
-        if not flag:
-            off.add(name)
-    return off
-
-
-async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
+def _refusal(agent: Agent[Any], name: str, offer: Offer) -> str:
+    ts = offer.toolset
     offered = sorted(d.name for d in ts.definitions)
     rule = ts.permissions.refusal(name) if ts.permissions is not None else None
     if rule is not None:  # offered or not, known or not: the rule answers
@@ -372,7 +359,7 @@ async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -
     if name == SINGLE_TOOL_NAME and not ts.handoffs.by_agent:
         return (f"Not performed: {agent.name} may not transfer the conversation to any agent; "
                 "answer the user yourself.")
-    if loop.control.refuse_handoffs and name in ts.handoffs.by_tool:
+    if offer.refuse_handoffs and name in ts.handoffs.by_tool:
         return (f"Not performed: {name} is not available any more; this run has used its "
                 "handoffs. Answer the user yourself.")
     if name.startswith("transfer_to_"):
@@ -381,16 +368,13 @@ async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -
         target = agent.find_agent(wanted) or next(
             (a for a in agent.root.walk() if sanitize_tool_name(a.name) == wanted), None)
         if target is not None:
-            return await _forbidden(loop, agent, target.name, ts)
+            return _forbidden(agent, target.name, offer)
     return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
 
 
-async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
-    handoffs = ts.handoffs
-    if handoffs.dynamic:
-        enabled = await handoffs.enabled(loop.context_for(agent))
-    else:
-        enabled = list(handoffs.by_agent.values())
+def _forbidden(agent: Agent[Any], target: str, offer: Offer) -> str:
+    handoffs = offer.toolset.handoffs
+    enabled = offer.handoffs
     if not enabled:
         allowed = "none; answer the user yourself"
     elif handoffs.mode == "single":
@@ -403,8 +387,8 @@ async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolse
             f"policy allows. Transfers you can make now: {allowed}.")
 
 
-async def _parse_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
+def _parse_handoff(
+    agent: Agent[Any], call: ToolCall, offer: Offer
 ) -> tuple[Handoff | None, str, str | None, Any]:
     """The handoff a transfer call asks for, its reason and input (validated when the
     handoff has an ``input_type``); or what was wrong, for the model."""
@@ -414,7 +398,7 @@ async def _parse_handoff(
         return None, "", str(exc), None
     reason = args.get("reason")
     reason = reason.strip() if isinstance(reason, str) else ""
-    handoffs = ts.handoffs
+    handoffs = offer.toolset.handoffs
     if call.name == SINGLE_TOOL_NAME and handoffs.mode == "single":
         name = args.get("agent_name")
         valid = ", ".join(handoffs.by_agent)
@@ -423,12 +407,12 @@ async def _parse_handoff(
         h = handoffs.by_agent.get(name)
         if h is None:
             if agent.find_agent(name) is not None:
-                return None, "", await _forbidden(loop, agent, name, ts), None
+                return None, "", _forbidden(agent, name, offer), None
             return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}.", None
     else:
         h = handoffs.by_tool[call.name]
     assert h is not None
-    if handoffs.dynamic and not await handoffs.is_offered(h, loop.context_for(agent, call.id)):
+    if handoffs.dynamic and h not in offer.handoffs:  # its gate said no when offered
         return None, "", (f"The transfer to {h.agent.name} is not available right now; "
                           "continue without it."), None
     if h.input_type is None:
@@ -624,11 +608,4 @@ def _argument(call: ToolCall, key: str) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def finish_task_definition() -> dict[str, Any]:
-    """The ``finish_task`` tool offered to an agent working in ``task`` mode."""
-    return {"type": "object", "required": ["result"], "properties": {
-        "result": {"type": "string", "description": "What you did and found, for the caller."}}}
-
-
-__all__ = ["FINISH_TASK", "Route", "finish_task_definition", "outcome_unknown",
-           "push_results", "run_tools"]
+__all__ = ["FINISH_TASK", "Route", "outcome_unknown", "push_results", "run_tools"]
