@@ -14,59 +14,39 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.agent import Agent
 from ..agents.approvals import Interrupted
-from ..agents.context import RunContext
 from ..agents.guardrails import Guardrail
-from ..agents.handoffs import Handoff, filter_messages
+from ..agents.handoffs import Handoff
 from ..agents.output import OUTPUT_TOOL
 from ..core.events import (
     HandoffEvent,
     RunFinishedEvent,
-    ToolResultEvent,
 )
 from ..core.exceptions import (
     MaxTurnsExceeded,
     RunTimeout,
     UserError,
 )
-from ..core.messages import NOTE, Message, ToolCall
+from ..core.messages import Message, ToolCall
 from ..sessions.base import Session
 from ..teams.routing import Finish, TransferTo
 from ..teams.workflows import SpeakerTurn
 from ..tracing import Span
 from .builders import (
-    new_context,
     new_handoff_event,
     new_message_event,
     new_run_finished_event,
     new_run_started_event,
-    new_tool_result_event,
 )
 from .children import ChildRuns
 from .context import remember, remembers
 from .guarding import guard_text, input_block
-from .loopstate import (
-    DEFAULT_MAX_TURNS,
-    Calls,
-    Control,
-    EventLog,
-    Place,
-    Scope,
-    Transfers,
-    Views,
-)
-from .modelcall import model_of, model_turn
-from .offer import Offer, offer_of
-from .state import (
-    RunState,
-    Toolset,
-    listed_toolset_of,
-    toolset_of,
-    unanswered_calls,
-)
+from .modelcall import model_turn
+from .pieces import Pieces
+from .state import RunState, model_of, unanswered_calls
 from .steps import begin_attempt
 from .structured import check_output
 from .takeover import human_turn
-from .toolexec import Route, outcome_unknown, run_tools
+from .toolexec import Route, run_tools
 from .turn import (
     RUN_AGAIN,
     Answer,
@@ -86,11 +66,10 @@ if TYPE_CHECKING:
 
 
 
-class AgentLoop:
+class AgentLoop(Pieces):
     """Drives one session until an agent gives its final answer."""
 
-    __slots__ = ("calls", "children", "control", "log", "place", "scope", "state", "transfers",
-                 "views")
+    __slots__ = ()
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -98,38 +77,9 @@ class AgentLoop:
         max_handoffs: int | None = None, depth: int = 0, instructions_suffix: str = "",
         variables: dict[str, Any] | None = None, extra_tools: tuple[Tool, ...] = (),
     ) -> None:
-        self.state = state
-        self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables,
-                           extra_tools)
-        self.log = EventLog(session, state.emit)
-        self.views = Views()
-        self.calls = Calls()
-        swarm = entry.pattern == "swarm"
-        self.transfers = Transfers(entry.max_handoffs if swarm else max_handoffs, swarm)
-        self.scope = Scope()
-        self.control = Control(max_turns or entry.max_turns or DEFAULT_MAX_TURNS)
-        self.children = ChildRuns(self)
-
-    # -- bookkeeping -------------------------------------------------------------------------
-
-    def path(self, agent: Agent[Any]) -> str:
-        """The delegation path of ``agent`` in this loop."""
-        prefix = self.place.prefix
-        return prefix + agent.name if prefix else agent.name
-
-    def push(self, message: Message) -> None:
-        """Append a message to the conversation (and to the active agent's own view)."""
-        self.views.push(message)
-
-    def note(self, agent: Agent[Any], text: str) -> None:
-        """Add a framework note to the conversation, as a user-role message named NOTE."""
-        message = Message("user", text, name=NOTE)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-
-    async def flush(self) -> None:
-        """Write the pending events to the session in one batch."""
-        await self.log.flush()
+        super().__init__(state, entry, session, path_prefix, parent_span, max_turns,
+                         max_handoffs, depth, instructions_suffix, variables, extra_tools)
+        self.children = ChildRuns(self, AgentLoop)
 
     # Read by composite agents (``workflows.Driver``).
     @property
@@ -146,141 +96,6 @@ class AgentLoop:
     def blocked(self) -> str | None:
         """A guardrail's answer that ended the run, if one did."""
         return self.control.blocked
-
-    def context_for(
-        self, agent: Agent[Any], call_id: str = "", span: Span | None = None
-    ) -> RunContext[Any]:
-        """A run context for ``agent``."""
-        state = self.state
-        return new_context(state.context, agent, self.path(agent), self.log.session,
-                           state.budget.usage,
-                           call_id, self.views.view, self.place.depth, span, self.children,
-                           f"{self.log.session.session_id}:{self.calls.batch_at}:{call_id}"
-                           if call_id else "")
-
-    def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent`` (looked up once per loop)."""
-        toolsets = self.place.toolsets
-        ts = toolsets.get(agent.name)
-        if ts is None:
-            ts = toolsets[agent.name] = self.offered(toolset_of(agent))
-        return ts
-
-    def offered(self, ts: Toolset) -> Toolset:
-        """``ts`` with the tools every agent of this loop gets besides its own, if any."""
-        extra = self.place.extra_tools
-        return Toolset(ts.agent, ts.listed, extra) if extra else ts
-
-    def plain_offer(self, agent: Agent[Any]) -> Offer | None:
-        """What ``agent`` is offered this turn when that is simply what it has (the usual
-        case, decided without an await); ``None``: build the offer (``offer``)."""
-        if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
-                self.transfers.swarm_limit:
-            return None
-        ts = self.toolset(agent)
-        return None if ts.gated or ts.handoffs.dynamic else ts.plain
-
-    async def offer(self, agent: Agent[Any]) -> Offer:
-        """What ``agent`` is offered this turn, its gates asked once: the request carries it,
-        and the turn's calls are checked against it. Its toolsets are listed now: a server may
-        have changed its tools since the last turn."""
-        if agent.toolsets:
-            ts = self.place.toolsets[agent.name] = self.offered(await listed_toolset_of(agent))
-        else:
-            ts = self.toolset(agent)
-        transfers = self.transfers
-        owes = bool(transfers.returns)
-        used_up = transfers.used_up()
-        spec = agent.output
-        return await offer_of(
-            ts, finish_task=agent.mode == "task" and owes, refuse_handoffs=used_up,
-            hide_handoffs=used_up or (agent.mode == "single_turn" and owes),
-            context=lambda: self.context_for(agent), spec=spec,
-            model=model_of(self, agent) if spec is not None else None)
-
-    def caller(self) -> Agent[Any] | None:
-        """The agent a ``task``/``single_turn`` agent returns to."""
-        returns = self.transfers.returns
-        return self.place.entry.find_agent(returns[-1]) if returns else None
-
-    def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
-                    is_error: bool = False, tb: str | None = None,
-                    full: str | None = None) -> ToolResultEvent:
-        """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
-        name = call.name
-        message = Message("tool", content, (), call.id, name)
-        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb,
-                                     full)
-
-    def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
-        """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
-
-        A later call may finish before an earlier one is cut short; logged there, each result
-        takes its call's place.
-        """
-        self.calls.hold(results)
-
-    def answer_dangling(self, agent: Agent[Any], why: str) -> None:
-        """Give every unanswered call a result, in order, so the session stays valid."""
-        held = self.calls.held or {}
-        for call in unanswered_calls(self.views.transcript):
-            ev = held.pop(call.id, None)
-            if ev is None:
-                started = self.calls.unknown.get(call.id)
-                if started is not None and call.id in self.calls.asked:  # new input came
-                    text = ("Not finished: this call was waiting for a person's answer or "
-                            "decision, and the conversation went on without it. What it did "
-                            "before it stopped may have taken effect.")
-                elif started is not None:
-                    text = outcome_unknown(started, why)
-                elif call.id in self.calls.running:
-                    text = (f"Outcome unknown: {why} while this call was running; check its "
-                            "effect before retrying.")
-                else:
-                    text = f"Not executed: {why} before this call started."
-                ev = self.tool_result(agent, call, text, is_error=True)
-            self.push(ev.message)
-            if id(ev) in self.log.logged:  # recorded when its call finished
-                self.log.logged.discard(id(ev))
-            else:
-                self.log.add(ev)
-
-    # -- guardrails --------------------------------------------------------------------------
-
-    def set_view(self, agent: Agent[Any], view: list[Message] | None = None,
-                 source: Handoff | None = None) -> None:
-        """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
-        input filter of ``source`` kept of it (see ``filtered_view``)."""
-        if view is None:
-            redact = self.views.redact.get(agent.name)
-            transcript = self.views.transcript
-            view = [redact.get(id(m), m) for m in transcript] if redact else transcript
-        self.views.show(view, source)
-
-    async def filtered_view(self, agent: Agent[Any], source: Handoff, note: Message | None,
-                            extra: Sequence[Message] = ()) -> list[Message]:
-        """What the input filter of ``source`` keeps of the conversation, plus ``extra``
-        (results about to be logged), redacted for ``agent``; the transfer's ``note`` stays
-        visible. A failing filter raises ``UserError``."""
-        redact = self.views.redact.get(agent.name)
-        base = [*self.views.transcript, *extra]
-        if redact:
-            base = [redact.get(id(m), m) for m in base]
-        view = await filter_messages(source, base)
-        if note is not None:
-            note = redact.get(id(note), note) if redact else note
-            if not view or view[-1] is not note:
-                # Keep the reason visible, as a note: a system message mid-conversation is
-                # refused by some servers' chat templates.
-                view.append(Message("user", note.content, name=NOTE))
-        return view
-
-    def blocked_answer(self, agent: Agent[Any], text: str) -> str:
-        """End the turn with a guardrail's answer, as the agent's message."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-        return text
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -633,7 +448,8 @@ class AgentLoop:
             output = agent.output
             if output is not None and any(c.name == OUTPUT_TOOL for c in calls):
                 # A final output logged before a crash, never answered: checked now.
-                answer, given = check_output(self, agent, output, model_of(self, agent),
+                answer, given = check_output(self, agent, output,
+                                             model_of(agent, self.state.model_override),
                                              Message("assistant", "", tuple(calls)))
                 if answer is not None:
                     return TurnResult(None, Answer(answer))
@@ -668,7 +484,8 @@ class AgentLoop:
             answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:
-                answer, given = check_output(self, agent, agent.output, model_of(self, agent),
+                answer, given = check_output(self, agent, agent.output,
+                                             model_of(agent, self.state.model_override),
                                              message)
                 if answer is None and not given:  # the model was told what to fix
                     await self.flush()

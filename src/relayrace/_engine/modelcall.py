@@ -7,7 +7,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..core.events import StatusEvent, TextDeltaEvent
-from ..core.exceptions import ModelBehaviorError, UserError
+from ..core.exceptions import ModelBehaviorError
 from ..core.messages import Message
 from ..models.interface import (
     Model,
@@ -19,53 +19,42 @@ from ..models.interface import (
 from .builders import new_message_event, new_request
 from .context import request_messages
 from .guarding import GuardedStream, cost_block, guard_finish, guard_text
+from .state import model_of
 from .steps import model_step
 from .structured import Partials, prompted
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..tracing import Span
-    from .loop import AgentLoop
     from .offer import Offer
+    from .pieces import Pieces
 
-__all__ = ["model_of", "model_turn"]
-
-
-def model_of(loop: AgentLoop, agent: Agent[Any]) -> Model:
-    """The model ``agent`` uses in this run (a run's ``model=`` replaces any agent's but a
-    remote one's, whose model is the remote agent itself)."""
-    model = agent.model if agent.remote else (loop.state.model_override or agent.model)
-    if type(model) is str:
-        model = agent.resolved_model()
-    if model is None:
-        raise UserError(f"Agent {agent.name!r} has no model; give it model=... (a Model or "
-                        "a 'provider:model' string) or pass model=... to Runner.run.")
-    return model  # type: ignore[return-value]  # a string was resolved above
+__all__ = ["model_turn"]
 
 
-async def model_turn(loop: AgentLoop, agent: Agent[Any], offer: Offer, parent: Span
+async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Span
                      ) -> Message:
     """One model request of ``agent``: this turn's ``offer`` and its instructions, the budget,
     the call (streamed through its output guardrails), the answer logged."""
-    state = loop.state
-    path = loop.path(agent)
-    model = model_of(loop, agent)
-    if agent.input_guardrails or agent.output_guardrails or loop.scope.team_output \
-            or loop.scope.team_input:
-        stop = cost_block(loop, agent)
+    state = pieces.state
+    path = pieces.path(agent)
+    model = model_of(agent, state.model_override)
+    if agent.input_guardrails or agent.output_guardrails or pieces.scope.team_output \
+            or pieces.scope.team_input:
+        stop = cost_block(pieces, agent)
         if stop is not None:  # the agent answers with the block, no request is made
             message = Message.assistant(stop, name=agent.name)
-            loop.push(message)
-            loop.log.add(new_message_event(agent.name, path, message))
+            pieces.push(message)
+            pieces.log.add(new_message_event(agent.name, path, message))
             if state.emit is not None:
-                _emit_text(loop, agent, path, stop)
+                _emit_text(pieces, agent, path, stop)
             return message
     instructions = agent.instructions
     if not isinstance(instructions, str) or agent._templated:
-        instructions = await agent.render_instructions(loop.context_for(agent),
-                                                       loop.place.variables)
-    if loop.place.suffix:
-        suffix = loop.place.suffix
+        instructions = await agent.render_instructions(pieces.context_for(agent),
+                                                       pieces.place.variables)
+    if pieces.place.suffix:
+        suffix = pieces.place.suffix
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
     name = agent.name
     spec = agent.output
@@ -76,31 +65,32 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], offer: Offer, parent: S
         if mode == "prompted":
             instructions = prompted(spec, instructions)
         if state.emit is not None:
-            partials = Partials(loop, agent, path, spec, mode)
-    messages = loop.views.view
+            partials = Partials(state.emit, agent, path, spec, mode)
+    messages = pieces.views.view
     if agent.compression is not None or agent.memory is not None:
-        messages = await request_messages(loop, agent, instructions, definitions, parent)
-    info = loop.log.session.info
+        messages = await request_messages(pieces, agent, instructions, definitions, parent)
+    info = pieces.log.session.info
     request = new_request(instructions, messages, definitions, agent.model_settings, name,
                           offer.output,
                           info.parent_id or info.session_id)
-    budget, local = state.budget, loop.place.local
+    budget, local = state.budget, pieces.place.local
     estimate = await budget.open_request(request, path, local)
     span = state.trace.start("model", model.name, parent, agent=name)
-    guarded = agent.output_guardrails or loop.scope.team_output
+    guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
         if guarded and state.emit is not None:
-            shown = GuardedStream(loop, agent)
+            shown = GuardedStream(pieces, agent)
 
         def call() -> Awaitable[ModelResponse]:
             if state.emit is None:
                 return model.request(request)
-            return _stream_model(loop, model, request, agent, path, shown, partials)
+            return _stream_model(pieces, model, request, agent, path, shown, partials)
 
         # A durable run records the answer as a step; any other run just asks.
         steps = state.steps
-        response = await (call() if steps is None else model_step(loop, steps, name, call))
+        response = await (call() if steps is None else model_step(
+            steps, pieces.log.session.session_id, len(pieces.views.transcript), name, call))
     except BaseException as exc:
         budget.close_request(estimate, path, local, None, model.name)
         state.trace.end(span, exc)
@@ -116,44 +106,44 @@ async def model_turn(loop: AgentLoop, agent: Agent[Any], offer: Offer, parent: S
     content, calls = message.content, message.tool_calls
     if not calls:
         # A delegated child's empty answer is reported to its parent as empty.
-        if not content and not loop.place.depth:
+        if not content and not pieces.place.depth:
             raise ModelBehaviorError(
                 f"The model of agent {name!r} returned an empty turn (no text and no tool "
                 "call); check the model's output limits or its stop sequences.")
         if guarded:
-            content = guard_text(loop, agent, content)
+            content = guard_text(pieces, agent, content)
     elif offer.finish_task and guarded:
-        calls = tuple(guard_finish(loop, agent, c) for c in calls)
+        calls = tuple(guard_finish(pieces, agent, c) for c in calls)
     if shown is not None and content:
         rest = shown.finish(content, guarded=not calls)
         if rest:
-            _emit_text(loop, agent, path, rest)
+            _emit_text(pieces, agent, path, rest)
     if message.name != name or content is not message.content or \
             calls is not message.tool_calls:
         # A copy: the model may hand out shared messages (test doubles, caches).
         message = Message("assistant", content, calls, None, name)
-    loop.push(message)
+    pieces.push(message)
     # Known from the calls themselves, so a stream and a durable log (written before the tools
     # run) show it too.
     transfers = calls and not offer.refuse_handoffs and \
         any(c.name in offer.toolset.handoffs.by_tool for c in calls)
-    loop.log.add(new_message_event(name, path, message, u, response.model or model.name,
+    pieces.log.add(new_message_event(name, path, message, u, response.model or model.name,
                                    "transfer" if transfers else None))
-    if calls and loop.log.session.durable:
+    if calls and pieces.log.session.durable:
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
         # them with their results; a final answer goes with what ends the turn.
-        await loop.flush()
+        await pieces.flush()
     budget.check_tokens()
     return message
 
-def _emit_text(loop: AgentLoop, agent: Agent[Any], path: str, delta: str) -> None:
+def _emit_text(pieces: Pieces, agent: Agent[Any], path: str, delta: str) -> None:
     """Stream a piece of ``agent``'s text (never logged)."""
-    emit = loop.state.emit
+    emit = pieces.state.emit
     assert emit is not None
     emit(TextDeltaEvent(agent=agent.name, path=path, delta=delta))
 
 async def _stream_model(
-    loop: AgentLoop, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
+    pieces: Pieces, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
     shown: GuardedStream | None, partials: Partials | None = None,
 ) -> ModelResponse:
     if shown is not None and not shown.live:
@@ -166,14 +156,14 @@ async def _stream_model(
             streamed = True
             delta = item if shown is None else shown.feed(item)
             if delta:
-                _emit_text(loop, agent, path, delta)
+                _emit_text(pieces, agent, path, delta)
                 if partials is not None:
                     partials.feed(delta)
         elif isinstance(item, OutputDelta):  # a structured output streamed through its tool
             if partials is not None:
                 partials.feed(item.json)
         elif isinstance(item, StatusUpdate):  # a remote agent's progress: shown, not logged
-            emit = loop.state.emit
+            emit = pieces.state.emit
             assert emit is not None
             emit(StatusEvent(agent=agent.name, path=path, state=item.state, text=item.text))
         else:
@@ -182,5 +172,5 @@ async def _stream_model(
         raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
     if not streamed and shown is None and response.message.content:
         # A model that cannot stream text (a guarded turn shows its text as it passes).
-        _emit_text(loop, agent, path, response.message.content)
+        _emit_text(pieces, agent, path, response.message.content)
     return response

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..models.interface import Model, OutputMode, OutputSchema
     from .state import Toolset
 
-__all__ = ["Offer", "offer_of"]
+__all__ = ["Offer", "offer_of", "output_tool", "plain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,11 @@ class Offer:
     """What the request asks the answer to be (``None``: text)."""
     output_mode: OutputMode | None = None
     """How the agent's ``output_type`` is asked for (``None``: it has none)."""
+
+
+def plain(ts: Toolset) -> Offer:
+    """The offer of a turn that changes nothing of what the agent has (the usual one)."""
+    return Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
 
 
 def finish_task_definition() -> dict[str, Any]:
@@ -82,7 +87,7 @@ async def offer_of(ts: Toolset, *, finish_task: bool, refuse_handoffs: bool,
     if not (handoffs.dynamic or finish_task or hide_handoffs or ts.gated or spec is not None
             or refuse_handoffs):
         # The common case: the offer is what the agent has.
-        return ts.plain
+        return plain(ts)
     ctx = context() if ts.gated or handoffs.dynamic else None
     off: set[str] = set()
     for name, t in ts.gated.items():

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..core.messages import ToolCall
     from ..sessions.base import LogView
     from ..sessions.steps import StepRunner
-    from .loop import AgentLoop
+    from .callkey import CallKey
 
 __all__ = ["Attempt", "AttemptEnded", "attempt_tool", "begin_attempt", "model_step",
            "recorded_call"]
@@ -108,17 +108,11 @@ async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
     return Attempt("value", render_tool_output(value))
 
 
-def _tool_key(loop: AgentLoop, call: ToolCall) -> str:
-    # The batch's place in the conversation and the provider's call id: the same in every
-    # attempt, since a resumed run rebuilds the conversation from the log. The tool's name
-    # is for people reading DBOS's records.
-    return f"{loop.log.session.session_id}/tool/{loop.calls.batch_at}/{call.id}/{call.name}"
-
-
-async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
-                       call: ToolCall) -> Attempt:
-    """Call ``tool`` (a step of a durable run, when it is one); raise what stops the run."""
-    steps = loop.state.steps
+async def attempt_tool(steps: StepRunner | None, tool: Tool, ctx: RunContext[Any],
+                       key: CallKey) -> Attempt:
+    """Call ``tool`` (a step of a durable run, when ``steps`` records them); raise what stops
+    the run."""
+    call = key.call
     if steps is None or tool.delegates:
         return await _attempt(tool, ctx, call)
     stopped: list[BaseException] = []
@@ -131,7 +125,7 @@ async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
             done = Attempt("again")
         return _attempts.dump_json(done).decode()
 
-    done = _attempts.validate_json(await steps.step(_tool_key(loop, call), live))
+    done = _attempts.validate_json(await steps.step(key.step_key, live))
     if stopped:
         raise stopped[0]
     if done.kind == "again":  # it stopped the run last time: it asks (or stops) again
@@ -139,19 +133,19 @@ async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
     return done
 
 
-def recorded_call(loop: AgentLoop, call: ToolCall) -> bool:
-    """Whether an earlier attempt of this durable run recorded ``call``'s outcome (so a call
-    the log shows started and unanswered finished after all)."""
-    steps = loop.state.steps
-    return steps is not None and steps.recorded(_tool_key(loop, call)) is not None
+def recorded_call(steps: StepRunner | None, key: CallKey) -> bool:
+    """Whether an earlier attempt of this durable run recorded the outcome of the call ``key``
+    names (so a call the log shows started and unanswered finished after all)."""
+    return steps is not None and steps.recorded(key.step_key) is not None
 
 
-async def model_step(loop: AgentLoop, steps: StepRunner, agent_name: str,
+async def model_step(steps: StepRunner, session_id: str, at: int, agent_name: str,
                      request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
-    """``request()``'s response, as the durable run's step for this turn of ``agent_name``."""
+    """``request()``'s response, as the durable run's step for the turn of ``agent_name`` in
+    ``session_id`` whose request shows ``at`` messages."""
 
     async def live() -> str:
         return _responses.dump_json(await request()).decode()
 
-    key = f"{loop.log.session.session_id}/model/{len(loop.views.transcript)}/{agent_name}"
+    key = f"{session_id}/model/{at}/{agent_name}"
     return _responses.validate_json(await steps.step(key, live))

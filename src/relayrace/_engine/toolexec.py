@@ -27,14 +27,15 @@ from ..core.messages import Message, ToolCall
 from ..core.templates import ContextTransformError
 from ..core.usage import CHARS_PER_TOKEN
 from ..teams.routing import Finish, TransferTo
+from .callkey import CallKey, request_of
 from .context import cut_long
 from .guarding import guard_text, input_block
+from .pieces import Pieces, outcome_unknown
 from .steps import attempt_tool, recorded_call
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..tracing import Span
-    from .loop import AgentLoop
     from .offer import Offer
 
 
@@ -64,7 +65,7 @@ class Route:
     input: Any = None
     """For a transfer with an ``input_type``: the validated value."""
     scope: Literal["run", "loop"] = "run"
-    """For ``Finish``: whether the run ends, or only the innermost loop."""
+    """For ``Finish``: whether the run ends, or only the innermost pieces."""
 
 
 @dataclass(slots=True)
@@ -75,7 +76,7 @@ class _Outcome:
 
 
 async def run_tools(
-    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    pieces: Pieces, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
     offer: Offer | None = None,
 ) -> Route | None:
     """Answer every call, checked against the turn's ``offer`` (by default, what the loop
@@ -85,25 +86,25 @@ async def run_tools(
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
     if offer is None:
-        offer = await loop.offer(agent)
+        offer = await pieces.offer(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
-        return await _run_tools(loop, agent, offer, calls, parent, results)
+        return await _run_tools(pieces, agent, offer, calls, parent, results)
     except Interrupted:  # the calls awaiting a person stay open
-        push_results(loop, results)
+        push_results(pieces, results)
         raise
     except BaseException:  # the run ends: its end logs these in their calls' places
-        loop.hold(results)
+        pieces.hold(results)
         raise
 
 
 async def _run_tools(
-    loop: AgentLoop, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
+    pieces: Pieces, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
     results: list[ToolResultEvent | None],
 ) -> Route | None:
     ts = offer.toolset
-    decisions = loop.state.approvals
-    unknown, asked = loop.calls.begin_batch(loop.views.transcript)
+    decisions = pieces.state.approvals
+    unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
@@ -113,52 +114,54 @@ async def _run_tools(
         tool = ts.tools.get(call.name)
         needs_approval = False
         if tool is not None and call.name in off:
-            results[i] = loop.tool_result(
+            results[i] = pieces.tool_result(
                 agent, call, f"Not performed: the tool {call.name!r} is not available right "
                 "now; continue without it.", is_error=True)
             continue
         if tool is not None:
             needs_approval = tool.requires_approval
             started = unknown.get(call.id) if unknown else None
-            if started is not None and recorded_call(loop, call):
+            if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
                 # A durable run's earlier attempt finished it: its recorded outcome is taken.
                 ordinary.append((i, tool, call))
                 continue
             # A call that stopped for a person after it last started (``asked``) did not end.
             if started is not None and not tool.idempotent and call.id not in asked:
                 if not needs_approval:
-                    results[i] = loop.tool_result(agent, call, outcome_unknown(
+                    results[i] = pieces.tool_result(agent, call, outcome_unknown(
                         started, "the run stopped"), is_error=True)
                     continue
                 waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
                 continue
-            if decisions is not None and decisions.answered(loop.log.session.session_id, call):
+            if decisions is not None and decisions.answered(
+                    request_of(pieces.log.session.session_id, call)):
                 # It runs again with the answers: it was approved (if it had to be) before it
                 # asked. Cut short after an answer, it is unknown above: an answer runs once.
                 ordinary.append((i, tool, call))
                 continue
         elif call.name == FINISH_TASK and offer.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
-            routes.append((i, Route("return", call, loop.caller(), summary=summary)))
+            routes.append((i, Route("return", call, pieces.caller(), summary=summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
             h, reason, error, value = _parse_handoff(agent, call, offer)
             if error is not None or h is None:
-                results[i] = loop.tool_result(agent, call, error or "", is_error=True)
+                results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
             route = Route("transfer", call, h.agent, reason=reason, handoff=h, input=value)
         else:
-            results[i] = loop.tool_result(
+            results[i] = pieces.tool_result(
                 agent, call, _refusal(agent, call.name, offer), is_error=True)
             continue
         if needs_approval:
-            decision = decisions.take(loop.log.session.session_id, call) if decisions else None
+            decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
+                if decisions else None
             if decision is None:
                 waiting[i] = ""
                 continue
             if not decision:
-                results[i] = loop.tool_result(
+                results[i] = pieces.tool_result(
                     agent, call, "Rejected: a human reviewer declined this call, so it was "
                     "not executed. Continue without it or ask the user.", is_error=True)
                 continue
@@ -167,24 +170,24 @@ async def _run_tools(
         else:
             routes.append((i, route))
     if ordinary:
-        admitted, over_limit = _admit(loop, agent, ordinary, results)
-        signals = await _execute(loop, agent, admitted, parent, results, child_waiting)
+        admitted, over_limit = _admit(pieces, agent, ordinary, results)
+        signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
         if signals:
             routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
         if len(signals) < len(admitted):
-            loop.transfers.worked()
+            pieces.transfers.worked()
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
             raise over_limit
     if waiting or child_waiting:
         # Routes stay unanswered too, and are decided when the run resumes; they are not
         # approval requests, so they are not listed as pending.
-        push_results(loop, results)
-        pending = [_pending(loop, agent, calls[i], waiting[i]) for i in sorted(waiting)]
+        push_results(pieces, results)
+        pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
         for p in pending:
-            loop.log.add(p.event(here=True))
+            pieces.log.add(p.event(here=True))
         raise Interrupted([*pending, *child_waiting])
     if not routes:
-        push_results(loop, results)
+        push_results(pieces, results)
         return None
     if len(routes) > 1:
         routes.sort(key=lambda r: r[0])
@@ -194,12 +197,12 @@ async def _run_tools(
                 f"and this turn's first was: {_describe(chosen)}.")
         if other.kind in ("transfer_to", "finish"):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
-        results[i] = loop.tool_result(agent, other.call, note, is_error=True)
-    return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
+        results[i] = pieces.tool_result(agent, other.call, note, is_error=True)
+    return await _take_route(pieces, agent, chosen, results, calls.index(chosen.call), parent)
 
 
 def _admit(
-    loop: AgentLoop, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
+    pieces: Pieces, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
     results: list[ToolResultEvent | None],
 ) -> tuple[list[tuple[int, Tool, ToolCall]], UsageLimitExceeded | None]:
     """Apply rate limits, and reserve ``max_tool_calls`` for the whole batch before any runs.
@@ -213,34 +216,34 @@ def _admit(
         if wait:
             limit = tool.rate_limit
             assert limit is not None
-            results[i] = loop.tool_result(
+            results[i] = pieces.tool_result(
                 agent, call, f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
                 f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True)
         else:
             admitted.append((i, tool, call))
-    n, over = loop.state.budget.admit_tools(len(admitted), loop.path(agent), loop.place.local)
+    n, over = pieces.state.budget.admit_tools(len(admitted), pieces.path(agent), pieces.place.local)
     return admitted[:n], over
 
 
 async def _take_route(
-    loop: AgentLoop, agent: Agent[Any], route: Route,
+    pieces: Pieces, agent: Agent[Any], route: Route,
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
     call = route.call
-    if route.kind == "transfer_to" and not loop.scope.team_mode:
+    if route.kind == "transfer_to" and not pieces.scope.team_mode:
         # A typed TransferTo outside a team is a transfer by name, under the same limits.
         found = agent.find_agent(route.name)
         if found is None:
-            results[index] = loop.tool_result(
+            results[index] = pieces.tool_result(
                 agent, call, f"The tool ran, but its TransferTo names no agent {route.name!r} in "
                 "this team; control stays here.", is_error=True)
-            push_results(loop, results)
+            push_results(pieces, results)
             return None
         route.target = found
-    if route.kind == "transfer" or (route.kind == "transfer_to" and not loop.scope.team_mode):
+    if route.kind == "transfer" or (route.kind == "transfer_to" and not pieces.scope.team_mode):
         target = route.target
         assert target is not None
-        refusal, error = loop.transfers.check(agent.name, target.name)
+        refusal, error = pieces.transfers.check(agent.name, target.name)
         context = None
         if refusal is None and route.handoff is not None:
             try:
@@ -259,56 +262,56 @@ async def _take_route(
                     data = route.handoff.input_data(route.input)
                     text += f" Input: {json.dumps(data, ensure_ascii=False)}"
             # The target checks this turn's results, its transfer note included, in log order.
-            results[index] = loop.tool_result(agent, call, text)
-            blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
+            results[index] = pieces.tool_result(agent, call, text)
+            blocked = input_block(pieces, target, [ev.message for ev in results if ev is not None])
             if blocked is not None:  # the run ends with the guardrail's answer
-                loop.control.block(blocked)
+                pieces.control.block(blocked)
                 refusal = f"{target.name}'s input guardrail blocked the request."
         if refusal is None and route.handoff is not None:
             if route.handoff.input_filter is not None:
-                await _filter_view(loop, agent, route, results, index)
-            failure = await _on_handoff(loop, agent, call, route, parent)
+                await _filter_view(pieces, agent, route, results, index)
+            failure = await _on_handoff(pieces, agent, call, route, parent)
             if failure is not None:
-                results[index] = loop.tool_result(
+                results[index] = pieces.tool_result(
                     agent, call, f"Not performed: the transfer to {target.name} failed "
                     f"({failure[0]}).", is_error=True, tb=failure[1])
-                push_results(loop, results)
+                push_results(pieces, results)
                 return None
         if refusal is None:
-            loop.transfers.made()
+            pieces.transfers.made()
         else:
             prefix = "The tool ran, but routing was refused" if route.kind == "transfer_to" else \
                 "Not performed"
-            results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
+            results[index] = pieces.tool_result(agent, call, f"{prefix}: {refusal}",
                                               is_error=True)
-            push_results(loop, results)
+            push_results(pieces, results)
             if error is not None:
-                await loop.flush()
+                await pieces.flush()
                 raise error  # the session is complete and valid here
             return None
         route.note = results[index].message  # type: ignore[union-attr]
     elif route.kind == "return":
         assert route.target is not None
-        results[index] = loop.tool_result(
+        results[index] = pieces.tool_result(
             agent, call, f"Returned to {route.target.name} with the result.")
     elif route.kind == "transfer_to":
         text = f"Routing to {route.name} after this turn."
-        results[index] = loop.tool_result(agent, call, text + (
+        results[index] = pieces.tool_result(agent, call, text + (
             f" Reason: {route.reason}" if route.reason else ""))
     else:
-        route.summary = guard_text(loop, agent, route.summary) if route.summary else ""
+        route.summary = guard_text(pieces, agent, route.summary) if route.summary else ""
         ending = "Leaving the loop" if route.scope == "loop" else "Finishing the run"
-        results[index] = loop.tool_result(agent, call, f"{ending}: {route.reason}")
-    push_results(loop, results)
+        results[index] = pieces.tool_result(agent, call, f"{ending}: {route.reason}")
+    push_results(pieces, results)
     return route
 
 
-def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
+def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:
     """Add the results gathered so far to the conversation, in call order; each once.
 
     A result recorded when its call finished (durable logs) is not recorded again.
     """
-    push, add, logged = loop.push, loop.log.add, loop.log.logged
+    push, add, logged = pieces.push, pieces.log.add, pieces.log.logged
     for i, ev in enumerate(results):
         if ev is not None:
             push(ev.message)
@@ -319,30 +322,23 @@ def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None
             results[i] = None
 
 
-def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
-    """What the model is told of a call that started but whose result was never recorded."""
-    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
-    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and its "
-            f"result was never recorded ({why}). It may or may not have taken effect: check "
-            "before calling it again.")
-
-
-def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
+def _pending(pieces: Pieces, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
-                           agent=agent.name, path=loop.path(agent),
-                           session_id=loop.log.session.session_id, requested_at=time.time(),
+                           agent=agent.name, path=pieces.path(agent),
+                           session_id=pieces.log.session.session_id, requested_at=time.time(),
                            note=note)
 
 
-def _question(loop: AgentLoop, agent: Agent[Any], call: ToolCall, call_key: str,
+def _question(pieces: Pieces, agent: Agent[Any], key: CallKey,
               asked: UserQuestion) -> PendingQuestion:
     # An id short enough to type (``--answer ID=TEXT``), the same whenever this call asks
     # this question, in any process, and different for every other call in the run tree.
-    digest = hashlib.sha256(f"{call_key}#{asked.number}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{key.context_key}#{asked.number}".encode()).hexdigest()
+    call = key.call
     return PendingQuestion(
         id=f"q_{digest[:10]}", question=asked.question, choices=asked.choices,
         call_id=call.id, tool_name=call.name, arguments=call.arguments, agent=agent.name,
-        path=loop.path(agent), session_id=loop.log.session.session_id, asked_at=time.time(),
+        path=pieces.path(agent), session_id=pieces.log.session.session_id, asked_at=time.time(),
         answered=asked.answered)
 
 
@@ -421,7 +417,7 @@ def _parse_handoff(
     return (None, "", error, None) if error is not None else (h, reason, None, value)
 
 
-async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
+async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Route,
                        results: list[ToolResultEvent | None], index: int) -> None:
     """Make the view the target of a transfer sees through its handoff's input filter.
 
@@ -431,44 +427,44 @@ async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
     assert route.handoff is not None and route.target is not None
     note = results[index].message  # type: ignore[union-attr]
     try:
-        route.view = await loop.filtered_view(
+        route.view = await pieces.filtered_view(
             route.target, route.handoff, note, [ev.message for ev in results if ev is not None])
     except UserError as exc:
-        results[index] = loop.tool_result(
+        results[index] = pieces.tool_result(
             agent, route.call, f"Not performed: the transfer to {route.target.name} failed "
             f"({exc})", is_error=True, tb="".join(traceback.format_exception(exc)))
-        push_results(loop, results)
+        push_results(pieces, results)
         raise
 
 
 async def _on_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, route: Route, parent: Span,
+    pieces: Pieces, agent: Agent[Any], call: ToolCall, route: Route, parent: Span,
 ) -> tuple[str, str] | None:
     """Run the handoff's hook (given the validated input if the handoff has an
     ``input_type``, else the reason); a hook that raises stops the transfer like a crashing
     tool."""
     h, reason = route.handoff, route.reason
     assert h is not None
-    span = loop.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
+    span = pieces.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
                                   from_agent=agent.name, to_agent=h.agent.name, reason=reason)
     try:
         if h.on_handoff is not None:
-            result = h.on_handoff(loop.context_for(agent, call.id),
+            result = h.on_handoff(pieces.context_for(agent, pieces.call_key(call)),
                                   reason if h.input_type is None else route.input)
             if inspect.isawaitable(result):
                 await result
     except Exception as exc:
-        loop.state.trace.end(span, exc)
+        pieces.state.trace.end(span, exc)
         return f"{type(exc).__name__}: {exc}", traceback.format_exc()
     except BaseException as exc:
-        loop.state.trace.end(span, exc)
+        pieces.state.trace.end(span, exc)
         raise
-    loop.state.trace.end(span)
+    pieces.state.trace.end(span)
     return None
 
 
 async def _execute(
-    loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
+    pieces: Pieces, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
     parent: Span, results: list[ToolResultEvent | None], child_waiting: list[Pending],
 ) -> list[tuple[int, TransferTo | Finish]]:
     """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
@@ -476,17 +472,17 @@ async def _execute(
     Each result lands in ``results`` as soon as its call completes.
     """
     signals: list[tuple[int, TransferTo | Finish]] = []
-    durable = loop.log.session.durable
+    durable = pieces.log.session.durable
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
-        loop.calls.running.add(call.id)
-        out = await _call_tool(loop, agent, tool, call, parent)
-        loop.calls.running.discard(call.id)
+        pieces.calls.running.add(call.id)
+        out = await _call_tool(pieces, agent, tool, call, parent)
+        pieces.calls.running.discard(call.id)
         ev = results[i] = out.event
         if ev is not None and durable:  # durable the moment the call finishes
-            loop.log.add(ev)
-            loop.log.logged.add(id(ev))
-            await asyncio.shield(loop.flush())
+            pieces.log.add(ev)
+            pieces.log.logged.add(id(ev))
+            await asyncio.shield(pieces.flush())
         if out.pending is not None:
             child_waiting.extend(out.pending)
         elif out.signal is not None:
@@ -494,11 +490,11 @@ async def _execute(
 
     async def start(items: list[tuple[int, Tool, ToolCall]]) -> None:
         """Record that these calls start: a resume must not take them for never run."""
-        path = loop.path(agent)
+        path = pieces.path(agent)
         for _, tool, call in items:
-            loop.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
+            pieces.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
                                           tool_name=tool.name))
-        await loop.flush()
+        await pieces.flush()
 
     if len(calls) == 1:  # the common case
         if durable:
@@ -548,19 +544,20 @@ async def _together(calls: list[Coroutine[Any, Any, None]]) -> None:
 
 
 async def _call_tool(
-    loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
+    pieces: Pieces, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
 ) -> _Outcome:
-    state = loop.state
+    state = pieces.state
     span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
-    ctx = loop.context_for(agent, call.id, span)
+    key = pieces.call_key(call)
+    ctx = pieces.context_for(agent, key, span)
     if state.approvals is not None:
-        ctx.answers = state.approvals.take_answers(loop.log.session.session_id, call)
+        ctx.answers = state.approvals.take_answers(key.request)
     try:
-        done = await attempt_tool(loop, tool, ctx, call)
+        done = await attempt_tool(state.steps, tool, ctx, key)
     except UserQuestion as asked:  # the call waits for the user's answer
         state.trace.end(span)
-        question = _question(loop, agent, call, ctx.call_key, asked)
-        loop.log.add(question.event(here=True))
+        question = _question(pieces, agent, key, asked)
+        pieces.log.add(question.event(here=True))
         return _Outcome(None, pending=[question])
     except Interrupted as exc:  # a delegated child stopped for a person
         state.trace.end(span)
@@ -571,10 +568,10 @@ async def _call_tool(
     kind = done.kind
     if kind == "retry":
         state.trace.end(span, f"ToolRetry: {done.text}")
-        return _Outcome(loop.tool_result(agent, call, done.text, is_error=True))
+        return _Outcome(pieces.tool_result(agent, call, done.text, is_error=True))
     if kind == "error":  # a crashing tool is reported to the model, not to the caller
         state.trace.end(span, done.text)
-        return _Outcome(loop.tool_result(agent, call, f"Error: tool {tool.name} failed: "
+        return _Outcome(pieces.tool_result(agent, call, f"Error: tool {tool.name} failed: "
                                          f"{done.text}", is_error=True, tb=done.tb))
     state.trace.end(span)
     if kind != "value":
@@ -582,8 +579,8 @@ async def _call_tool(
     text = done.text
     limit = tool.max_result_tokens or agent.max_result_tokens
     if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
-        return _Outcome(cut_long(loop, agent, call, text, limit))
-    return _Outcome(loop.tool_result(agent, call, text))
+        return _Outcome(cut_long(pieces, agent, call, text, limit))
+    return _Outcome(pieces.tool_result(agent, call, text))
 
 
 def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:
@@ -608,4 +605,4 @@ def _argument(call: ToolCall, key: str) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-__all__ = ["FINISH_TASK", "Route", "outcome_unknown", "push_results", "run_tools"]
+__all__ = ["FINISH_TASK", "Route", "push_results", "run_tools"]

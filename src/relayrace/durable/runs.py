@@ -33,7 +33,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
 from dbos import error as dbos_error
 from pydantic_core import to_json
 
-from .._engine.state import Decisions
+from .._engine.decisions import Decisions
 from .._engine.steps import AttemptEnded
 from ..agents.agent import Agent
 from ..agents.approvals import PendingRun
