@@ -46,16 +46,21 @@ from .state import RunState, model_of, unanswered_calls
 from .steps import begin_attempt
 from .structured import check_output
 from .takeover import human_turn
-from .toolexec import Route, run_tools
+from .toolexec import run_tools
 from .turn import (
     RUN_AGAIN,
     Answer,
     Blocked,
+    End,
     Finished,
     HandBack,
     Move,
+    Return,
+    RouteTo,
     RunAgain,
+    Spoke,
     TeamRoute,
+    Transfer,
     TurnResult,
     Yield,
 )
@@ -172,15 +177,13 @@ class AgentLoop(Pieces):
             elif agent.pattern == "react" and not agent.is_composite:
                 # A plain agent: its turns directly, one coroutine less than drive() per run
                 # (measured: about 6% of a run).
-                final, agent, route = await self.turns_of(agent, span, pending)
-                final, agent, reason = self._ended(final, agent, route)
+                final, agent, reason = self._ended(await self.turns_of(agent, span, pending))
             elif agent.is_composite and agent is not self.place.entry:
                 # Resumed inside a workflow a handoff brought control to: it finishes, then
                 # the agent that transferred goes on.
                 final, agent, _, ended = await self._through(agent, span, span, pending)
                 if not (self.stopped or ended or agent.is_composite):
-                    final, agent, route = await self.turns_of(agent, span, [])
-                    final, agent, reason = self._ended(final, agent, route)
+                    final, agent, reason = self._ended(await self.turns_of(agent, span, []))
                 else:
                     reason = "guardrail" if self.control.blocked else ""
             else:
@@ -285,22 +288,20 @@ class AgentLoop(Pieces):
             # A swarm inside a workflow or team: its hop limit holds while it runs, only.
             with self.transfers.swarm(agent.max_handoffs):
                 return await self.drive(agent.sub_agents[0], parent, pending)
-        final, last, route = await self.turns_of(agent, parent, pending)
-        return self._ended(final, last, route)
+        return self._ended(await self.turns_of(agent, parent, pending))
 
-    def _ended(
-        self, final: str, last: Agent[Any], route: Route | None
-    ) -> tuple[str, Agent[Any], str]:
-        """What ``drive`` returns once an agent's turns end with ``route``."""
-        if route is not None and route.kind == "finish":
-            if route.scope == "run":
+    def _ended(self, spoke: Spoke) -> tuple[str, Agent[Any], str]:
+        """What ``drive`` returns once an agent's turns end: (text, last agent, reason)."""
+        match spoke.route:
+            case End(scope="run", reason=reason):
                 self.control.finish()
-            elif self.control.loops:
+            case End(reason=reason) if self.control.loops:
                 self.control.leaving_loop = True
-            else:  # no loop to leave: the turn ended, like an answer
-                return final, last, ""
-            return final, last, route.reason
-        return final, last, "guardrail" if self.control.blocked else ""
+            case End():  # no loop to leave: the turn ended, like an answer
+                reason = ""
+            case _:
+                reason = "guardrail" if self.control.blocked else ""
+        return spoke.text, spoke.agent, reason
 
     # -- what composite agents ask of the run (``workflows.Driver``) -----------------------
 
@@ -312,13 +313,14 @@ class AgentLoop(Pieces):
     async def speak(self, agent: Agent[Any], span: Span,
                     pending: list[ToolCall]) -> SpeakerTurn:
         """One team member's turn; a typed ``TransferTo`` ends it for the team to route."""
-        final, last, route = await self.turns_of(agent, span, pending, team=True)
+        spoke = await self.turns_of(agent, span, pending, team=True)
         signal: TransferTo | Finish | None = None
-        if route is not None and route.kind == "finish" and route.scope == "run":
-            signal = Finish(route.reason, route.summary)
-        elif route is not None and route.kind == "transfer_to":
-            signal = TransferTo(route.name, route.reason)
-        return SpeakerTurn(final, last, signal, frozenset(self.scope.called))
+        match spoke.route:
+            case End(scope="run", reason=reason, summary=summary):
+                signal = Finish(reason, summary)
+            case RouteTo(name=name, reason=reason):
+                signal = TransferTo(name, reason)
+        return SpeakerTurn(spoke.text, spoke.agent, signal, frozenset(self.scope.called))
 
     def say(self, agent: Agent[Any], text: str) -> None:
         """Add ``agent``'s answer to the conversation."""
@@ -372,7 +374,7 @@ class AgentLoop(Pieces):
 
     async def turns_of(
         self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
-    ) -> tuple[str, Agent[Any], Route | None]:
+    ) -> Spoke:
         """Model turns and tool calls, following handoffs, until a final answer.
 
         In a team, a typed ``TransferTo`` ends the turn instead, for the team to route.
@@ -382,7 +384,7 @@ class AgentLoop(Pieces):
         blocked = input_block(self, agent)
         if blocked is not None:
             self.control.block(blocked)
-            return self.blocked_answer(agent, blocked), agent, None
+            return Spoke(self.blocked_answer(agent, blocked), agent)
         resumed = self.views.take_remembered()  # for the agent the run starts with, only
         if resumed is None:
             self.set_view(agent)
@@ -395,41 +397,40 @@ class AgentLoop(Pieces):
             while True:  # a dispatcher over what each turn decides
                 turn = await self.take_turn(agent, agent_span, pending, team)
                 pending = []
-                nxt = turn.next
                 if turn.message is not None and turn.message.content:
                     last_text = turn.message.content
-                if type(nxt) is RunAgain:
-                    continue
-                if type(nxt) is Answer:
-                    return nxt.text, agent, None
-                if type(nxt) is Blocked:
-                    return self.blocked_answer(agent, nxt.answer), agent, None
-                if type(nxt) is Finished:
-                    return nxt.text or guard_text(self, agent, last_text), agent, nxt.route
-                if type(nxt) is TeamRoute:
-                    return last_text, agent, nxt.route
-                if type(nxt) is HandBack:
-                    person, (agent, agent_span) = agent, self._handed_back(
-                        agent, nxt.target, agent_span, run_span)
-                    if nxt.text:  # the person answered this turn; the agent takes the next
-                        return nxt.text, person, None
-                elif type(nxt) is Yield:
-                    caller = nxt.caller
-                    self._return(agent, caller, "answered")
-                    self.note(caller, f"[{agent.name} answered and returned control to "
-                                      f"{caller.name}]")
-                    agent, agent_span = self._switch(agent, caller, agent_span, run_span)
-                else:
-                    assert type(nxt) is Move
-                    agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
-                    if agent.is_composite and self.control.blocked is None:
-                        # A workflow target runs its steps, then its caller goes on.
-                        final, agent, agent_span, ended = await self._through(
-                            agent, agent_span, run_span, [])
-                        if self.stopped or ended:
-                            return final, agent, None
+                match turn.next:
+                    case RunAgain():
+                        continue
+                    case Answer(text=text):
+                        return Spoke(text, agent)
+                    case Blocked(answer=answer):
+                        return Spoke(self.blocked_answer(agent, answer), agent)
+                    case Finished(text=text, route=end):
+                        return Spoke(text or guard_text(self, agent, last_text), agent, end)
+                    case TeamRoute(route=routed):
+                        return Spoke(last_text, agent, routed)
+                    case HandBack(target=target, text=text):
+                        person, (agent, agent_span) = agent, self._handed_back(
+                            agent, target, agent_span, run_span)
+                        if text:  # the person answered this turn; the agent takes the next
+                            return Spoke(text, person)
+                    case Yield(caller=caller):
+                        self._return(agent, caller, "answered")
+                        self.note(caller, f"[{agent.name} answered and returned control to "
+                                          f"{caller.name}]")
+                        agent, agent_span = self._switch(agent, caller, agent_span, run_span)
+                    case Move(route=route):
+                        agent, agent_span = await self._move(agent, route, agent_span,
+                                                             run_span)
+                        if agent.is_composite and self.control.blocked is None:
+                            # A workflow target runs its steps, then its caller goes on.
+                            final, agent, agent_span, ended = await self._through(
+                                agent, agent_span, run_span, [])
+                            if self.stopped or ended:
+                                return Spoke(final, agent)
                 if self.control.blocked is not None:  # the new agent's input guardrails
-                    return self.blocked_answer(agent, self.control.blocked), agent, None
+                    return Spoke(self.blocked_answer(agent, self.control.blocked), agent)
         except BaseException as exc:
             state.trace.end(agent_span, exc)
             raise
@@ -500,44 +501,48 @@ class AgentLoop(Pieces):
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
         route = await run_tools(self, agent, calls, agent_span, offer)
-        moves = (self.control.blocked is None and route is not None
-                 and route.kind != "finish" and not (route.kind == "transfer_to" and team))
-        if not moves:  # a move writes its result together with the move itself
-            await self.flush()
-        if self.control.blocked is not None:
-            return TurnResult(message, Blocked(self.control.blocked))
-        if route is None:
-            return TurnResult(message, RUN_AGAIN)
-        if route.kind == "finish":
-            return TurnResult(message, Finished(route.summary, route))
-        if route.kind == "transfer_to" and team:
-            return TurnResult(message, TeamRoute(route))
-        return TurnResult(message, Move(route))
+        blocked = self.control.blocked
+        if blocked is None and type(route) in (Transfer, Return):
+            # A move writes its result together with the move itself (``_move``).
+            return TurnResult(message, Move(route))  # type: ignore[arg-type]
+        await self.flush()
+        match route:
+            case _ if blocked is not None:
+                return TurnResult(message, Blocked(blocked))
+            case None:
+                return TurnResult(message, RUN_AGAIN)
+            case End(summary=summary):
+                return TurnResult(message, Finished(summary, route))
+            case RouteTo():  # in a team; elsewhere it became a transfer by name
+                return TurnResult(message, TeamRoute(route))
+        raise AssertionError(f"unrouted: {route!r}")
 
-    async def _move(self, agent: Agent[Any], route: Route, agent_span: Span,
+    async def _move(self, agent: Agent[Any], route: Transfer | Return, agent_span: Span,
                     run_span: Span) -> tuple[Agent[Any], Span]:
         """Carry out a transfer or a task's return: logged with the call's result, then the
         target takes over."""
         target = route.target
-        assert target is not None
-        if route.kind == "return":
-            self._return(agent, target, route.summary)
-        else:
-            # A task, single-turn or workflow target gives control back when it is done.
-            returns_to = agent.name if target.mode in ("task", "single_turn") \
-                or target.is_composite else None
-            if returns_to:
-                self.transfers.returns.append(returns_to)
-            event = new_handoff_event(
-                agent.name, self.path(agent), target.name,
-                route.reason or f"requested by {agent.name}", route.call.id, returns_to)
-            if route.handoff is not None and route.handoff.input_type is not None:
-                event.input = route.handoff.input_data(route.input)
-            self.log.add(event)
+        transfer = None
+        match route:
+            case Return(summary=summary):
+                self._return(agent, target, summary)
+            case Transfer(handoff=h):
+                transfer = route
+                # A task, single-turn or workflow target gives control back when it is done.
+                returns_to = agent.name if target.mode in ("task", "single_turn") \
+                    or target.is_composite else None
+                if returns_to:
+                    self.transfers.returns.append(returns_to)
+                event = new_handoff_event(
+                    agent.name, self.path(agent), target.name,
+                    route.reason or f"requested by {agent.name}", route.call.id, returns_to)
+                if h is not None and h.input_type is not None:
+                    event.input = h.input_data(route.input)
+                self.log.add(event)
         # The call's result and the move itself: one transaction, so a crash cannot leave the
         # old agent told "Transferred" (or "Returned") and still active.
         await self.flush()
-        return self._switch(agent, target, agent_span, run_span, route)
+        return self._switch(agent, target, agent_span, run_span, transfer)
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
                        pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:
@@ -578,7 +583,7 @@ class AgentLoop(Pieces):
                               reason=f"returned: {result}"[:500], is_return=True))
 
     def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
-                route: Route | None = None) -> tuple[Agent[Any], Span]:
+                route: Transfer | None = None) -> tuple[Agent[Any], Span]:
         """Make ``target`` the active agent: its guardrails, its view, and its span.
 
         A transfer's target was checked, and its filtered view made, before the transfer was

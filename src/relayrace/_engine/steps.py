@@ -13,9 +13,9 @@ from __future__ import annotations
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from ..agents.approvals import Interrupted, UserQuestion
 from ..agents.tools import Tool, ToolRetry, render_tool_output
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from ..sessions.steps import StepRunner
     from .callkey import CallKey
 
-__all__ = ["Attempt", "AttemptEnded", "attempt_tool", "begin_attempt", "model_step",
+__all__ = ["Again", "Attempt", "AttemptEnded", "Crashed", "Finishing", "Redirected", "Retry",
+           "Returned", "attempt_tool", "begin_attempt", "model_step",
            "recorded_call"]
 
 In = TypeVar("In")
@@ -41,26 +42,61 @@ A = TypeVar("A")
 _STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
 
 
-@dataclass(slots=True)
-class Attempt:
-    """What one call of a tool came to, in a form a step can record."""
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The tool returned a value, rendered as ``text``."""
 
-    kind: Literal["value", "retry", "error", "transfer", "finish", "again"]
-    """A value (``text``, rendered); ``ToolRetry`` (``text``: its message); a crash
-    (``text``: ``Type: message``, ``tb``: the traceback); a ``TransferTo`` (``text``: the
-    target) or a ``Finish``; ``again``: the call stopped the run (a question, a child waiting
-    for a person, a budget), so an attempt that replays it calls the tool again."""
-    text: str = ""
-    tb: str = ""
+    text: str
+    kind: Literal["value"] = "value"
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The tool raised ``ToolRetry`` with the message ``text``."""
+
+    text: str
+    kind: Literal["retry"] = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Crashed:
+    """The tool crashed: ``text`` is ``Type: message``, ``tb`` the traceback."""
+
+    text: str
+    tb: str
+    kind: Literal["error"] = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Redirected:
+    """The tool returned a ``TransferTo``: ``text`` names the target."""
+
+    text: str
+    reason: str = ""
+    kind: Literal["transfer"] = "transfer"
+
+
+@dataclass(frozen=True, slots=True)
+class Finishing:
+    """The tool returned a ``Finish``."""
+
     reason: str = ""
     summary: str = ""
     scope: Literal["run", "loop"] = "run"
+    kind: Literal["finish"] = "finish"
 
-    def signal(self) -> TransferTo | Finish:
-        """The routing value a ``transfer`` or ``finish`` attempt returned."""
-        if self.kind == "transfer":
-            return TransferTo(self.text, self.reason)
-        return Finish(self.reason, self.summary, self.scope)
+
+@dataclass(frozen=True, slots=True)
+class Again:
+    """The call stopped the run (a question, a child waiting for a person, a budget): an
+    attempt that replays it calls the tool again."""
+
+    kind: Literal["again"] = "again"
+
+
+Attempt = Annotated[Returned | Retry | Crashed | Redirected | Finishing | Again,
+                    Field(discriminator="kind")]
+"""What one call of a tool came to, in a form a step can record (as JSON, by ``kind``)."""
 
 
 class AttemptEnded(Exception):
@@ -95,17 +131,16 @@ async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
     try:
         value = await tool.invoke(ctx, call.arguments)
     except ToolRetry as exc:
-        return Attempt("retry", str(exc))
+        return Retry(str(exc))
     except _STOPS:
         raise
     except Exception as exc:  # a crashing tool is reported to the model, not to the caller
-        return Attempt("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        return Crashed(f"{type(exc).__name__}: {exc}", traceback.format_exc())
     if isinstance(value, TransferTo):
-        return Attempt("transfer", value.target, reason=value.reason)
+        return Redirected(value.target, value.reason)
     if isinstance(value, Finish):
-        return Attempt("finish", reason=value.reason, summary=value.summary,
-                       scope=value.scope)
-    return Attempt("value", render_tool_output(value))
+        return Finishing(value.reason, value.summary, value.scope)
+    return Returned(render_tool_output(value))
 
 
 async def attempt_tool(steps: StepRunner | None, tool: Tool, ctx: RunContext[Any],
@@ -122,13 +157,13 @@ async def attempt_tool(steps: StepRunner | None, tool: Tool, ctx: RunContext[Any
             done = await _attempt(tool, ctx, call)
         except _STOPS as exc:
             stopped.append(exc)
-            done = Attempt("again")
+            done = Again()
         return _attempts.dump_json(done).decode()
 
     done = _attempts.validate_json(await steps.step(key.step_key, live))
     if stopped:
         raise stopped[0]
-    if done.kind == "again":  # it stopped the run last time: it asks (or stops) again
+    if type(done) is Again:  # it stopped the run last time: it asks (or stops) again
         return await _attempt(tool, ctx, call)
     return done
 

@@ -1,8 +1,9 @@
 """A person's turn: a human agent's turn stops the run for them, or takes their reply.
 
 ``Runner.resume(pending, reply=..., hand_back=...)`` binds the person's reply to the takeover
-the session waits for (``decisions.bind_reply``); the human agent's next turn (`human_turn`) adds it to
-the conversation as that agent's message, and hands the conversation back if asked to.
+the session waits for (``decisions.bind_reply``); the human agent's next turn (`human_turn`)
+adds it to the conversation as that agent's message, and hands the conversation back if asked
+to.
 """
 
 from __future__ import annotations

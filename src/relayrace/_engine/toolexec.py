@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..agents.approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
 from ..agents.handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
@@ -26,12 +26,12 @@ from ..core.exceptions import UsageLimitExceeded, UserError
 from ..core.messages import Message, ToolCall
 from ..core.templates import ContextTransformError
 from ..core.usage import CHARS_PER_TOKEN
-from ..teams.routing import Finish, TransferTo
 from .callkey import CallKey, request_of
 from .context import cut_long
 from .guarding import guard_text, input_block
 from .pieces import Pieces, outcome_unknown
-from .steps import attempt_tool, recorded_call
+from .steps import Crashed, Finishing, Redirected, Retry, Returned, attempt_tool, recorded_call
+from .turn import End, Return, Route, RouteTo, Transfer
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -40,39 +40,12 @@ if TYPE_CHECKING:
 
 
 
-@dataclass(slots=True)
-class Route:
-    """Where control goes after a turn's tool calls."""
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A call that stopped for a person: a question it asked, or what a delegated child
+    waits for."""
 
-    kind: Literal["transfer", "return", "transfer_to", "finish"]
-    """A transfer tool, a task's return, a typed ``TransferTo``, or a typed ``Finish``."""
-    call: ToolCall
-    """The call that asked for it."""
-    target: Agent[Any] | None = None
-    """The agent that takes over (transfer and return)."""
-    name: str = ""
-    """For a typed ``TransferTo``: the target's name."""
-    reason: str = ""
-    """Why."""
-    summary: str = ""
-    """For ``Finish`` and a task's return: the result."""
-    handoff: Handoff | None = None
-    """For a transfer: the handoff used."""
-    view: list[Message] | None = None
-    """For a transfer through an input filter: what the target sees."""
-    note: Message | None = None
-    """For a transfer: its result, which the target keeps seeing beside a filter."""
-    input: Any = None
-    """For a transfer with an ``input_type``: the validated value."""
-    scope: Literal["run", "loop"] = "run"
-    """For ``Finish``: whether the run ends, or only the innermost pieces."""
-
-
-@dataclass(slots=True)
-class _Outcome:
-    event: ToolResultEvent | None
-    signal: TransferTo | Finish | None = None
-    pending: list[Pending] | None = None
+    pending: list[Pending]
 
 
 async def run_tools(
@@ -109,6 +82,7 @@ async def _run_tools(
     child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
+    route: Transfer | None = None
     off = offer.off
     for i, call in enumerate(calls):
         tool = ts.tools.get(call.name)
@@ -141,7 +115,9 @@ async def _run_tools(
                 continue
         elif call.name == FINISH_TASK and offer.finish_task:
             summary = _argument(call, "result")  # already guarded when the call was logged
-            routes.append((i, Route("return", call, pieces.caller(), summary=summary)))
+            caller = pieces.caller()
+            assert caller is not None  # finish_task is offered while a return is owed
+            routes.append((i, Return(call, caller, summary)))
             continue
         elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
             h, reason, error, value = _parse_handoff(agent, call, offer)
@@ -149,7 +125,7 @@ async def _run_tools(
                 results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
-            route = Route("transfer", call, h.agent, reason=reason, handoff=h, input=value)
+            route = Transfer(call, h.agent, reason, h, value)
         else:
             results[i] = pieces.tool_result(
                 agent, call, _refusal(agent, call.name, offer), is_error=True)
@@ -168,12 +144,13 @@ async def _run_tools(
         if tool is not None:
             ordinary.append((i, tool, call))
         else:
+            assert route is not None  # a transfer call, parsed above
             routes.append((i, route))
     if ordinary:
         admitted, over_limit = _admit(pieces, agent, ordinary, results)
         signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
         if signals:
-            routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
+            routes.extend(signals)
         if len(signals) < len(admitted):
             pieces.transfers.worked()
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
@@ -195,7 +172,7 @@ async def _run_tools(
     for i, other in routes[1:]:
         note = (f"Not performed: only the first routing request of a turn is considered, "
                 f"and this turn's first was: {_describe(chosen)}.")
-        if other.kind in ("transfer_to", "finish"):  # the tool itself ran; only routing is void
+        if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
         results[i] = pieces.tool_result(agent, other.call, note, is_error=True)
     return await _take_route(pieces, agent, chosen, results, calls.index(chosen.call), parent)
@@ -229,81 +206,95 @@ async def _take_route(
     pieces: Pieces, agent: Agent[Any], route: Route,
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
+    """Carry out the turn's winning route as far as the turn goes: answer its call, and for a
+    transfer check it (limits, the target's guardrails, the handoff's filter and hook). The
+    route returned is what the loop carries out (``None``: control stays)."""
     call = route.call
-    if route.kind == "transfer_to" and not pieces.scope.team_mode:
-        # A typed TransferTo outside a team is a transfer by name, under the same limits.
-        found = agent.find_agent(route.name)
-        if found is None:
-            results[index] = pieces.tool_result(
-                agent, call, f"The tool ran, but its TransferTo names no agent {route.name!r} in "
-                "this team; control stays here.", is_error=True)
-            push_results(pieces, results)
-            return None
-        route.target = found
-    if route.kind == "transfer" or (route.kind == "transfer_to" and not pieces.scope.team_mode):
-        target = route.target
-        assert target is not None
-        refusal, error = pieces.transfers.check(agent.name, target.name)
-        context = None
-        if refusal is None and route.handoff is not None:
-            try:
-                context = route.handoff.context(route.reason, route.input)
-            except ContextTransformError as exc:  # the model's arguments: it can retry
-                refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
-                           "arguments its context transform can use.")
-        if refusal is None:
-            text = f"Transferred from {agent.name} to {target.name}."
-            if context is not None:  # the handoff's context_transform replaces the reason
-                text += f" Context: {context}"
-            else:
-                if route.reason:
-                    text += f" Reason: {route.reason}"
-                if route.handoff is not None and route.handoff.input_type is not None:
-                    data = route.handoff.input_data(route.input)
-                    text += f" Input: {json.dumps(data, ensure_ascii=False)}"
-            # The target checks this turn's results, its transfer note included, in log order.
-            results[index] = pieces.tool_result(agent, call, text)
-            blocked = input_block(pieces, target, [ev.message for ev in results if ev is not None])
-            if blocked is not None:  # the run ends with the guardrail's answer
-                pieces.control.block(blocked)
-                refusal = f"{target.name}'s input guardrail blocked the request."
-        if refusal is None and route.handoff is not None:
-            if route.handoff.input_filter is not None:
-                await _filter_view(pieces, agent, route, results, index)
-            failure = await _on_handoff(pieces, agent, call, route, parent)
-            if failure is not None:
+    match route:
+        case RouteTo(name=name, reason=reason) if not pieces.scope.team_mode:
+            # A typed TransferTo outside a team is a transfer by name, under the same limits.
+            found = agent.find_agent(name)
+            if found is None:
                 results[index] = pieces.tool_result(
-                    agent, call, f"Not performed: the transfer to {target.name} failed "
-                    f"({failure[0]}).", is_error=True, tb=failure[1])
+                    agent, call, f"The tool ran, but its TransferTo names no agent {name!r} "
+                    "in this team; control stays here.", is_error=True)
                 push_results(pieces, results)
                 return None
-        if refusal is None:
-            pieces.transfers.made()
-        else:
-            prefix = "The tool ran, but routing was refused" if route.kind == "transfer_to" else \
-                "Not performed"
-            results[index] = pieces.tool_result(agent, call, f"{prefix}: {refusal}",
-                                              is_error=True)
-            push_results(pieces, results)
-            if error is not None:
-                await pieces.flush()
-                raise error  # the session is complete and valid here
-            return None
-        route.note = results[index].message  # type: ignore[union-attr]
-    elif route.kind == "return":
-        assert route.target is not None
-        results[index] = pieces.tool_result(
-            agent, call, f"Returned to {route.target.name} with the result.")
-    elif route.kind == "transfer_to":
-        text = f"Routing to {route.name} after this turn."
-        results[index] = pieces.tool_result(agent, call, text + (
-            f" Reason: {route.reason}" if route.reason else ""))
-    else:
-        route.summary = guard_text(pieces, agent, route.summary) if route.summary else ""
-        ending = "Leaving the loop" if route.scope == "loop" else "Finishing the run"
-        results[index] = pieces.tool_result(agent, call, f"{ending}: {route.reason}")
+            return await _transfer(pieces, agent, Transfer(call, found, reason, typed=True),
+                                   results, index, parent)
+        case Transfer():
+            return await _transfer(pieces, agent, route, results, index, parent)
+        case Return(target=target):
+            results[index] = pieces.tool_result(
+                agent, call, f"Returned to {target.name} with the result.")
+        case RouteTo(name=name, reason=reason):
+            text = f"Routing to {name} after this turn."
+            results[index] = pieces.tool_result(agent, call, text + (
+                f" Reason: {reason}" if reason else ""))
+        case End(reason=reason, summary=summary, scope=scope):
+            if summary:
+                route = End(call, reason, guard_text(pieces, agent, summary), scope)
+            ending = "Leaving the loop" if scope == "loop" else "Finishing the run"
+            results[index] = pieces.tool_result(agent, call, f"{ending}: {reason}")
     push_results(pieces, results)
     return route
+
+
+async def _transfer(
+    pieces: Pieces, agent: Agent[Any], route: Transfer,
+    results: list[ToolResultEvent | None], index: int, parent: Span,
+) -> Transfer | None:
+    """A transfer, checked: confirmed (its call answered, the target's view made), or
+    refused (answered why; a limit that ends the run raises after)."""
+    call, target, h = route.call, route.target, route.handoff
+    refusal, error = pieces.transfers.check(agent.name, target.name)
+    context = None
+    if refusal is None and h is not None:
+        try:
+            context = h.context(route.reason, route.input)
+        except ContextTransformError as exc:  # the model's arguments: it can retry
+            refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
+                       "arguments its context transform can use.")
+    view = None
+    if refusal is None:
+        text = f"Transferred from {agent.name} to {target.name}."
+        if context is not None:  # the handoff's context_transform replaces the reason
+            text += f" Context: {context}"
+        else:
+            if route.reason:
+                text += f" Reason: {route.reason}"
+            if h is not None and h.input_type is not None:
+                data = h.input_data(route.input)
+                text += f" Input: {json.dumps(data, ensure_ascii=False)}"
+        # The target checks this turn's results, its transfer note included, in log order.
+        results[index] = pieces.tool_result(agent, call, text)
+        blocked = input_block(pieces, target, [ev.message for ev in results if ev is not None])
+        if blocked is not None:  # the run ends with the guardrail's answer
+            pieces.control.block(blocked)
+            refusal = f"{target.name}'s input guardrail blocked the request."
+    if refusal is None and h is not None:
+        if h.input_filter is not None:
+            view = await _filter_view(pieces, agent, route, results, index)
+        failure = await _on_handoff(pieces, agent, route, parent)
+        if failure is not None:
+            results[index] = pieces.tool_result(
+                agent, call, f"Not performed: the transfer to {target.name} failed "
+                f"({failure[0]}).", is_error=True, tb=failure[1])
+            push_results(pieces, results)
+            return None
+    if refusal is not None:
+        prefix = "The tool ran, but routing was refused" if route.typed else "Not performed"
+        results[index] = pieces.tool_result(agent, call, f"{prefix}: {refusal}",
+                                            is_error=True)
+        push_results(pieces, results)
+        if error is not None:
+            await pieces.flush()
+            raise error  # the session is complete and valid here
+        return None
+    pieces.transfers.made()
+    note = results[index].message  # type: ignore[union-attr]
+    push_results(pieces, results)
+    return Transfer(call, target, route.reason, h, route.input, view, note, route.typed)
 
 
 def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:
@@ -417,17 +408,17 @@ def _parse_handoff(
     return (None, "", error, None) if error is not None else (h, reason, None, value)
 
 
-async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Route,
-                       results: list[ToolResultEvent | None], index: int) -> None:
-    """Make the view the target of a transfer sees through its handoff's input filter.
+async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Transfer,
+                       results: list[ToolResultEvent | None], index: int) -> list[Message]:
+    """The view the target of a transfer sees through its handoff's input filter.
 
-    Done before the transfer is confirmed: a filter that fails ends the run with the call
+    Made before the transfer is confirmed: a filter that fails ends the run with the call
     answered "not performed", so the session stays with ``agent``, valid, as before the call.
     """
-    assert route.handoff is not None and route.target is not None
+    assert route.handoff is not None
     note = results[index].message  # type: ignore[union-attr]
     try:
-        route.view = await pieces.filtered_view(
+        return await pieces.filtered_view(
             route.target, route.handoff, note, [ev.message for ev in results if ev is not None])
     except UserError as exc:
         results[index] = pieces.tool_result(
@@ -438,7 +429,7 @@ async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Route,
 
 
 async def _on_handoff(
-    pieces: Pieces, agent: Agent[Any], call: ToolCall, route: Route, parent: Span,
+    pieces: Pieces, agent: Agent[Any], route: Transfer, parent: Span,
 ) -> tuple[str, str] | None:
     """Run the handoff's hook (given the validated input if the handoff has an
     ``input_type``, else the reason); a hook that raises stops the transfer like a crashing
@@ -449,7 +440,7 @@ async def _on_handoff(
                                   from_agent=agent.name, to_agent=h.agent.name, reason=reason)
     try:
         if h.on_handoff is not None:
-            result = h.on_handoff(pieces.context_for(agent, pieces.call_key(call)),
+            result = h.on_handoff(pieces.context_for(agent, pieces.call_key(route.call)),
                                   reason if h.input_type is None else route.input)
             if inspect.isawaitable(result):
                 await result
@@ -466,27 +457,30 @@ async def _on_handoff(
 async def _execute(
     pieces: Pieces, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
     parent: Span, results: list[ToolResultEvent | None], child_waiting: list[Pending],
-) -> list[tuple[int, TransferTo | Finish]]:
+) -> list[tuple[int, RouteTo | End]]:
     """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
 
-    Each result lands in ``results`` as soon as its call completes.
+    Each result lands in ``results`` as soon as its call completes; the routes tools asked
+    for (a typed ``TransferTo`` or ``Finish``) are returned, by call index.
     """
-    signals: list[tuple[int, TransferTo | Finish]] = []
+    signals: list[tuple[int, RouteTo | End]] = []
     durable = pieces.log.session.durable
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
         pieces.calls.running.add(call.id)
         out = await _call_tool(pieces, agent, tool, call, parent)
         pieces.calls.running.discard(call.id)
-        ev = results[i] = out.event
-        if ev is not None and durable:  # durable the moment the call finishes
-            pieces.log.add(ev)
-            pieces.log.logged.add(id(ev))
-            await asyncio.shield(pieces.flush())
-        if out.pending is not None:
-            child_waiting.extend(out.pending)
-        elif out.signal is not None:
-            signals.append((i, out.signal))
+        match out:
+            case ToolResultEvent():
+                results[i] = out
+                if durable:  # durable the moment the call finishes
+                    pieces.log.add(out)
+                    pieces.log.logged.add(id(out))
+                    await asyncio.shield(pieces.flush())
+            case Waiting(pending=pending):
+                child_waiting.extend(pending)
+            case _:
+                signals.append((i, out))
 
     async def start(items: list[tuple[int, Tool, ToolCall]]) -> None:
         """Record that these calls start: a resume must not take them for never run."""
@@ -545,7 +539,8 @@ async def _together(calls: list[Coroutine[Any, Any, None]]) -> None:
 
 async def _call_tool(
     pieces: Pieces, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
-) -> _Outcome:
+) -> ToolResultEvent | RouteTo | End | Waiting:
+    """One call of ``tool``: its result, the route it asked for, or what it waits for."""
     state = pieces.state
     span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
     key = pieces.call_key(call)
@@ -558,43 +553,46 @@ async def _call_tool(
         state.trace.end(span)
         question = _question(pieces, agent, key, asked)
         pieces.log.add(question.event(here=True))
-        return _Outcome(None, pending=[question])
+        return Waiting([question])
     except Interrupted as exc:  # a delegated child stopped for a person
         state.trace.end(span)
-        return _Outcome(None, pending=exc.pending)
+        return Waiting(exc.pending)
     except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
         state.trace.end(span, exc)
         raise
-    kind = done.kind
-    if kind == "retry":
-        state.trace.end(span, f"ToolRetry: {done.text}")
-        return _Outcome(pieces.tool_result(agent, call, done.text, is_error=True))
-    if kind == "error":  # a crashing tool is reported to the model, not to the caller
-        state.trace.end(span, done.text)
-        return _Outcome(pieces.tool_result(agent, call, f"Error: tool {tool.name} failed: "
-                                         f"{done.text}", is_error=True, tb=done.tb))
-    state.trace.end(span)
-    if kind != "value":
-        return _Outcome(None, signal=done.signal())
-    text = done.text
-    limit = tool.max_result_tokens or agent.max_result_tokens
-    if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
-        return _Outcome(cut_long(pieces, agent, call, text, limit))
-    return _Outcome(pieces.tool_result(agent, call, text))
-
-
-def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:
-    if isinstance(signal, TransferTo):
-        return Route("transfer_to", call, name=signal.target, reason=signal.reason)
-    return Route("finish", call, reason=signal.reason, summary=signal.summary,
-                 scope=signal.scope)
+    match done:
+        case Returned(text=text):
+            state.trace.end(span)
+            limit = tool.max_result_tokens or agent.max_result_tokens
+            if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
+                return cut_long(pieces, agent, call, text, limit)
+            return pieces.tool_result(agent, call, text)
+        case Retry(text=text):
+            state.trace.end(span, f"ToolRetry: {text}")
+            return pieces.tool_result(agent, call, text, is_error=True)
+        case Crashed(text=text, tb=tb):  # reported to the model, not to the caller
+            state.trace.end(span, text)
+            return pieces.tool_result(agent, call, f"Error: tool {tool.name} failed: {text}",
+                                      is_error=True, tb=tb)
+        case Redirected(text=target, reason=reason):
+            state.trace.end(span)
+            return RouteTo(call, target, reason)
+        case Finishing(reason=reason, summary=summary, scope=scope):
+            state.trace.end(span)
+            return End(call, reason, summary, scope)
+    raise AssertionError(f"an attempt replayed as {done!r}")  # Again: attempt_tool calls again
 
 
 def _describe(route: Route) -> str:
-    if route.kind == "finish":
-        return "finish the run"
-    target = route.target.name if route.target is not None else route.name
-    return f"{'return' if route.kind == 'return' else 'transfer'} to {target}"
+    match route:
+        case End():
+            return "finish the run"
+        case Return(target=target):
+            return f"return to {target.name}"
+        case Transfer(target=target):
+            return f"transfer to {target.name}"
+        case RouteTo(name=name):
+            return f"transfer to {name}"
 
 
 def _argument(call: ToolCall, key: str) -> str:
@@ -605,4 +603,4 @@ def _argument(call: ToolCall, key: str) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-__all__ = ["FINISH_TASK", "Route", "push_results", "run_tools"]
+__all__ = ["Route", "Waiting", "push_results", "run_tools"]
