@@ -9,7 +9,7 @@ the decision a person gives on it) is spelled from it, here only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.messages import ToolCall
 
@@ -20,9 +20,9 @@ Request = tuple[str, str, str, str]
 binds to (a later call with the same id but other arguments asks again)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CallKey:
-    """One tool call of one batch of one session."""
+class CallKey(NamedTuple):
+    """One tool call of one batch of one session (a tuple: immutable, and made on every call
+    at a tuple's cost)."""
 
     session_id: str
     batch_at: int

@@ -502,20 +502,21 @@ class AgentLoop(Pieces):
             self.scope.called.update([c.name for c in calls])
         route = await run_tools(self, agent, calls, agent_span, offer)
         blocked = self.control.blocked
-        if blocked is None and type(route) in (Transfer, Return):
-            # A move writes its result together with the move itself (``_move``).
-            return TurnResult(message, Move(route))  # type: ignore[arg-type]
-        await self.flush()
+        if blocked is not None:
+            await self.flush()
+            return TurnResult(message, Blocked(blocked))
         match route:
-            case _ if blocked is not None:
-                return TurnResult(message, Blocked(blocked))
             case None:
+                await self.flush()
                 return TurnResult(message, RUN_AGAIN)
+            case Transfer() | Return():  # its result is written with the move (``_move``)
+                return TurnResult(message, Move(route))
             case End(summary=summary):
+                await self.flush()
                 return TurnResult(message, Finished(summary, route))
             case RouteTo():  # in a team; elsewhere it became a transfer by name
+                await self.flush()
                 return TurnResult(message, TeamRoute(route))
-        raise AssertionError(f"unrouted: {route!r}")
 
     async def _move(self, agent: Agent[Any], route: Transfer | Return, agent_span: Span,
                     run_span: Span) -> tuple[Agent[Any], Span]:

@@ -211,6 +211,8 @@ async def _take_route(
     route returned is what the loop carries out (``None``: control stays)."""
     call = route.call
     match route:
+        case Transfer():
+            return await _transfer(pieces, agent, route, results, index, parent)
         case RouteTo(name=name, reason=reason) if not pieces.scope.team_mode:
             # A typed TransferTo outside a team is a transfer by name, under the same limits.
             found = agent.find_agent(name)
@@ -220,10 +222,8 @@ async def _take_route(
                     "in this team; control stays here.", is_error=True)
                 push_results(pieces, results)
                 return None
-            return await _transfer(pieces, agent, Transfer(call, found, reason, typed=True),
-                                   results, index, parent)
-        case Transfer():
-            return await _transfer(pieces, agent, route, results, index, parent)
+            return await _transfer(pieces, agent, Transfer(call, found, reason), results,
+                                   index, parent)
         case Return(target=target):
             results[index] = pieces.tool_result(
                 agent, call, f"Returned to {target.name} with the result.")
@@ -283,7 +283,8 @@ async def _transfer(
             push_results(pieces, results)
             return None
     if refusal is not None:
-        prefix = "The tool ran, but routing was refused" if route.typed else "Not performed"
+        # A typed TransferTo (no handoff) ran: only its routing is refused.
+        prefix = "The tool ran, but routing was refused" if h is None else "Not performed"
         results[index] = pieces.tool_result(agent, call, f"{prefix}: {refusal}",
                                             is_error=True)
         push_results(pieces, results)
@@ -294,7 +295,7 @@ async def _transfer(
     pieces.transfers.made()
     note = results[index].message  # type: ignore[union-attr]
     push_results(pieces, results)
-    return Transfer(call, target, route.reason, h, route.input, view, note, route.typed)
+    return Transfer(call, target, route.reason, h, route.input, view, note)
 
 
 def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:

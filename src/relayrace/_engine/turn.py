@@ -29,8 +29,9 @@ __all__ = ["RUN_AGAIN", "Answer", "Blocked", "End", "Finished", "HandBack", "Mov
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """A transfer to ``target``: through a transfer tool (``handoff``), or a typed
-    ``TransferTo`` outside a team (no ``handoff``)."""
+    """A transfer to ``target``: through a transfer tool (``handoff``), or a tool's typed
+    ``TransferTo`` outside a team (no ``handoff``: the tool ran, only its routing may be
+    refused)."""
 
     kind: ClassVar[str] = "transfer"
     call: ToolCall
@@ -46,8 +47,6 @@ class Transfer:
     """What the target sees through the handoff's input filter (once confirmed)."""
     note: Message | None = None
     """The call's result, which the target keeps seeing beside a filter (once confirmed)."""
-    typed: bool = False
-    """Whether a tool's typed ``TransferTo`` asked (it ran; only its routing may be refused)."""
 
 
 @dataclass(frozen=True, slots=True)
