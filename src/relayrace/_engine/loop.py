@@ -8,14 +8,11 @@ Tool execution lives in `_toolexec`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents.agent import Agent
 from ..agents.approvals import Interrupted
-from ..agents.guardrails import Guardrail
-from ..agents.handoffs import Handoff
 from ..agents.output import OUTPUT_TOOL
 from ..core.events import (
     HandoffEvent,
@@ -24,7 +21,6 @@ from ..core.events import (
 from ..core.exceptions import (
     MaxTurnsExceeded,
     RunTimeout,
-    UserError,
 )
 from ..core.messages import Message, ToolCall
 from ..sessions.base import Session
@@ -42,6 +38,7 @@ from .context import remember, remembers
 from .guarding import guard_text, input_block
 from .modelcall import model_turn
 from .pieces import Pieces
+from .start import start
 from .state import RunState, model_of, unanswered_calls
 from .steps import begin_attempt
 from .structured import check_output
@@ -86,22 +83,6 @@ class AgentLoop(Pieces):
                          max_handoffs, depth, instructions_suffix, variables, extra_tools)
         self.children = ChildRuns(self, AgentLoop)
 
-    # Read by composite agents (``workflows.Driver``).
-    @property
-    def transcript(self) -> list[Message]:
-        """The session's conversation so far."""
-        return self.views.transcript
-
-    @property
-    def resuming(self) -> bool:
-        """Whether the run continues an interrupted one (``input=None``)."""
-        return self.control.resuming
-
-    @property
-    def blocked(self) -> str | None:
-        """A guardrail's answer that ended the run, if one did."""
-        return self.control.blocked
-
     # -- the run -----------------------------------------------------------------------------
 
     async def run(
@@ -118,39 +99,7 @@ class AgentLoop(Pieces):
         if state.steps is not None and not self.place.depth:
             input, start_agent, run_id = await begin_attempt(state.steps, log, input,
                                                              start_agent)
-        views = self.views
-        views.transcript.extend(log.messages)
-        views.run_start = len(views.transcript)
-        if log.archives:
-            views.compactions, views.archives = dict(log.compactions), log.archives
-        if input is None and not self.views.transcript:
-            raise UserError(f"Session {self.log.session.session_id!r} holds no conversation to "
-                            "resume; give the run an input.")
-        if log.returns:
-            self.transfers.resume(log.returns)
-        if log.started:  # a crash left these calls' outcomes unknown
-            self.calls.resume(log.started, log.asked)
-        agent = start_agent or self._active(log.active)
-        entry = self.place.entry
-        back = self._hands_back(agent, log.ended) if input is not None and \
-            start_agent is None else None
-        if back is not None:  # a new user turn: the agent that ended the last one hands back
-            self._hand_back(agent, back)
-            agent = back
-        if entry.is_composite and start_agent is not entry:
-            from ..teams.team import Team
-
-            if isinstance(entry, Team):
-                # The team starts at the member named, and its rules apply; resumed with no
-                # input, at the member that was to speak next (it stopped at max_turns).
-                member = start_agent
-                if member is None and input is None and log.active not in (None, entry.name):
-                    member = entry.find_agent(log.active)
-                if member is not None and member is not entry:
-                    self.scope.start_at(member)
-                    agent = entry
-        if log.handoff is not None and log.handoff.to_agent == agent.name:
-            self.views.remember(self._filter_of(log.handoff.agent, agent))
+        agent = start(self, log, input, start_agent)
         name, path = agent.name, self.path(agent)
         span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
                                  self.place.parent_span, session_id=self.log.session.session_id,
@@ -221,62 +170,6 @@ class AgentLoop(Pieces):
         state.trace.end(span)
         return final, agent, reason
 
-    def _hands_back(self, agent: Agent[Any],
-                    ended: RunFinishedEvent | None) -> Agent[Any] | None:
-        """Who starts a new user turn instead of ``agent``, which held the conversation when
-        the last run completed (however it answered: in text or through a tool's ``Finish``).
-
-        A workflow or single-turn target a ``Finish`` stopped gives it back to the agent that
-        transferred; a chat agent that can transfer nowhere, to its parent (unless sticky). A
-        ``task`` agent keeps it until ``finish_task``: its text asks the user. ``None``:
-        ``agent`` keeps it (or the last run did not complete).
-        """
-        entry = self.place.entry
-        if ended is None or ended.status != "completed" or agent is entry or \
-                entry.is_composite:
-            return None
-        if agent.is_composite or agent.mode == "single_turn":
-            return self.caller()
-        parent = agent.parent
-        if parent is None or agent.sticky or agent.mode != "chat" or agent.handoffs or \
-                ended.agent != agent.name:
-            return None
-        policy = agent.transfer_policy
-        if policy.to_parent or policy.to_peers or parent.is_composite:
-            return None
-        return parent
-
-    def _hand_back(self, agent: Agent[Any], back: Agent[Any]) -> None:
-        """Log that a new user turn starts with ``back`` rather than ``agent``."""
-        if back.name in self.transfers.returns:  # a return owed since the transfer
-            self._return(agent, back, "the new user turn starts with the agent that "
-                                      "transferred")
-            return
-        self.log.add(HandoffEvent(
-            agent=agent.name, path=self.path(agent), to_agent=back.name,
-            reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
-                   f"{back.name} (make it sticky=True to keep the conversation)"))
-
-    def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
-        """``source``'s handoff to ``target``, if it has an input filter."""
-        agent = self.place.entry.find_agent(source)
-        if agent is None:
-            return None
-        h = self.toolset(agent).handoffs.by_agent.get(target.name)
-        return h if h is not None and h.input_filter is not None else None
-
-    def _active(self, name: str | None) -> Agent[Any]:
-        entry = self.place.entry
-        if entry.is_composite:
-            return entry
-        if name is not None and name != entry.name:
-            found = entry.find_agent(name)
-            if found is not None:
-                return found
-        if entry.pattern == "swarm":
-            return entry.sub_agents[0]
-        return entry
-
     async def drive(
         self, agent: Agent[Any], parent: Span, pending: list[ToolCall]
     ) -> tuple[str, Agent[Any], str]:
@@ -303,12 +196,7 @@ class AgentLoop(Pieces):
                 reason = "guardrail" if self.control.blocked else ""
         return spoke.text, spoke.agent, reason
 
-    # -- what composite agents ask of the run (``workflows.Driver``) -----------------------
-
-    @property
-    def context(self) -> Any:
-        """The run's context object."""
-        return self.state.context
+    # -- what composite agents ask of the run (``workflows.Driver``; the rest is Pieces') --
 
     async def speak(self, agent: Agent[Any], span: Span,
                     pending: list[ToolCall]) -> SpeakerTurn:
@@ -321,56 +209,6 @@ class AgentLoop(Pieces):
             case RouteTo(name=name, reason=reason):
                 signal = TransferTo(name, reason)
         return SpeakerTurn(spoke.text, spoke.agent, signal, frozenset(self.scope.called))
-
-    def say(self, agent: Agent[Any], text: str) -> None:
-        """Add ``agent``'s answer to the conversation."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-
-    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
-        """A team passes the conversation from ``speaker`` to ``to``."""
-        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
-                              reason=why))
-        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
-
-    def finish(self) -> None:
-        """End the run after this member (a tool returned ``Finish``)."""
-        self.control.finish()
-
-    @contextmanager
-    def loop_scope(self) -> Iterator[None]:
-        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
-        self.control.loops += 1
-        try:
-            yield
-        finally:
-            self.control.loops -= 1
-            self.control.leaving_loop = False
-
-    @property
-    def leaving_loop(self) -> bool:
-        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
-        return self.control.leaving_loop
-
-    @contextmanager
-    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
-                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
-        """A team's guardrails hold for its members while it runs, only."""
-        saved = self.scope.enter_team(input_guardrails, output_guardrails)
-        try:
-            yield
-        finally:
-            self.scope.leave_team(saved)
-
-    def take_start_member(self) -> Agent[Any] | None:
-        """The member ``start_agent`` named for the entry team's run, once."""
-        return self.scope.take_start_member()
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run must end now (a Finish, or a guardrail's block)."""
-        return self.control.finished or self.control.blocked is not None
 
     async def turns_of(
         self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
@@ -416,7 +254,7 @@ class AgentLoop(Pieces):
                         if text:  # the person answered this turn; the agent takes the next
                             return Spoke(text, person)
                     case Yield(caller=caller):
-                        self._return(agent, caller, "answered")
+                        self.returned(agent, caller, "answered")
                         self.note(caller, f"[{agent.name} answered and returned control to "
                                           f"{caller.name}]")
                         agent, agent_span = self._switch(agent, caller, agent_span, run_span)
@@ -526,7 +364,7 @@ class AgentLoop(Pieces):
         transfer = None
         match route:
             case Return(summary=summary):
-                self._return(agent, target, summary)
+                self.returned(agent, target, summary)
             case Transfer(handoff=h):
                 transfer = route
                 # A task, single-turn or workflow target gives control back when it is done.
@@ -558,7 +396,7 @@ class AgentLoop(Pieces):
         caller = self.caller()
         if self.stopped or caller is None:
             return final, last, span, False
-        self._return(workflow, caller, final)
+        self.returned(workflow, caller, final)
         flow: Composite = workflow  # type: ignore[assignment]
         if flow.ends_turn and _answered(self.views.transcript, last):
             self.state.trace.end(span)
@@ -576,12 +414,6 @@ class AgentLoop(Pieces):
                                   reason=f"{person.name} handed the conversation back"))
         self.note(target, f"[{person.name} handed the conversation back to {target.name}]")
         return self._switch(person, target, span, run_span)
-
-    def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
-        if self.transfers.returns:
-            self.transfers.returns.pop()
-        self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
-                              reason=f"returned: {result}"[:500], is_return=True))
 
     def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
                 route: Transfer | None = None) -> tuple[Agent[Any], Span]:

@@ -10,10 +10,12 @@ pieces; only ``loop.AgentLoop``, the algorithm over them, drives a run.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..agents.handoffs import filter_messages
+from ..core.events import HandoffEvent
 from ..core.messages import NOTE, Message, ToolCall
 from .builders import new_context, new_message_event, new_tool_result_event
 from .callkey import CallKey
@@ -33,6 +35,7 @@ from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, u
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..agents.context import ChildRunner, RunContext
+    from ..agents.guardrails import Guardrail
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
     from ..core.events import ToolResultEvent, ToolStartedEvent
@@ -232,6 +235,86 @@ class Pieces:
         self.push(message)
         self.log.add(new_message_event(agent.name, self.path(agent), message))
         return text
+
+    def returned(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
+        """Log that ``agent`` returned control (and ``result``) to ``caller``, which it owed
+        a return."""
+        if self.transfers.returns:
+            self.transfers.returns.pop()
+        self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
+                                  reason=f"returned: {result}"[:500], is_return=True))
+
+    # -- what composite agents ask of the run (``workflows.Driver``) ---------------------
+
+    @property
+    def transcript(self) -> list[Message]:
+        """The session's conversation so far."""
+        return self.views.transcript
+
+    @property
+    def resuming(self) -> bool:
+        """Whether the run continues an interrupted one (``input=None``)."""
+        return self.control.resuming
+
+    @property
+    def blocked(self) -> str | None:
+        """A guardrail's answer that ended the run, if one did."""
+        return self.control.blocked
+
+    @property
+    def context(self) -> Any:
+        """The run's context object."""
+        return self.state.context
+
+    def say(self, agent: Agent[Any], text: str) -> None:
+        """Add ``agent``'s answer to the conversation."""
+        message = Message.assistant(text, name=agent.name)
+        self.push(message)
+        self.log.add(new_message_event(agent.name, self.path(agent), message))
+
+    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
+        """A team passes the conversation from ``speaker`` to ``to``."""
+        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
+                              reason=why))
+        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
+
+    def finish(self) -> None:
+        """End the run after this member (a tool returned ``Finish``)."""
+        self.control.finish()
+
+    @contextmanager
+    def loop_scope(self) -> Iterator[None]:
+        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
+        self.control.loops += 1
+        try:
+            yield
+        finally:
+            self.control.loops -= 1
+            self.control.leaving_loop = False
+
+    @property
+    def leaving_loop(self) -> bool:
+        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
+        return self.control.leaving_loop
+
+    @contextmanager
+    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
+                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
+        """A team's guardrails hold for its members while it runs, only."""
+        saved = self.scope.enter_team(input_guardrails, output_guardrails)
+        try:
+            yield
+        finally:
+            self.scope.leave_team(saved)
+
+    def take_start_member(self) -> Agent[Any] | None:
+        """The member ``start_agent`` named for the entry team's run, once."""
+        return self.scope.take_start_member()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the run must end now (a Finish, or a guardrail's block)."""
+        return self.control.finished or self.control.blocked is not None
 
 
 def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
