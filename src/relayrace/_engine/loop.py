@@ -1,8 +1,11 @@
 """The run loop: model turns, same-session handoffs, guardrails and modes, logged as events.
 
-One `AgentLoop` drives one session. A delegated child gets its own loop and session but shares
-the `RunState` (context, usage, limits, trace, stream, approvals) of the run that started it.
-Tool execution lives in `_toolexec`.
+One `AgentLoop` drives one session: it is the algorithm over a loop's `Pieces` (``pieces``),
+which the engine's helpers take instead of the loop. A run starts where its log says
+(``start``); each agent's turns are a dispatcher over what each turn decides (``turn``); a
+turn offers the model one value (``offer``), asks it (``modelcall``), and answers every call
+(``toolexec``). A delegated child gets its own loop and session but shares the `RunState`
+(context, usage, limits, trace, stream, approvals) of the run that started it (``children``).
 """
 
 from __future__ import annotations
