@@ -243,6 +243,15 @@ class AgentLoop(Pieces):
                 match turn.next:
                     case RunAgain():
                         continue
+                    case Move(route=route):
+                        agent, agent_span = await self._move(agent, route, agent_span,
+                                                             run_span)
+                        if agent.is_composite and self.control.blocked is None:
+                            # A workflow target runs its steps, then its caller goes on.
+                            final, agent, agent_span, ended = await self._through(
+                                agent, agent_span, run_span, [])
+                            if self.stopped or ended:
+                                return Spoke(final, agent)
                     case Answer(text=text):
                         return Spoke(text, agent)
                     case Blocked(answer=answer):
@@ -261,15 +270,6 @@ class AgentLoop(Pieces):
                         self.note(caller, f"[{agent.name} answered and returned control to "
                                           f"{caller.name}]")
                         agent, agent_span = self._switch(agent, caller, agent_span, run_span)
-                    case Move(route=route):
-                        agent, agent_span = await self._move(agent, route, agent_span,
-                                                             run_span)
-                        if agent.is_composite and self.control.blocked is None:
-                            # A workflow target runs its steps, then its caller goes on.
-                            final, agent, agent_span, ended = await self._through(
-                                agent, agent_span, run_span, [])
-                            if self.stopped or ended:
-                                return Spoke(final, agent)
                 if self.control.blocked is not None:  # the new agent's input guardrails
                     return Spoke(self.blocked_answer(agent, self.control.blocked), agent)
         except BaseException as exc:

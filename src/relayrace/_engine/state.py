@@ -92,17 +92,20 @@ class Toolset:
                  extra: Sequence[Tool] = ()) -> None:
         supervisor = agent.pattern == "supervisor"
         self.agent = agent
-        own = [*agent.tools, *(t for group in listed for t in group)]
-        offered = [t for t in own if t.delegates or not supervisor]
+        own = [*agent.tools, *(t for group in listed for t in group)] if listed else \
+            agent.tools
+        offered = [t for t in own if (t.delegates or not supervisor) and t.is_enabled is not False]
         self.permissions = rules = agent.permissions  # what it was built from, too
         if rules is not None:  # a denied tool is not offered; a call to it is refused by rule
             offered = [t for t in offered if rules.refusal(t.name) is None]
-        offered = [t for t in offered if t.is_enabled is not False]
-        offered.extend(t for t in extra if t.name not in {o.name for o in offered})
+        kept = len(offered)
+        if extra:
+            names = {o.name for o in offered}
+            offered.extend(t for t in extra if t.name not in names)
         self.tools: dict[str, Tool] = {t.name: t for t in offered}
         self.gated = {t.name: t for t in offered if t.is_enabled is not True}
         """Tools offered only while their ``is_enabled`` function says so, by name."""
-        self.refused = {t.name for t in own} - set(self.tools)
+        self.refused = {t.name for t in own} - set(self.tools) if kept < len(own) else set()
         self.source = agent.handoff_set()  # what it was built from: stale once that changes
         self.listed = listed  # what the agent's toolsets listed: stale once one lists anew
         self.handoffs = HandoffSet() if supervisor else self.source

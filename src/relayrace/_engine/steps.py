@@ -22,6 +22,7 @@ from ..agents.tools import Tool, ToolRetry, render_tool_output
 from ..core.exceptions import UsageLimitExceeded
 from ..models.interface import ModelResponse
 from ..teams.routing import Finish, TransferTo
+from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -42,6 +43,7 @@ A = TypeVar("A")
 _STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Returned:
     """The tool returned a value, rendered as ``text``."""
@@ -50,6 +52,7 @@ class Returned:
     kind: Literal["value"] = "value"
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Retry:
     """The tool raised ``ToolRetry`` with the message ``text``."""
@@ -58,6 +61,7 @@ class Retry:
     kind: Literal["retry"] = "retry"
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Crashed:
     """The tool crashed: ``text`` is ``Type: message``, ``tb`` the traceback."""
@@ -67,6 +71,7 @@ class Crashed:
     kind: Literal["error"] = "error"
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Redirected:
     """The tool returned a ``TransferTo``: ``text`` names the target."""
@@ -76,6 +81,7 @@ class Redirected:
     kind: Literal["transfer"] = "transfer"
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Finishing:
     """The tool returned a ``Finish``."""
@@ -86,6 +92,7 @@ class Finishing:
     kind: Literal["finish"] = "finish"
 
 
+@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Again:
     """The call stopped the run (a question, a child waiting for a person, a budget): an

@@ -176,7 +176,10 @@ async def _run_tools(
         if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
         results[i] = pieces.tool_result(agent, other.call, note, is_error=True)
-    return await _take_route(pieces, agent, chosen, results, calls.index(chosen.call), parent)
+    index = calls.index(chosen.call)
+    if type(chosen) is Transfer:  # the usual route: a transfer tool's
+        return await _transfer(pieces, agent, chosen, results, index, parent)
+    return await _take_route(pieces, agent, chosen, results, index, parent)
 
 
 def _admit(
