@@ -83,3 +83,18 @@ async def test_a_tools_run_context_carries_its_calls_key() -> None:
     call = model.requests[1].messages[-2].tool_calls[0]
     # The assistant message that made the call is the conversation's second (after the input).
     assert seen == [CallKey(result.session.session_id, 1, call).context_key]
+
+
+def test_the_fast_frozen_values_build_as_their_dataclass_would() -> None:
+    call = ToolCall("c", "t", "{}")
+    end = End(call, reason="done")  # positional, keyword and default fields
+    assert (end.call, end.reason, end.summary, end.scope) == (call, "done", "", "run")
+    assert end == End(call, "done", "", "run") and end != End(call, "other")
+    assert Transfer(call, None, "r").note is None  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        End()  # type: ignore[call-arg]  # the call is required
+    with pytest.raises(TypeError):
+        End(call, nope=1)  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        end.reason = "changed"  # type: ignore[misc]
+    assert Returned("42") == Returned(text="42") and Returned("42").kind == "value"
