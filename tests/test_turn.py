@@ -166,7 +166,6 @@ async def test_finish_task_returns_to_the_caller_with_the_result() -> None:
     triage, _, account = desk()
     loop = new_loop(triage)
     loop.transfers.resume(["triage"])  # triage handed account a task
-    loop.control.offer(True, False)  # as the engine offers it
     route, results = await turn(loop, account, ("finish_task", {"result": "password reset"}))
     assert route is not None and route.kind == "return" and route.target is triage
     assert route.summary == "password reset"

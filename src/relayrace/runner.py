@@ -10,8 +10,9 @@ from typing import Any, Generic
 from pydantic import ValidationError
 from typing_extensions import TypeVar
 
+from ._engine.decisions import Decisions
 from ._engine.loop import AgentLoop
-from ._engine.state import Decisions, RunState
+from ._engine.state import RunState
 from .agents.agent import Agent, TOutput
 from .agents.approvals import Interrupted, PendingRun
 from .agents.tools import describe_validation_error

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import MISSING, fields
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..agents.context import ChildRunner, RunContext
 from ..core.events import (
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..tracing import Span
 
 __all__ = [
+    "fast_frozen",
     "new_context",
     "new_handoff_event",
     "new_message_event",
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 _new = object.__new__
+_T = TypeVar("_T")
 _time = time.time
 
 
@@ -147,7 +150,7 @@ def new_context(
     return ctx
 
 
-def new_request(instructions: str, messages: list[Message], tools: list[ToolDefinition],
+def new_request(instructions: str, messages: list[Message], tools: Sequence[ToolDefinition],
                 settings: ModelSettings | None, agent: str,
                 output: OutputSchema | None = None, conversation: str = "") -> ModelRequest:
     """``ModelRequest(instructions=..., messages=..., ...)``, faster."""
@@ -160,3 +163,30 @@ def new_request(instructions: str, messages: list[Message], tools: list[ToolDefi
     request.agent = agent
     request.output = output
     return request
+
+
+def fast_frozen(cls: type[_T]) -> type[_T]:
+    """Give the frozen slots dataclass ``cls`` an ``__init__`` that sets each field through its
+    slot (about a third faster than the generated one, which goes through
+    ``object.__setattr__`` by name); the class stays frozen, and its signature the same.
+    For the values the engine makes on every turn and handoff (``turn``, ``offer``)."""
+    params: list[str] = []
+    body: list[str] = []
+    names: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.default_factory is not MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: a default factory is not supported")
+        names[f"_set_{f.name}"] = getattr(cls, f.name).__set__  # the slot's descriptor
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            names[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        body.append(f"    _set_{f.name}(self, {f.name})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
+    exec(source, names)  # as dataclasses makes __init__, with the setters bound here
+    init = names["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+

@@ -11,8 +11,9 @@ then, so the parent's log accounts for every child.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agents.approvals import Interrupted
 from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
@@ -26,22 +27,25 @@ from ..core.reports import (
     report_instructions,
 )
 from ..core.usage import Usage
+from .callkey import child_key
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..agents.context import RunContext
     from ..sessions import Session
-    from .loop import AgentLoop
+    from .loopstate import EventLog, Place
+    from .pieces import Pieces
 
 __all__ = ["ChildRuns", "run_child"]
 
 
 async def run_child(
-    loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any], task: str, options: ChildOptions
+    pieces: Pieces, spawn: Spawn, ctx: RunContext[Any], agent: Agent[Any], task: str,
+    options: ChildOptions,
 ) -> ChildResult:
     """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves, in its own
     loop and child session (see ``relayrace.agents.delegation.run_child``)."""
-    state = loop.state
+    state = pieces.state
     key, timeout, report = options.key, options.timeout, options.report
     prefix = ctx.path + "/"
     path = prefix + agent.name
@@ -49,22 +53,22 @@ async def run_child(
     if too_deep is not None:
         return _refused(agent, path, too_deep)
     if key is None:  # children of one tool call are numbered, so a resume finds each again
-        key = str(loop.calls.number_child(ctx.tool_call_id))
+        key = str(pieces.calls.number_child(ctx.tool_call_id))
     # Which batch made the call, too: a model may reuse a call id in a later turn.
-    key = f"{loop.calls.batch_at}:{key}"
+    key = child_key(pieces.calls.batch_at, key)
     child_input: list[Message] | None = [*options.history, Message.user(task)]
     session: Session | None = None
-    if state.approvals is not None or loop.control.resuming or \
-            ctx.tool_call_id in loop.calls.resumed:
+    if state.approvals is not None or pieces.control.resuming or \
+            ctx.tool_call_id in pieces.calls.resumed:
         # The call ran before (this run resumes): continue its child, or reuse what it
         # returned. A child waiting for a person goes on from its log, and asks again.
-        session, finished = await _earlier_child(loop.log.session, ctx.tool_call_id, key, agent)
+        session, finished = await _earlier_child(pieces.log.session, ctx.tool_call_id, key, agent)
         if finished is not None:
-            if not await _named(loop.log.session, finished.session_id):
+            if not await _named(pieces.log.session, finished.session_id):
                 # The process that ran it died after the child's end and before its parent
                 # logged the delegation (they are two logs): logged now, or the parent's log
                 # would not account for the child, its report, usage and trace.
-                _log_delegation(loop, ctx, agent, finished)
+                _log_delegation(pieces.log, ctx, agent, finished)
             return finished
         if session is not None and (await session.view()).messages:
             child_input = None
@@ -72,20 +76,20 @@ async def run_child(
         refused = state.budget.start_child()
         if refused is not None:
             return _refused(agent, path, refused)
-    child_session = session or loop.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
+    child_session = session or pieces.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
                                                   key=key)
     report = report and agent.output is None  # a typed child returns its value instead
     # The report is a tool call when the model can make one (and the text was not changed).
     by_tool = report and options.report_template == DEFAULT_REPORT_SUFFIX and \
-        _calls_tools(loop, agent)
+        _calls_tools(pieces, agent)
     template = REPORT_TOOL_SUFFIX if by_tool else options.report_template
     instructions_suffix = report_instructions(options.audience, template) if report else ""
     if options.suffix:
         instructions_suffix = f"{instructions_suffix}\n\n{options.suffix}".strip()
-    child = type(loop)(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
-                      max_turns=options.max_turns, depth=ctx.depth + 1,
-                      instructions_suffix=instructions_suffix, variables=options.variables,
-                      extra_tools=(submit_report,) if by_tool else ())
+    child = spawn(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
+                  max_turns=options.max_turns, depth=ctx.depth + 1,
+                  instructions_suffix=instructions_suffix, variables=options.variables,
+                  extra_tools=(submit_report,) if by_tool else ())
     used = child.place.local
     assert used is not None  # a delegated loop counts what it uses
     result = ChildResult(agent=agent.name, path=path, ok=False,
@@ -98,8 +102,8 @@ async def run_child(
             async with deadline:
                 final, last, _ = await child.run(child_input)
     except Interrupted:
-        if loop.place.local is not None:
-            loop.place.local.add(used)
+        if pieces.place.local is not None:
+            pieces.place.local.add(used)
         raise  # the approval request surfaces on the outer run
     except Exception as exc:  # the parent's model is told; the child's log has the details
         result.error = (f"timed out after {timeout:g} s"
@@ -113,15 +117,15 @@ async def run_child(
         elif report:
             result.report = parse_report(final)
             result.report.merge_sources(used_sources(child.log.new_events))
-    if loop.place.local is not None:  # the top-level loop's usage is the run's total
-        loop.place.local.add(used)
-    _log_delegation(loop, ctx, agent, result)
+    if pieces.place.local is not None:  # the top-level loop's usage is the run's total
+        pieces.place.local.add(used)
+    _log_delegation(pieces.log, ctx, agent, result)
     return result
 
 
-def _log_delegation(loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any],
+def _log_delegation(log: EventLog, ctx: RunContext[Any], agent: Agent[Any],
                     result: ChildResult) -> None:
-    loop.log.add(DelegationEvent(
+    log.add(DelegationEvent(
         agent=ctx.agent.name, path=ctx.path, child_agent=agent.name,
         child_session_id=result.session_id, tool_call_id=ctx.tool_call_id, ok=result.ok,
         report=result.report.to_dict() if result.report else None, error=result.error,
@@ -130,9 +134,9 @@ def _log_delegation(loop: AgentLoop, ctx: RunContext[Any], agent: Agent[Any],
     ))
 
 
-def _calls_tools(loop: AgentLoop, agent: Agent[Any]) -> bool:
+def _calls_tools(pieces: Pieces, agent: Agent[Any]) -> bool:
     """Whether ``agent``'s model can call tools (a workflow's members are assumed to)."""
-    model = agent.model if agent.remote else (loop.state.model_override or agent.model)
+    model = agent.model if agent.remote else (pieces.state.model_override or agent.model)
     if isinstance(model, str):
         model = agent.resolved_model()
     return model is None or bool(getattr(model, "supports_tools", True))
@@ -188,16 +192,30 @@ async def _earlier_child(
     return None, None
 
 
+class Child(Protocol):
+    """What a parent needs of a child's loop: it runs, and says what it used and logged."""
+
+    place: Place
+    log: EventLog
+
+    async def run(self, input: str | Sequence[Message] | None
+                  ) -> tuple[str, Agent[Any], str]: ...
+
+
+Spawn = Callable[..., Child]
+"""Makes a child's loop (``AgentLoop``, with its keyword options)."""
+
+
 class ChildRuns:
     """The engine's `ChildRunner`, what ``RunContext.children`` holds: it starts the delegated
     children of one loop, and offers a tool nothing else of the engine."""
 
-    __slots__ = ("_loop",)
+    __slots__ = ("_pieces", "_spawn")
 
-    def __init__(self, loop: AgentLoop) -> None:
-        self._loop = loop
+    def __init__(self, pieces: Pieces, spawn: Spawn) -> None:
+        self._pieces, self._spawn = pieces, spawn
 
     async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
                         options: ChildOptions) -> ChildResult:
         """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
-        return await run_child(self._loop, ctx, agent, task, options)
+        return await run_child(self._pieces, self._spawn, ctx, agent, task, options)

@@ -23,25 +23,25 @@ from ..core.messages import Message, ToolCall
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from .loop import AgentLoop
+    from .pieces import Pieces
 
 __all__ = ["GuardedStream", "cost_block", "guard_finish", "guard_text", "input_block"]
 
 
-def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
+def input_block(pieces: Pieces, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
     """Run ``agent``'s input guardrails on what it is about to see and has not checked.
 
     That is every message since its last check: the user's, other agents' text and tool
     calls, tool results and transfer reasons, plus ``extra`` (results about to be logged).
     Returns the answer to give if one blocks; redactions apply to its view only.
     """
-    if not agent.input_guardrails and not loop.scope.team_input:
+    if not agent.input_guardrails and not pieces.scope.team_input:
         return None
-    guards = loop.scope.team_input + agent.input_guardrails
-    start = loop.views.checked.get(agent.name, 0)
-    loop.views.checked[agent.name] = len(loop.views.transcript) + len(extra)
-    redact = loop.views.redact.setdefault(agent.name, {})
-    for m in [*loop.views.transcript[start:], *extra]:
+    guards = pieces.scope.team_input + agent.input_guardrails
+    start = pieces.views.checked.get(agent.name, 0)
+    pieces.views.checked[agent.name] = len(pieces.views.transcript) + len(extra)
+    redact = pieces.views.redact.setdefault(agent.name, {})
+    for m in [*pieces.views.transcript[start:], *extra]:
         current = redact.get(id(m), m)
         texts = [current.content, *(c.arguments for c in current.tool_calls)]
         checked: list[str] = []
@@ -49,7 +49,7 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
             if not text:
                 checked.append(text)
                 continue
-            kept, blocked = _apply(loop, agent, guards, text, "input")
+            kept, blocked = _apply(pieces, agent, guards, text, "input")
             if blocked is not None:
                 return blocked
             checked.append(kept)
@@ -60,51 +60,51 @@ def input_block(loop: AgentLoop, agent: Agent[Any], extra: Sequence[Message] = (
     return None
 
 
-def cost_block(loop: AgentLoop, agent: Agent[Any]) -> str | None:
+def cost_block(pieces: Pieces, agent: Agent[Any]) -> str | None:
     """The answer ``agent`` gives instead of a model request when a ``CostLimit`` of its own
     (or of the team it speaks in) is used up: the tokens of this run, its children's included.
     """
-    scope = loop.scope
+    scope = pieces.scope
     for rail in (*agent.input_guardrails, *agent.output_guardrails, *scope.team_input,
                  *scope.team_output):
         if not isinstance(rail, CostLimit):
             continue
-        used = loop.place.local or loop.state.budget.usage.total
+        used = pieces.place.local or pieces.state.budget.usage.total
         result = rail.over(used.output_tokens, used.total_tokens)
         if result is None:
             continue
-        loop.log.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+        pieces.log.add(GuardrailTriggeredEvent(agent=agent.name, path=pieces.path(agent),
                                              guardrail=result.guardrail, stage="output",
                                              action="block", message=result.message))
         answer = rail.answer(result)
-        loop.control.block(answer)
+        pieces.control.block(answer)
         return answer
     return None
 
 
-def guard_text(loop: AgentLoop, agent: Agent[Any], text: str) -> str:
+def guard_text(pieces: Pieces, agent: Agent[Any], text: str) -> str:
     """``text`` after ``agent``'s output guardrails: an answer it gives or returns."""
-    if not (agent.output_guardrails or loop.scope.team_output) or not text:
+    if not (agent.output_guardrails or pieces.scope.team_output) or not text:
         return text
-    kept, blocked = _apply(loop, agent, loop.scope.team_output + agent.output_guardrails, text,
+    kept, blocked = _apply(pieces, agent, pieces.scope.team_output + agent.output_guardrails, text,
                            "output")
     if blocked is not None:
-        loop.control.block(blocked)
+        pieces.control.block(blocked)
         return blocked
     return kept
 
 
 def _apply(
-    loop: AgentLoop, agent: Agent[Any], guards: Sequence[Guardrail], text: str,
+    pieces: Pieces, agent: Agent[Any], guards: Sequence[Guardrail], text: str,
     stage: Literal["input", "output"],
 ) -> tuple[str, str | None]:
     """Run ``guards`` on ``text`` and log what they did: (kept text, the answer if blocked).
 
     A tripwire raises instead of blocking.
     """
-    kept, results = apply_guardrails(guards, text, loop.state.context)
+    kept, results = apply_guardrails(guards, text, pieces.state.context)
     for r in results:
-        loop.log.add(GuardrailTriggeredEvent(agent=agent.name, path=loop.path(agent),
+        pieces.log.add(GuardrailTriggeredEvent(agent=agent.name, path=pieces.path(agent),
                                          guardrail=r.guardrail, stage=stage, action=r.action,
                                          message=r.message))
     if results and results[-1].action == "block":
@@ -114,7 +114,7 @@ def _apply(
     return kept, None
 
 
-def guard_finish(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> ToolCall:
+def guard_finish(pieces: Pieces, agent: Agent[Any], call: ToolCall) -> ToolCall:
     """A finish_task call whose result passed ``agent``'s output guardrails: the result
     leaves the agent, so the caller must never see it unguarded."""
     if call.name != FINISH_TASK:
@@ -126,7 +126,7 @@ def guard_finish(loop: AgentLoop, agent: Agent[Any], call: ToolCall) -> ToolCall
     result = args.get("result")
     if not isinstance(result, str):
         return call
-    guarded = guard_text(loop, agent, result)
+    guarded = guard_text(pieces, agent, result)
     if guarded == result:
         return call
     return ToolCall(call.id, call.name, json.dumps({**args, "result": guarded}))
@@ -151,9 +151,9 @@ class GuardedStream:
     __slots__ = ("_checked", "_context", "_guards", "_length", "_parts", "_tail", "live",
                  "shown")
 
-    def __init__(self, loop: AgentLoop, agent: Agent[Any]) -> None:
-        self._guards = loop.scope.team_output + agent.output_guardrails
-        self._context = loop.state.context
+    def __init__(self, pieces: Pieces, agent: Agent[Any]) -> None:
+        self._guards = pieces.scope.team_output + agent.output_guardrails
+        self._context = pieces.state.context
         self.live = all(g.streams for g in self._guards)
         """Whether text is shown as the model streams it (else when the answer is complete)."""
         self._parts: list[str] = []  # the streamed text, joined when checked

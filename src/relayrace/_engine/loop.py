@@ -1,79 +1,66 @@
 """The run loop: model turns, same-session handoffs, guardrails and modes, logged as events.
 
-One `AgentLoop` drives one session. A delegated child gets its own loop and session but shares
-the `RunState` (context, usage, limits, trace, stream, approvals) of the run that started it.
-Tool execution lives in `_toolexec`.
+One `AgentLoop` drives one session: it is the algorithm over a loop's `Pieces` (``pieces``),
+which the engine's helpers take instead of the loop. A run starts where its log says
+(``start``); each agent's turns are a dispatcher over what each turn decides (``turn``); a
+turn offers the model one value (``offer``), asks it (``modelcall``), and answers every call
+(``toolexec``). A delegated child gets its own loop and session but shares the `RunState`
+(context, usage, limits, trace, stream, approvals) of the run that started it (``children``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents.agent import Agent
 from ..agents.approvals import Interrupted
-from ..agents.context import RunContext
-from ..agents.guardrails import Guardrail
-from ..agents.handoffs import Handoff, filter_messages
 from ..agents.output import OUTPUT_TOOL
 from ..core.events import (
     HandoffEvent,
     RunFinishedEvent,
-    ToolResultEvent,
 )
 from ..core.exceptions import (
     MaxTurnsExceeded,
     RunTimeout,
-    UserError,
 )
-from ..core.messages import NOTE, Message, ToolCall
+from ..core.messages import Message, ToolCall
 from ..sessions.base import Session
 from ..teams.routing import Finish, TransferTo
 from ..teams.workflows import SpeakerTurn
 from ..tracing import Span
 from .builders import (
-    new_context,
     new_handoff_event,
     new_message_event,
     new_run_finished_event,
     new_run_started_event,
-    new_tool_result_event,
 )
 from .children import ChildRuns
 from .context import remember, remembers
 from .guarding import guard_text, input_block
-from .loopstate import (
-    DEFAULT_MAX_TURNS,
-    Calls,
-    Control,
-    EventLog,
-    Place,
-    Scope,
-    Transfers,
-    Views,
-)
-from .modelcall import model_of, model_turn, turn_flags
-from .state import (
-    RunState,
-    Toolset,
-    toolset_of,
-    unanswered_calls,
-)
+from .modelcall import model_turn
+from .pieces import Pieces
+from .start import start
+from .state import RunState, model_of, unanswered_calls
 from .steps import begin_attempt
 from .structured import check_output
 from .takeover import human_turn
-from .toolexec import Route, outcome_unknown, run_tools
+from .toolexec import run_tools
 from .turn import (
     RUN_AGAIN,
     Answer,
     Blocked,
+    End,
     Finished,
     HandBack,
     Move,
+    Return,
+    RouteTo,
     RunAgain,
+    Spoke,
     TeamRoute,
+    Transfer,
     TurnResult,
     Yield,
 )
@@ -84,11 +71,10 @@ if TYPE_CHECKING:
 
 
 
-class AgentLoop:
+class AgentLoop(Pieces):
     """Drives one session until an agent gives its final answer."""
 
-    __slots__ = ("calls", "children", "control", "log", "place", "scope", "state", "transfers",
-                 "views")
+    __slots__ = ()
 
     def __init__(
         self, state: RunState, entry: Agent[Any], session: Session, *, path_prefix: str = "",
@@ -96,162 +82,9 @@ class AgentLoop:
         max_handoffs: int | None = None, depth: int = 0, instructions_suffix: str = "",
         variables: dict[str, Any] | None = None, extra_tools: tuple[Tool, ...] = (),
     ) -> None:
-        self.state = state
-        self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables,
-                           extra_tools)
-        self.log = EventLog(session, state.emit)
-        self.views = Views()
-        self.calls = Calls()
-        swarm = entry.pattern == "swarm"
-        self.transfers = Transfers(entry.max_handoffs if swarm else max_handoffs, swarm)
-        self.scope = Scope()
-        self.control = Control(max_turns or entry.max_turns or DEFAULT_MAX_TURNS)
-        self.children = ChildRuns(self)
-
-    # -- bookkeeping -------------------------------------------------------------------------
-
-    def path(self, agent: Agent[Any]) -> str:
-        """The delegation path of ``agent`` in this loop."""
-        prefix = self.place.prefix
-        return prefix + agent.name if prefix else agent.name
-
-    def push(self, message: Message) -> None:
-        """Append a message to the conversation (and to the active agent's own view)."""
-        self.views.push(message)
-
-    def note(self, agent: Agent[Any], text: str) -> None:
-        """Add a framework note to the conversation, as a user-role message named NOTE."""
-        message = Message("user", text, name=NOTE)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-
-    async def flush(self) -> None:
-        """Write the pending events to the session in one batch."""
-        await self.log.flush()
-
-    # Read by composite agents (``workflows.Driver``).
-    @property
-    def transcript(self) -> list[Message]:
-        """The session's conversation so far."""
-        return self.views.transcript
-
-    @property
-    def resuming(self) -> bool:
-        """Whether the run continues an interrupted one (``input=None``)."""
-        return self.control.resuming
-
-    @property
-    def blocked(self) -> str | None:
-        """A guardrail's answer that ended the run, if one did."""
-        return self.control.blocked
-
-    def context_for(
-        self, agent: Agent[Any], call_id: str = "", span: Span | None = None
-    ) -> RunContext[Any]:
-        """A run context for ``agent``."""
-        state = self.state
-        return new_context(state.context, agent, self.path(agent), self.log.session,
-                           state.budget.usage,
-                           call_id, self.views.view, self.place.depth, span, self.children,
-                           f"{self.log.session.session_id}:{self.calls.batch_at}:{call_id}"
-                           if call_id else "")
-
-    def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent`` (looked up once per loop)."""
-        toolsets = self.place.toolsets
-        ts = toolsets.get(agent.name)
-        if ts is None:
-            ts = toolsets[agent.name] = self.offered(toolset_of(agent))
-        return ts
-
-    def offered(self, ts: Toolset) -> Toolset:
-        """``ts`` with the tools every agent of this loop gets besides its own, if any."""
-        extra = self.place.extra_tools
-        return Toolset(ts.agent, ts.listed, extra) if extra else ts
-
-    def caller(self) -> Agent[Any] | None:
-        """The agent a ``task``/``single_turn`` agent returns to."""
-        returns = self.transfers.returns
-        return self.place.entry.find_agent(returns[-1]) if returns else None
-
-    def tool_result(self, agent: Agent[Any], call: ToolCall, content: str, *,
-                    is_error: bool = False, tb: str | None = None,
-                    full: str | None = None) -> ToolResultEvent:
-        """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
-        name = call.name
-        message = Message("tool", content, (), call.id, name)
-        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb,
-                                     full)
-
-    def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
-        """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
-
-        A later call may finish before an earlier one is cut short; logged there, each result
-        takes its call's place.
-        """
-        self.calls.hold(results)
-
-    def answer_dangling(self, agent: Agent[Any], why: str) -> None:
-        """Give every unanswered call a result, in order, so the session stays valid."""
-        held = self.calls.held or {}
-        for call in unanswered_calls(self.views.transcript):
-            ev = held.pop(call.id, None)
-            if ev is None:
-                started = self.calls.unknown.get(call.id)
-                if started is not None and call.id in self.calls.asked:  # new input came
-                    text = ("Not finished: this call was waiting for a person's answer or "
-                            "decision, and the conversation went on without it. What it did "
-                            "before it stopped may have taken effect.")
-                elif started is not None:
-                    text = outcome_unknown(started, why)
-                elif call.id in self.calls.running:
-                    text = (f"Outcome unknown: {why} while this call was running; check its "
-                            "effect before retrying.")
-                else:
-                    text = f"Not executed: {why} before this call started."
-                ev = self.tool_result(agent, call, text, is_error=True)
-            self.push(ev.message)
-            if id(ev) in self.log.logged:  # recorded when its call finished
-                self.log.logged.discard(id(ev))
-            else:
-                self.log.add(ev)
-
-    # -- guardrails --------------------------------------------------------------------------
-
-    def set_view(self, agent: Agent[Any], view: list[Message] | None = None,
-                 source: Handoff | None = None) -> None:
-        """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
-        input filter of ``source`` kept of it (see ``filtered_view``)."""
-        if view is None:
-            redact = self.views.redact.get(agent.name)
-            transcript = self.views.transcript
-            view = [redact.get(id(m), m) for m in transcript] if redact else transcript
-        self.views.show(view, source)
-
-    async def filtered_view(self, agent: Agent[Any], source: Handoff, note: Message | None,
-                            extra: Sequence[Message] = ()) -> list[Message]:
-        """What the input filter of ``source`` keeps of the conversation, plus ``extra``
-        (results about to be logged), redacted for ``agent``; the transfer's ``note`` stays
-        visible. A failing filter raises ``UserError``."""
-        redact = self.views.redact.get(agent.name)
-        base = [*self.views.transcript, *extra]
-        if redact:
-            base = [redact.get(id(m), m) for m in base]
-        view = await filter_messages(source, base)
-        if note is not None:
-            note = redact.get(id(note), note) if redact else note
-            if not view or view[-1] is not note:
-                # Keep the reason visible, as a note: a system message mid-conversation is
-                # refused by some servers' chat templates.
-                view.append(Message("user", note.content, name=NOTE))
-        return view
-
-    def blocked_answer(self, agent: Agent[Any], text: str) -> str:
-        """End the turn with a guardrail's answer, as the agent's message."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-        return text
+        super().__init__(state, entry, session, path_prefix, parent_span, max_turns,
+                         max_handoffs, depth, instructions_suffix, variables, extra_tools)
+        self.children = ChildRuns(self, AgentLoop)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -269,39 +102,7 @@ class AgentLoop:
         if state.steps is not None and not self.place.depth:
             input, start_agent, run_id = await begin_attempt(state.steps, log, input,
                                                              start_agent)
-        views = self.views
-        views.transcript.extend(log.messages)
-        views.run_start = len(views.transcript)
-        if log.archives:
-            views.compactions, views.archives = dict(log.compactions), log.archives
-        if input is None and not self.views.transcript:
-            raise UserError(f"Session {self.log.session.session_id!r} holds no conversation to "
-                            "resume; give the run an input.")
-        if log.returns:
-            self.transfers.resume(log.returns)
-        if log.started:  # a crash left these calls' outcomes unknown
-            self.calls.resume(log.started, log.asked)
-        agent = start_agent or self._active(log.active)
-        entry = self.place.entry
-        back = self._hands_back(agent, log.ended) if input is not None and \
-            start_agent is None else None
-        if back is not None:  # a new user turn: the agent that ended the last one hands back
-            self._hand_back(agent, back)
-            agent = back
-        if entry.is_composite and start_agent is not entry:
-            from ..teams.team import Team
-
-            if isinstance(entry, Team):
-                # The team starts at the member named, and its rules apply; resumed with no
-                # input, at the member that was to speak next (it stopped at max_turns).
-                member = start_agent
-                if member is None and input is None and log.active not in (None, entry.name):
-                    member = entry.find_agent(log.active)
-                if member is not None and member is not entry:
-                    self.scope.start_at(member)
-                    agent = entry
-        if log.handoff is not None and log.handoff.to_agent == agent.name:
-            self.views.remember(self._filter_of(log.handoff.agent, agent))
+        agent = start(self, log, input, start_agent)
         name, path = agent.name, self.path(agent)
         span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
                                  self.place.parent_span, session_id=self.log.session.session_id,
@@ -328,15 +129,13 @@ class AgentLoop:
             elif agent.pattern == "react" and not agent.is_composite:
                 # A plain agent: its turns directly, one coroutine less than drive() per run
                 # (measured: about 6% of a run).
-                final, agent, route = await self.turns_of(agent, span, pending)
-                final, agent, reason = self._ended(final, agent, route)
+                final, agent, reason = self._ended(await self.turns_of(agent, span, pending))
             elif agent.is_composite and agent is not self.place.entry:
                 # Resumed inside a workflow a handoff brought control to: it finishes, then
                 # the agent that transferred goes on.
                 final, agent, _, ended = await self._through(agent, span, span, pending)
                 if not (self.stopped or ended or agent.is_composite):
-                    final, agent, route = await self.turns_of(agent, span, [])
-                    final, agent, reason = self._ended(final, agent, route)
+                    final, agent, reason = self._ended(await self.turns_of(agent, span, []))
                 else:
                     reason = "guardrail" if self.control.blocked else ""
             else:
@@ -374,62 +173,6 @@ class AgentLoop:
         state.trace.end(span)
         return final, agent, reason
 
-    def _hands_back(self, agent: Agent[Any],
-                    ended: RunFinishedEvent | None) -> Agent[Any] | None:
-        """Who starts a new user turn instead of ``agent``, which held the conversation when
-        the last run completed (however it answered: in text or through a tool's ``Finish``).
-
-        A workflow or single-turn target a ``Finish`` stopped gives it back to the agent that
-        transferred; a chat agent that can transfer nowhere, to its parent (unless sticky). A
-        ``task`` agent keeps it until ``finish_task``: its text asks the user. ``None``:
-        ``agent`` keeps it (or the last run did not complete).
-        """
-        entry = self.place.entry
-        if ended is None or ended.status != "completed" or agent is entry or \
-                entry.is_composite:
-            return None
-        if agent.is_composite or agent.mode == "single_turn":
-            return self.caller()
-        parent = agent.parent
-        if parent is None or agent.sticky or agent.mode != "chat" or agent.handoffs or \
-                ended.agent != agent.name:
-            return None
-        policy = agent.transfer_policy
-        if policy.to_parent or policy.to_peers or parent.is_composite:
-            return None
-        return parent
-
-    def _hand_back(self, agent: Agent[Any], back: Agent[Any]) -> None:
-        """Log that a new user turn starts with ``back`` rather than ``agent``."""
-        if back.name in self.transfers.returns:  # a return owed since the transfer
-            self._return(agent, back, "the new user turn starts with the agent that "
-                                      "transferred")
-            return
-        self.log.add(HandoffEvent(
-            agent=agent.name, path=self.path(agent), to_agent=back.name,
-            reason=f"{agent.name} can transfer to no agent, so the new turn starts with "
-                   f"{back.name} (make it sticky=True to keep the conversation)"))
-
-    def _filter_of(self, source: str, target: Agent[Any]) -> Handoff | None:
-        """``source``'s handoff to ``target``, if it has an input filter."""
-        agent = self.place.entry.find_agent(source)
-        if agent is None:
-            return None
-        h = self.toolset(agent).handoffs.by_agent.get(target.name)
-        return h if h is not None and h.input_filter is not None else None
-
-    def _active(self, name: str | None) -> Agent[Any]:
-        entry = self.place.entry
-        if entry.is_composite:
-            return entry
-        if name is not None and name != entry.name:
-            found = entry.find_agent(name)
-            if found is not None:
-                return found
-        if entry.pattern == "swarm":
-            return entry.sub_agents[0]
-        return entry
-
     async def drive(
         self, agent: Agent[Any], parent: Span, pending: list[ToolCall]
     ) -> tuple[str, Agent[Any], str]:
@@ -441,94 +184,38 @@ class AgentLoop:
             # A swarm inside a workflow or team: its hop limit holds while it runs, only.
             with self.transfers.swarm(agent.max_handoffs):
                 return await self.drive(agent.sub_agents[0], parent, pending)
-        final, last, route = await self.turns_of(agent, parent, pending)
-        return self._ended(final, last, route)
+        return self._ended(await self.turns_of(agent, parent, pending))
 
-    def _ended(
-        self, final: str, last: Agent[Any], route: Route | None
-    ) -> tuple[str, Agent[Any], str]:
-        """What ``drive`` returns once an agent's turns end with ``route``."""
-        if route is not None and route.kind == "finish":
-            if route.scope == "run":
+    def _ended(self, spoke: Spoke) -> tuple[str, Agent[Any], str]:
+        """What ``drive`` returns once an agent's turns end: (text, last agent, reason)."""
+        match spoke.route:
+            case End(scope="run", reason=reason):
                 self.control.finish()
-            elif self.control.loops:
+            case End(reason=reason) if self.control.loops:
                 self.control.leaving_loop = True
-            else:  # no loop to leave: the turn ended, like an answer
-                return final, last, ""
-            return final, last, route.reason
-        return final, last, "guardrail" if self.control.blocked else ""
+            case End():  # no loop to leave: the turn ended, like an answer
+                reason = ""
+            case _:
+                reason = "guardrail" if self.control.blocked else ""
+        return spoke.text, spoke.agent, reason
 
-    # -- what composite agents ask of the run (``workflows.Driver``) -----------------------
-
-    @property
-    def context(self) -> Any:
-        """The run's context object."""
-        return self.state.context
+    # -- what composite agents ask of the run (``workflows.Driver``; the rest is Pieces') --
 
     async def speak(self, agent: Agent[Any], span: Span,
                     pending: list[ToolCall]) -> SpeakerTurn:
         """One team member's turn; a typed ``TransferTo`` ends it for the team to route."""
-        final, last, route = await self.turns_of(agent, span, pending, team=True)
+        spoke = await self.turns_of(agent, span, pending, team=True)
         signal: TransferTo | Finish | None = None
-        if route is not None and route.kind == "finish" and route.scope == "run":
-            signal = Finish(route.reason, route.summary)
-        elif route is not None and route.kind == "transfer_to":
-            signal = TransferTo(route.name, route.reason)
-        return SpeakerTurn(final, last, signal, frozenset(self.scope.called))
-
-    def say(self, agent: Agent[Any], text: str) -> None:
-        """Add ``agent``'s answer to the conversation."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-
-    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
-        """A team passes the conversation from ``speaker`` to ``to``."""
-        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
-                              reason=why))
-        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
-
-    def finish(self) -> None:
-        """End the run after this member (a tool returned ``Finish``)."""
-        self.control.finish()
-
-    @contextmanager
-    def loop_scope(self) -> Iterator[None]:
-        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
-        self.control.loops += 1
-        try:
-            yield
-        finally:
-            self.control.loops -= 1
-            self.control.leaving_loop = False
-
-    @property
-    def leaving_loop(self) -> bool:
-        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
-        return self.control.leaving_loop
-
-    @contextmanager
-    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
-                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
-        """A team's guardrails hold for its members while it runs, only."""
-        saved = self.scope.enter_team(input_guardrails, output_guardrails)
-        try:
-            yield
-        finally:
-            self.scope.leave_team(saved)
-
-    def take_start_member(self) -> Agent[Any] | None:
-        """The member ``start_agent`` named for the entry team's run, once."""
-        return self.scope.take_start_member()
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run must end now (a Finish, or a guardrail's block)."""
-        return self.control.finished or self.control.blocked is not None
+        match spoke.route:
+            case End(scope="run", reason=reason, summary=summary):
+                signal = Finish(reason, summary)
+            case RouteTo(name=name, reason=reason):
+                signal = TransferTo(name, reason)
+        return SpeakerTurn(spoke.text, spoke.agent, signal, frozenset(self.scope.called))
 
     async def turns_of(
         self, agent: Agent[Any], run_span: Span, pending: list[ToolCall], *, team: bool = False
-    ) -> tuple[str, Agent[Any], Route | None]:
+    ) -> Spoke:
         """Model turns and tool calls, following handoffs, until a final answer.
 
         In a team, a typed ``TransferTo`` ends the turn instead, for the team to route.
@@ -538,7 +225,7 @@ class AgentLoop:
         blocked = input_block(self, agent)
         if blocked is not None:
             self.control.block(blocked)
-            return self.blocked_answer(agent, blocked), agent, None
+            return Spoke(self.blocked_answer(agent, blocked), agent)
         resumed = self.views.take_remembered()  # for the agent the run starts with, only
         if resumed is None:
             self.set_view(agent)
@@ -547,47 +234,44 @@ class AgentLoop:
                           resumed)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
-        if pending:
-            turn_flags(self, agent)
         try:
             while True:  # a dispatcher over what each turn decides
                 turn = await self.take_turn(agent, agent_span, pending, team)
                 pending = []
-                nxt = turn.next
                 if turn.message is not None and turn.message.content:
                     last_text = turn.message.content
-                if type(nxt) is RunAgain:
-                    continue
-                if type(nxt) is Answer:
-                    return nxt.text, agent, None
-                if type(nxt) is Blocked:
-                    return self.blocked_answer(agent, nxt.answer), agent, None
-                if type(nxt) is Finished:
-                    return nxt.text or guard_text(self, agent, last_text), agent, nxt.route
-                if type(nxt) is TeamRoute:
-                    return last_text, agent, nxt.route
-                if type(nxt) is HandBack:
-                    person, (agent, agent_span) = agent, self._handed_back(
-                        agent, nxt.target, agent_span, run_span)
-                    if nxt.text:  # the person answered this turn; the agent takes the next
-                        return nxt.text, person, None
-                elif type(nxt) is Yield:
-                    caller = nxt.caller
-                    self._return(agent, caller, "answered")
-                    self.note(caller, f"[{agent.name} answered and returned control to "
-                                      f"{caller.name}]")
-                    agent, agent_span = self._switch(agent, caller, agent_span, run_span)
-                else:
-                    assert type(nxt) is Move
-                    agent, agent_span = await self._move(agent, nxt.route, agent_span, run_span)
-                    if agent.is_composite and self.control.blocked is None:
-                        # A workflow target runs its steps, then its caller goes on.
-                        final, agent, agent_span, ended = await self._through(
-                            agent, agent_span, run_span, [])
-                        if self.stopped or ended:
-                            return final, agent, None
+                match turn.next:
+                    case RunAgain():
+                        continue
+                    case Move(route=route):
+                        agent, agent_span = await self._move(agent, route, agent_span,
+                                                             run_span)
+                        if agent.is_composite and self.control.blocked is None:
+                            # A workflow target runs its steps, then its caller goes on.
+                            final, agent, agent_span, ended = await self._through(
+                                agent, agent_span, run_span, [])
+                            if self.stopped or ended:
+                                return Spoke(final, agent)
+                    case Answer(text=text):
+                        return Spoke(text, agent)
+                    case Blocked(answer=answer):
+                        return Spoke(self.blocked_answer(agent, answer), agent)
+                    case Finished(text=text, route=end):
+                        return Spoke(text or guard_text(self, agent, last_text), agent, end)
+                    case TeamRoute(route=routed):
+                        return Spoke(last_text, agent, routed)
+                    case HandBack(target=target, text=text):
+                        person, (agent, agent_span) = agent, self._handed_back(
+                            agent, target, agent_span, run_span)
+                        if text:  # the person answered this turn; the agent takes the next
+                            return Spoke(text, person)
+                    case Yield(caller=caller):
+                        self.returned(agent, caller, "answered")
+                        self.note(caller, f"[{agent.name} answered and returned control to "
+                                          f"{caller.name}]")
+                        agent, agent_span = self._switch(agent, caller, agent_span, run_span)
                 if self.control.blocked is not None:  # the new agent's input guardrails
-                    return self.blocked_answer(agent, self.control.blocked), agent, None
+                    return Spoke(self.blocked_answer(agent, self.control.blocked), agent)
         except BaseException as exc:
             state.trace.end(agent_span, exc)
             raise
@@ -606,7 +290,8 @@ class AgentLoop:
             output = agent.output
             if output is not None and any(c.name == OUTPUT_TOOL for c in calls):
                 # A final output logged before a crash, never answered: checked now.
-                answer, given = check_output(self, agent, output, model_of(self, agent),
+                answer, given = check_output(self, agent, output,
+                                             model_of(agent, self.state.model_override),
                                              Message("assistant", "", tuple(calls)))
                 if answer is not None:
                     return TurnResult(None, Answer(answer))
@@ -614,6 +299,7 @@ class AgentLoop:
                     await self.flush()
                     return TurnResult(None, RUN_AGAIN)
                 calls = list(given)
+            offer = self.plain_offer(agent) or await self.offer(agent)
         elif agent.is_human:  # a person's turn: no model call
             return await human_turn(self, agent)
         else:
@@ -635,11 +321,13 @@ class AgentLoop:
                             agent, source, self.views.note), source)
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
-            message = await model_turn(self, agent, agent_span)
+            offer = self.plain_offer(agent) or await self.offer(agent)
+            message = await model_turn(self, agent, offer, agent_span)
             answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:
-                answer, given = check_output(self, agent, agent.output, model_of(self, agent),
+                answer, given = check_output(self, agent, agent.output,
+                                             model_of(agent, self.state.model_override),
                                              message)
                 if answer is None and not given:  # the model was told what to fix
                     await self.flush()
@@ -653,45 +341,50 @@ class AgentLoop:
             calls = list(given)
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
-        route = await run_tools(self, agent, calls, agent_span)
-        moves = (self.control.blocked is None and route is not None
-                 and route.kind != "finish" and not (route.kind == "transfer_to" and team))
-        if not moves:  # a move writes its result together with the move itself
+        route = await run_tools(self, agent, calls, agent_span, offer)
+        blocked = self.control.blocked
+        if blocked is not None:
             await self.flush()
-        if self.control.blocked is not None:
-            return TurnResult(message, Blocked(self.control.blocked))
-        if route is None:
-            return TurnResult(message, RUN_AGAIN)
-        if route.kind == "finish":
-            return TurnResult(message, Finished(route.summary, route))
-        if route.kind == "transfer_to" and team:
-            return TurnResult(message, TeamRoute(route))
-        return TurnResult(message, Move(route))
+            return TurnResult(message, Blocked(blocked))
+        match route:
+            case None:
+                await self.flush()
+                return TurnResult(message, RUN_AGAIN)
+            case Transfer() | Return():  # its result is written with the move (``_move``)
+                return TurnResult(message, Move(route))
+            case End(summary=summary):
+                await self.flush()
+                return TurnResult(message, Finished(summary, route))
+            case RouteTo():  # in a team; elsewhere it became a transfer by name
+                await self.flush()
+                return TurnResult(message, TeamRoute(route))
 
-    async def _move(self, agent: Agent[Any], route: Route, agent_span: Span,
+    async def _move(self, agent: Agent[Any], route: Transfer | Return, agent_span: Span,
                     run_span: Span) -> tuple[Agent[Any], Span]:
         """Carry out a transfer or a task's return: logged with the call's result, then the
         target takes over."""
         target = route.target
-        assert target is not None
-        if route.kind == "return":
-            self._return(agent, target, route.summary)
-        else:
-            # A task, single-turn or workflow target gives control back when it is done.
-            returns_to = agent.name if target.mode in ("task", "single_turn") \
-                or target.is_composite else None
-            if returns_to:
-                self.transfers.returns.append(returns_to)
-            event = new_handoff_event(
-                agent.name, self.path(agent), target.name,
-                route.reason or f"requested by {agent.name}", route.call.id, returns_to)
-            if route.handoff is not None and route.handoff.input_type is not None:
-                event.input = route.handoff.input_data(route.input)
-            self.log.add(event)
+        transfer = None
+        match route:
+            case Return(summary=summary):
+                self.returned(agent, target, summary)
+            case Transfer(handoff=h):
+                transfer = route
+                # A task, single-turn or workflow target gives control back when it is done.
+                returns_to = agent.name if target.mode in ("task", "single_turn") \
+                    or target.is_composite else None
+                if returns_to:
+                    self.transfers.returns.append(returns_to)
+                event = new_handoff_event(
+                    agent.name, self.path(agent), target.name,
+                    route.reason or f"requested by {agent.name}", route.call.id, returns_to)
+                if h is not None and h.input_type is not None:
+                    event.input = h.input_data(route.input)
+                self.log.add(event)
         # The call's result and the move itself: one transaction, so a crash cannot leave the
         # old agent told "Transferred" (or "Returned") and still active.
         await self.flush()
-        return self._switch(agent, target, agent_span, run_span, route)
+        return self._switch(agent, target, agent_span, run_span, transfer)
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
                        pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:
@@ -706,7 +399,7 @@ class AgentLoop:
         caller = self.caller()
         if self.stopped or caller is None:
             return final, last, span, False
-        self._return(workflow, caller, final)
+        self.returned(workflow, caller, final)
         flow: Composite = workflow  # type: ignore[assignment]
         if flow.ends_turn and _answered(self.views.transcript, last):
             self.state.trace.end(span)
@@ -725,14 +418,8 @@ class AgentLoop:
         self.note(target, f"[{person.name} handed the conversation back to {target.name}]")
         return self._switch(person, target, span, run_span)
 
-    def _return(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
-        if self.transfers.returns:
-            self.transfers.returns.pop()
-        self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
-                              reason=f"returned: {result}"[:500], is_return=True))
-
     def _switch(self, agent: Agent[Any], target: Agent[Any], agent_span: Span, run_span: Span,
-                route: Route | None = None) -> tuple[Agent[Any], Span]:
+                route: Transfer | None = None) -> tuple[Agent[Any], Span]:
         """Make ``target`` the active agent: its guardrails, its view, and its span.
 
         A transfer's target was checked, and its filtered view made, before the transfer was

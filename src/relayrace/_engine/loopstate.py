@@ -9,7 +9,7 @@
 | `Calls` | a batch of tool calls | calls in flight, results held, what a crash left unknown |
 | `Transfers` | the run | handoff hops and limits, the task-mode return stack |
 | `Scope` | a team's turn | the team's guardrails and routing inputs |
-| `Control` | the run | turn counts, this turn's offer flags, how the run ends |
+| `Control` | the run | turn counts, how the run ends |
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..core.messages import Message
     from ..sessions.base import Session
     from ..tracing import Span
+    from .offer import Offer
     from .state import Toolset
 
 __all__ = ["Calls", "Control", "EventLog", "Place", "Scope", "Transfers", "Views"]
@@ -40,8 +41,8 @@ DEFAULT_MAX_TURNS = 25
 class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
-    __slots__ = ("depth", "entry", "extra_tools", "local", "memories", "parent_span", "prefix",
-                 "suffix", "toolsets", "variables")
+    __slots__ = ("depth", "entry", "extra_tools", "local", "memories", "offers", "parent_span",
+                 "prefix", "suffix", "toolsets", "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
                  suffix: str, variables: dict[str, Any] | None,
@@ -63,6 +64,8 @@ class Place:
         ``submit_report``)."""
         self.toolsets: dict[str, Toolset] = {}
         """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
+        self.offers: dict[str, Offer] = {}
+        """Agent name -> its offer when that is what it has (``Pieces.plain_offer``)."""
         self.memories: dict[str, Message | None] = {}
         """Agent name -> what it recalls of its memory, read once per loop."""
         self.local: Usage | None = Usage() if depth else None
@@ -332,8 +335,8 @@ class Scope:
 class Control:
     """How far the run has gone and how it ends."""
 
-    __slots__ = ("agent_turns", "blocked", "finish_task", "finished", "leaving_loop", "loops",
-                 "max_turns", "output_failures", "refuse_handoffs", "resuming", "turns")
+    __slots__ = ("agent_turns", "blocked", "finished", "leaving_loop", "loops", "max_turns",
+                 "output_failures", "resuming", "turns")
 
     def __init__(self, max_turns: int) -> None:
         self.turns = 0
@@ -342,10 +345,6 @@ class Control:
         """The run's turn limit."""
         self.agent_turns: dict[str, int] | None = None
         """Turns of agents with their own ``max_turns``."""
-        self.finish_task = False
-        """Whether the active agent is offered finish_task this turn."""
-        self.refuse_handoffs = False
-        """Whether a swarm's hop limit hides transfers this turn."""
         self.resuming = False
         """Whether the run continues the log (``input=None``)."""
         self.blocked: str | None = None
@@ -370,10 +369,6 @@ class Control:
     def begin(self, *, resuming: bool) -> None:
         """The run starts: with new input, or continuing the log."""
         self.resuming = resuming
-
-    def offer(self, finish_task: bool, refuse_handoffs: bool) -> None:
-        """What the active agent is offered this turn."""
-        self.finish_task, self.refuse_handoffs = finish_task, refuse_handoffs
 
     def count_turn(self, agent: str, own_limit: int | None) -> None:
         """Count a model turn of ``agent``; raise past its own ``max_turns`` (the run's limit

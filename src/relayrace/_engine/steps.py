@@ -13,15 +13,16 @@ from __future__ import annotations
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from ..agents.approvals import Interrupted, UserQuestion
 from ..agents.tools import Tool, ToolRetry, render_tool_output
 from ..core.exceptions import UsageLimitExceeded
 from ..models.interface import ModelResponse
 from ..teams.routing import Finish, TransferTo
+from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -29,9 +30,10 @@ if TYPE_CHECKING:
     from ..core.messages import ToolCall
     from ..sessions.base import LogView
     from ..sessions.steps import StepRunner
-    from .loop import AgentLoop
+    from .callkey import CallKey
 
-__all__ = ["Attempt", "AttemptEnded", "attempt_tool", "begin_attempt", "model_step",
+__all__ = ["Again", "Attempt", "AttemptEnded", "Crashed", "Finishing", "Redirected", "Retry",
+           "Returned", "attempt_tool", "begin_attempt", "model_step",
            "recorded_call"]
 
 In = TypeVar("In")
@@ -41,26 +43,67 @@ A = TypeVar("A")
 _STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
 
 
-@dataclass(slots=True)
-class Attempt:
-    """What one call of a tool came to, in a form a step can record."""
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The tool returned a value, rendered as ``text``."""
 
-    kind: Literal["value", "retry", "error", "transfer", "finish", "again"]
-    """A value (``text``, rendered); ``ToolRetry`` (``text``: its message); a crash
-    (``text``: ``Type: message``, ``tb``: the traceback); a ``TransferTo`` (``text``: the
-    target) or a ``Finish``; ``again``: the call stopped the run (a question, a child waiting
-    for a person, a budget), so an attempt that replays it calls the tool again."""
-    text: str = ""
-    tb: str = ""
+    text: str
+    kind: Literal["value"] = "value"
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The tool raised ``ToolRetry`` with the message ``text``."""
+
+    text: str
+    kind: Literal["retry"] = "retry"
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Crashed:
+    """The tool crashed: ``text`` is ``Type: message``, ``tb`` the traceback."""
+
+    text: str
+    tb: str
+    kind: Literal["error"] = "error"
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Redirected:
+    """The tool returned a ``TransferTo``: ``text`` names the target."""
+
+    text: str
+    reason: str = ""
+    kind: Literal["transfer"] = "transfer"
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Finishing:
+    """The tool returned a ``Finish``."""
+
     reason: str = ""
     summary: str = ""
     scope: Literal["run", "loop"] = "run"
+    kind: Literal["finish"] = "finish"
 
-    def signal(self) -> TransferTo | Finish:
-        """The routing value a ``transfer`` or ``finish`` attempt returned."""
-        if self.kind == "transfer":
-            return TransferTo(self.text, self.reason)
-        return Finish(self.reason, self.summary, self.scope)
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Again:
+    """The call stopped the run (a question, a child waiting for a person, a budget): an
+    attempt that replays it calls the tool again."""
+
+    kind: Literal["again"] = "again"
+
+
+Attempt = Annotated[Returned | Retry | Crashed | Redirected | Finishing | Again,
+                    Field(discriminator="kind")]
+"""What one call of a tool came to, in a form a step can record (as JSON, by ``kind``)."""
 
 
 class AttemptEnded(Exception):
@@ -95,30 +138,23 @@ async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
     try:
         value = await tool.invoke(ctx, call.arguments)
     except ToolRetry as exc:
-        return Attempt("retry", str(exc))
+        return Retry(str(exc))
     except _STOPS:
         raise
     except Exception as exc:  # a crashing tool is reported to the model, not to the caller
-        return Attempt("error", f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        return Crashed(f"{type(exc).__name__}: {exc}", traceback.format_exc())
     if isinstance(value, TransferTo):
-        return Attempt("transfer", value.target, reason=value.reason)
+        return Redirected(value.target, value.reason)
     if isinstance(value, Finish):
-        return Attempt("finish", reason=value.reason, summary=value.summary,
-                       scope=value.scope)
-    return Attempt("value", render_tool_output(value))
+        return Finishing(value.reason, value.summary, value.scope)
+    return Returned(render_tool_output(value))
 
 
-def _tool_key(loop: AgentLoop, call: ToolCall) -> str:
-    # The batch's place in the conversation and the provider's call id: the same in every
-    # attempt, since a resumed run rebuilds the conversation from the log. The tool's name
-    # is for people reading DBOS's records.
-    return f"{loop.log.session.session_id}/tool/{loop.calls.batch_at}/{call.id}/{call.name}"
-
-
-async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
-                       call: ToolCall) -> Attempt:
-    """Call ``tool`` (a step of a durable run, when it is one); raise what stops the run."""
-    steps = loop.state.steps
+async def attempt_tool(steps: StepRunner | None, tool: Tool, ctx: RunContext[Any],
+                       key: CallKey) -> Attempt:
+    """Call ``tool`` (a step of a durable run, when ``steps`` records them); raise what stops
+    the run."""
+    call = key.call
     if steps is None or tool.delegates:
         return await _attempt(tool, ctx, call)
     stopped: list[BaseException] = []
@@ -128,30 +164,30 @@ async def attempt_tool(loop: AgentLoop, tool: Tool, ctx: RunContext[Any],
             done = await _attempt(tool, ctx, call)
         except _STOPS as exc:
             stopped.append(exc)
-            done = Attempt("again")
+            done = Again()
         return _attempts.dump_json(done).decode()
 
-    done = _attempts.validate_json(await steps.step(_tool_key(loop, call), live))
+    done = _attempts.validate_json(await steps.step(key.step_key, live))
     if stopped:
         raise stopped[0]
-    if done.kind == "again":  # it stopped the run last time: it asks (or stops) again
+    if type(done) is Again:  # it stopped the run last time: it asks (or stops) again
         return await _attempt(tool, ctx, call)
     return done
 
 
-def recorded_call(loop: AgentLoop, call: ToolCall) -> bool:
-    """Whether an earlier attempt of this durable run recorded ``call``'s outcome (so a call
-    the log shows started and unanswered finished after all)."""
-    steps = loop.state.steps
-    return steps is not None and steps.recorded(_tool_key(loop, call)) is not None
+def recorded_call(steps: StepRunner | None, key: CallKey) -> bool:
+    """Whether an earlier attempt of this durable run recorded the outcome of the call ``key``
+    names (so a call the log shows started and unanswered finished after all)."""
+    return steps is not None and steps.recorded(key.step_key) is not None
 
 
-async def model_step(loop: AgentLoop, steps: StepRunner, agent_name: str,
+async def model_step(steps: StepRunner, session_id: str, at: int, agent_name: str,
                      request: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
-    """``request()``'s response, as the durable run's step for this turn of ``agent_name``."""
+    """``request()``'s response, as the durable run's step for the turn of ``agent_name`` in
+    ``session_id`` whose request shows ``at`` messages."""
 
     async def live() -> str:
         return _responses.dump_json(await request()).decode()
 
-    key = f"{loop.log.session.session_id}/model/{len(loop.views.transcript)}/{agent_name}"
+    key = f"{session_id}/model/{at}/{agent_name}"
     return _responses.validate_json(await steps.step(key, live))

@@ -16,175 +16,156 @@ import time
 import traceback
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..agents.approvals import Interrupted, Pending, PendingApproval, PendingQuestion, UserQuestion
-from ..agents.handoffs import FINISH_TASK, SINGLE_TOOL_NAME, Handoff, sanitize_tool_name
-from ..agents.tools import Tool, ToolRetry, parse_arguments
+from ..agents.handoffs import FINISH_TASK
+from ..agents.tools import Tool
 from ..core.events import ToolResultEvent, ToolStartedEvent
 from ..core.exceptions import UsageLimitExceeded, UserError
 from ..core.messages import Message, ToolCall
 from ..core.templates import ContextTransformError
 from ..core.usage import CHARS_PER_TOKEN
-from ..teams.routing import Finish, TransferTo
+from .callcheck import argument, parse_handoff, refusal
+from .callkey import CallKey, request_of
 from .context import cut_long
 from .guarding import guard_text, input_block
-from .state import listed_toolset_of
-from .steps import attempt_tool, recorded_call
+from .pieces import Pieces, outcome_unknown
+from .steps import Crashed, Finishing, Redirected, Retry, Returned, attempt_tool, recorded_call
+from .turn import End, Return, Route, RouteTo, Transfer
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..tracing import Span
-    from .loop import AgentLoop
-    from .state import Toolset
+    from .offer import Offer
 
 
 
-@dataclass(slots=True)
-class Route:
-    """Where control goes after a turn's tool calls."""
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A call that stopped for a person: a question it asked, or what a delegated child
+    waits for."""
 
-    kind: Literal["transfer", "return", "transfer_to", "finish"]
-    """A transfer tool, a task's return, a typed ``TransferTo``, or a typed ``Finish``."""
-    call: ToolCall
-    """The call that asked for it."""
-    target: Agent[Any] | None = None
-    """The agent that takes over (transfer and return)."""
-    name: str = ""
-    """For a typed ``TransferTo``: the target's name."""
-    reason: str = ""
-    """Why."""
-    summary: str = ""
-    """For ``Finish`` and a task's return: the result."""
-    handoff: Handoff | None = None
-    """For a transfer: the handoff used."""
-    view: list[Message] | None = None
-    """For a transfer through an input filter: what the target sees."""
-    note: Message | None = None
-    """For a transfer: its result, which the target keeps seeing beside a filter."""
-    input: Any = None
-    """For a transfer with an ``input_type``: the validated value."""
-    scope: Literal["run", "loop"] = "run"
-    """For ``Finish``: whether the run ends, or only the innermost loop."""
-
-
-@dataclass(slots=True)
-class _Outcome:
-    event: ToolResultEvent | None
-    signal: TransferTo | Finish | None = None
-    pending: list[Pending] | None = None
+    pending: list[Pending]
 
 
 async def run_tools(
-    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span
+    pieces: Pieces, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    offer: Offer | None = None,
 ) -> Route | None:
-    """Answer every call; return the winning route, if any. Raise ``Interrupted``.
+    """Answer every call, checked against the turn's ``offer`` (by default, what the loop
+    offers ``agent`` now); return the winning route, if any. Raise ``Interrupted``.
 
     Results are kept as each call completes, and logged however the turn ends: a timeout,
     a cancellation or an error never turns a call that ran into one marked "not executed".
     """
-    if agent.toolsets and agent.name not in loop.place.toolsets:
-        # A resumed run answers open calls before any turn has listed the agent's toolsets.
-        loop.place.toolsets[agent.name] = await listed_toolset_of(agent)
+    if offer is None:
+        offer = await pieces.offer(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
-        return await _run_tools(loop, agent, calls, parent, results)
+        return await _run_tools(pieces, agent, offer, calls, parent, results)
     except Interrupted:  # the calls awaiting a person stay open
-        push_results(loop, results)
+        push_results(pieces, results)
         raise
     except BaseException:  # the run ends: its end logs these in their calls' places
-        loop.hold(results)
+        pieces.hold(results)
         raise
 
 
 async def _run_tools(
-    loop: AgentLoop, agent: Agent[Any], calls: Sequence[ToolCall], parent: Span,
+    pieces: Pieces, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
     results: list[ToolResultEvent | None],
 ) -> Route | None:
-    ts = loop.toolset(agent)
-    decisions = loop.state.approvals
-    unknown, asked = loop.calls.begin_batch(loop.views.transcript)
+    ts = offer.toolset
+    decisions = pieces.state.approvals
+    unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
     waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
     child_waiting: list[Pending] = []  # questions, and what delegated children wait for
     ordinary: list[tuple[int, Tool, ToolCall]] = []
     routes: list[tuple[int, Route]] = []
-    off = await tools_off(loop, agent, ts) if ts.gated else ()
+    route: Transfer | None = None
+    off = offer.off
     for i, call in enumerate(calls):
         tool = ts.tools.get(call.name)
         needs_approval = False
         if tool is not None and call.name in off:
-            results[i] = loop.tool_result(
+            results[i] = pieces.tool_result(
                 agent, call, f"Not performed: the tool {call.name!r} is not available right "
                 "now; continue without it.", is_error=True)
             continue
         if tool is not None:
             needs_approval = tool.requires_approval
             started = unknown.get(call.id) if unknown else None
-            if started is not None and recorded_call(loop, call):
+            if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
                 # A durable run's earlier attempt finished it: its recorded outcome is taken.
                 ordinary.append((i, tool, call))
                 continue
             # A call that stopped for a person after it last started (``asked``) did not end.
             if started is not None and not tool.idempotent and call.id not in asked:
                 if not needs_approval:
-                    results[i] = loop.tool_result(agent, call, outcome_unknown(
+                    results[i] = pieces.tool_result(agent, call, outcome_unknown(
                         started, "the run stopped"), is_error=True)
                     continue
                 waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
                 continue
-            if decisions is not None and decisions.answered(loop.log.session.session_id, call):
+            if decisions is not None and decisions.answered(
+                    request_of(pieces.log.session.session_id, call)):
                 # It runs again with the answers: it was approved (if it had to be) before it
                 # asked. Cut short after an answer, it is unknown above: an answer runs once.
                 ordinary.append((i, tool, call))
                 continue
-        elif call.name == FINISH_TASK and loop.control.finish_task:
-            summary = _argument(call, "result")  # already guarded when the call was logged
-            routes.append((i, Route("return", call, loop.caller(), summary=summary)))
+        elif call.name == FINISH_TASK and offer.finish_task:
+            summary = argument(call, "result")  # already guarded when the call was logged
+            caller = pieces.caller()
+            assert caller is not None  # finish_task is offered while a return is owed
+            routes.append((i, Return(call, caller, summary)))
             continue
-        elif call.name in ts.handoffs.by_tool and not loop.control.refuse_handoffs:
-            h, reason, error, value = await _parse_handoff(loop, agent, call, ts)
+        elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
+            h, reason, error, value = parse_handoff(agent, call, offer)
             if error is not None or h is None:
-                results[i] = loop.tool_result(agent, call, error or "", is_error=True)
+                results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
                 continue
             needs_approval = h.requires_approval
-            route = Route("transfer", call, h.agent, reason=reason, handoff=h, input=value)
+            route = Transfer(call, h.agent, reason, h, value)
         else:
-            results[i] = loop.tool_result(
-                agent, call, await _refusal(loop, agent, call.name, ts), is_error=True)
+            results[i] = pieces.tool_result(
+                agent, call, refusal(agent, call.name, offer), is_error=True)
             continue
         if needs_approval:
-            decision = decisions.take(loop.log.session.session_id, call) if decisions else None
+            decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
+                if decisions else None
             if decision is None:
                 waiting[i] = ""
                 continue
             if not decision:
-                results[i] = loop.tool_result(
+                results[i] = pieces.tool_result(
                     agent, call, "Rejected: a human reviewer declined this call, so it was "
                     "not executed. Continue without it or ask the user.", is_error=True)
                 continue
         if tool is not None:
             ordinary.append((i, tool, call))
         else:
+            assert route is not None  # a transfer call, parsed above
             routes.append((i, route))
     if ordinary:
-        admitted, over_limit = _admit(loop, agent, ordinary, results)
-        signals = await _execute(loop, agent, admitted, parent, results, child_waiting)
+        admitted, over_limit = _admit(pieces, agent, ordinary, results)
+        signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
         if signals:
-            routes.extend((i, _signal_route(calls[i], s)) for i, s in signals)
+            routes.extend(signals)
         if len(signals) < len(admitted):
-            loop.transfers.worked()
+            pieces.transfers.worked()
         if over_limit is not None:  # what ran is logged; the run's end answers the rest
             raise over_limit
     if waiting or child_waiting:
         # Routes stay unanswered too, and are decided when the run resumes; they are not
         # approval requests, so they are not listed as pending.
-        push_results(loop, results)
-        pending = [_pending(loop, agent, calls[i], waiting[i]) for i in sorted(waiting)]
+        push_results(pieces, results)
+        pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
         for p in pending:
-            loop.log.add(p.event(here=True))
+            pieces.log.add(p.event(here=True))
         raise Interrupted([*pending, *child_waiting])
     if not routes:
-        push_results(loop, results)
+        push_results(pieces, results)
         return None
     if len(routes) > 1:
         routes.sort(key=lambda r: r[0])
@@ -192,14 +173,17 @@ async def _run_tools(
     for i, other in routes[1:]:
         note = (f"Not performed: only the first routing request of a turn is considered, "
                 f"and this turn's first was: {_describe(chosen)}.")
-        if other.kind in ("transfer_to", "finish"):  # the tool itself ran; only routing is void
+        if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
             note = "The tool ran, but its routing was not applied. " + note
-        results[i] = loop.tool_result(agent, other.call, note, is_error=True)
-    return await _take_route(loop, agent, chosen, results, calls.index(chosen.call), parent)
+        results[i] = pieces.tool_result(agent, other.call, note, is_error=True)
+    index = calls.index(chosen.call)
+    if type(chosen) is Transfer:  # the usual route: a transfer tool's
+        return await _transfer(pieces, agent, chosen, results, index, parent)
+    return await _take_route(pieces, agent, chosen, results, index, parent)
 
 
 def _admit(
-    loop: AgentLoop, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
+    pieces: Pieces, agent: Agent[Any], items: list[tuple[int, Tool, ToolCall]],
     results: list[ToolResultEvent | None],
 ) -> tuple[list[tuple[int, Tool, ToolCall]], UsageLimitExceeded | None]:
     """Apply rate limits, and reserve ``max_tool_calls`` for the whole batch before any runs.
@@ -213,102 +197,117 @@ def _admit(
         if wait:
             limit = tool.rate_limit
             assert limit is not None
-            results[i] = loop.tool_result(
+            results[i] = pieces.tool_result(
                 agent, call, f"Rate limit: {tool.name} allows {limit.max_calls} call(s) per "
                 f"{limit.window_s:g} s; it can be called again in {wait:.1f} s.", is_error=True)
         else:
             admitted.append((i, tool, call))
-    n, over = loop.state.budget.admit_tools(len(admitted), loop.path(agent), loop.place.local)
+    n, over = pieces.state.budget.admit_tools(len(admitted), pieces.path(agent), pieces.place.local)
     return admitted[:n], over
 
 
 async def _take_route(
-    loop: AgentLoop, agent: Agent[Any], route: Route,
+    pieces: Pieces, agent: Agent[Any], route: Route,
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
+    """Carry out the turn's winning route as far as the turn goes: answer its call, and for a
+    transfer check it (limits, the target's guardrails, the handoff's filter and hook). The
+    route returned is what the loop carries out (``None``: control stays)."""
     call = route.call
-    if route.kind == "transfer_to" and not loop.scope.team_mode:
-        # A typed TransferTo outside a team is a transfer by name, under the same limits.
-        found = agent.find_agent(route.name)
-        if found is None:
-            results[index] = loop.tool_result(
-                agent, call, f"The tool ran, but its TransferTo names no agent {route.name!r} in "
-                "this team; control stays here.", is_error=True)
-            push_results(loop, results)
-            return None
-        route.target = found
-    if route.kind == "transfer" or (route.kind == "transfer_to" and not loop.scope.team_mode):
-        target = route.target
-        assert target is not None
-        refusal, error = loop.transfers.check(agent.name, target.name)
-        context = None
-        if refusal is None and route.handoff is not None:
-            try:
-                context = route.handoff.context(route.reason, route.input)
-            except ContextTransformError as exc:  # the model's arguments: it can retry
-                refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
-                           "arguments its context transform can use.")
-        if refusal is None:
-            text = f"Transferred from {agent.name} to {target.name}."
-            if context is not None:  # the handoff's context_transform replaces the reason
-                text += f" Context: {context}"
-            else:
-                if route.reason:
-                    text += f" Reason: {route.reason}"
-                if route.handoff is not None and route.handoff.input_type is not None:
-                    data = route.handoff.input_data(route.input)
-                    text += f" Input: {json.dumps(data, ensure_ascii=False)}"
-            # The target checks this turn's results, its transfer note included, in log order.
-            results[index] = loop.tool_result(agent, call, text)
-            blocked = input_block(loop, target, [ev.message for ev in results if ev is not None])
-            if blocked is not None:  # the run ends with the guardrail's answer
-                loop.control.block(blocked)
-                refusal = f"{target.name}'s input guardrail blocked the request."
-        if refusal is None and route.handoff is not None:
-            if route.handoff.input_filter is not None:
-                await _filter_view(loop, agent, route, results, index)
-            failure = await _on_handoff(loop, agent, call, route, parent)
-            if failure is not None:
-                results[index] = loop.tool_result(
-                    agent, call, f"Not performed: the transfer to {target.name} failed "
-                    f"({failure[0]}).", is_error=True, tb=failure[1])
-                push_results(loop, results)
+    match route:
+        case Transfer():
+            return await _transfer(pieces, agent, route, results, index, parent)
+        case RouteTo(name=name, reason=reason) if not pieces.scope.team_mode:
+            # A typed TransferTo outside a team is a transfer by name, under the same limits.
+            found = agent.find_agent(name)
+            if found is None:
+                results[index] = pieces.tool_result(
+                    agent, call, f"The tool ran, but its TransferTo names no agent {name!r} "
+                    "in this team; control stays here.", is_error=True)
+                push_results(pieces, results)
                 return None
-        if refusal is None:
-            loop.transfers.made()
-        else:
-            prefix = "The tool ran, but routing was refused" if route.kind == "transfer_to" else \
-                "Not performed"
-            results[index] = loop.tool_result(agent, call, f"{prefix}: {refusal}",
-                                              is_error=True)
-            push_results(loop, results)
-            if error is not None:
-                await loop.flush()
-                raise error  # the session is complete and valid here
-            return None
-        route.note = results[index].message  # type: ignore[union-attr]
-    elif route.kind == "return":
-        assert route.target is not None
-        results[index] = loop.tool_result(
-            agent, call, f"Returned to {route.target.name} with the result.")
-    elif route.kind == "transfer_to":
-        text = f"Routing to {route.name} after this turn."
-        results[index] = loop.tool_result(agent, call, text + (
-            f" Reason: {route.reason}" if route.reason else ""))
-    else:
-        route.summary = guard_text(loop, agent, route.summary) if route.summary else ""
-        ending = "Leaving the loop" if route.scope == "loop" else "Finishing the run"
-        results[index] = loop.tool_result(agent, call, f"{ending}: {route.reason}")
-    push_results(loop, results)
+            return await _transfer(pieces, agent, Transfer(call, found, reason), results,
+                                   index, parent)
+        case Return(target=target):
+            results[index] = pieces.tool_result(
+                agent, call, f"Returned to {target.name} with the result.")
+        case RouteTo(name=name, reason=reason):
+            text = f"Routing to {name} after this turn."
+            results[index] = pieces.tool_result(agent, call, text + (
+                f" Reason: {reason}" if reason else ""))
+        case End(reason=reason, summary=summary, scope=scope):
+            if summary:
+                route = End(call, reason, guard_text(pieces, agent, summary), scope)
+            ending = "Leaving the loop" if scope == "loop" else "Finishing the run"
+            results[index] = pieces.tool_result(agent, call, f"{ending}: {reason}")
+    push_results(pieces, results)
     return route
 
 
-def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None:
+async def _transfer(
+    pieces: Pieces, agent: Agent[Any], route: Transfer,
+    results: list[ToolResultEvent | None], index: int, parent: Span,
+) -> Transfer | None:
+    """A transfer, checked: confirmed (its call answered, the target's view made), or
+    refused (answered why; a limit that ends the run raises after)."""
+    call, target, h = route.call, route.target, route.handoff
+    refusal, error = pieces.transfers.check(agent.name, target.name)
+    context = None
+    if refusal is None and h is not None:
+        try:
+            context = h.context(route.reason, route.input)
+        except ContextTransformError as exc:  # the model's arguments: it can retry
+            refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
+                       "arguments its context transform can use.")
+    view = None
+    if refusal is None:
+        text = f"Transferred from {agent.name} to {target.name}."
+        if context is not None:  # the handoff's context_transform replaces the reason
+            text += f" Context: {context}"
+        else:
+            if route.reason:
+                text += f" Reason: {route.reason}"
+            if h is not None and h.input_type is not None:
+                data = h.input_data(route.input)
+                text += f" Input: {json.dumps(data, ensure_ascii=False)}"
+        # The target checks this turn's results, its transfer note included, in log order.
+        results[index] = pieces.tool_result(agent, call, text)
+        blocked = input_block(pieces, target, [ev.message for ev in results if ev is not None])
+        if blocked is not None:  # the run ends with the guardrail's answer
+            pieces.control.block(blocked)
+            refusal = f"{target.name}'s input guardrail blocked the request."
+    if refusal is None and h is not None:
+        if h.input_filter is not None:
+            view = await _filter_view(pieces, agent, route, results, index)
+        failure = await _on_handoff(pieces, agent, route, parent)
+        if failure is not None:
+            results[index] = pieces.tool_result(
+                agent, call, f"Not performed: the transfer to {target.name} failed "
+                f"({failure[0]}).", is_error=True, tb=failure[1])
+            push_results(pieces, results)
+            return None
+    if refusal is not None:
+        # A typed TransferTo (no handoff) ran: only its routing is refused.
+        prefix = "The tool ran, but routing was refused" if h is None else "Not performed"
+        results[index] = pieces.tool_result(agent, call, f"{prefix}: {refusal}",
+                                            is_error=True)
+        push_results(pieces, results)
+        if error is not None:
+            await pieces.flush()
+            raise error  # the session is complete and valid here
+        return None
+    pieces.transfers.made()
+    note = results[index].message  # type: ignore[union-attr]
+    push_results(pieces, results)
+    return Transfer(call, target, route.reason, h, route.input, view, note)
+
+
+def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:
     """Add the results gathered so far to the conversation, in call order; each once.
 
     A result recorded when its call finished (persistent logs) is not recorded again.
     """
-    push, add, logged = loop.push, loop.log.add, loop.log.logged
+    push, add, logged = pieces.push, pieces.log.add, pieces.log.logged
     for i, ev in enumerate(results):
         if ev is not None:
             push(ev.message)
@@ -319,202 +318,107 @@ def push_results(loop: AgentLoop, results: list[ToolResultEvent | None]) -> None
             results[i] = None
 
 
-def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
-    """What the model is told of a call that started but whose result was never recorded."""
-    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
-    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and its "
-            f"result was never recorded ({why}). It may or may not have taken effect: check "
-            "before calling it again.")
-
-
-def _pending(loop: AgentLoop, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
+def _pending(pieces: Pieces, agent: Agent[Any], call: ToolCall, note: str) -> PendingApproval:
     return PendingApproval(call_id=call.id, tool_name=call.name, arguments=call.arguments,
-                           agent=agent.name, path=loop.path(agent),
-                           session_id=loop.log.session.session_id, requested_at=time.time(),
+                           agent=agent.name, path=pieces.path(agent),
+                           session_id=pieces.log.session.session_id, requested_at=time.time(),
                            note=note)
 
 
-def _question(loop: AgentLoop, agent: Agent[Any], call: ToolCall, call_key: str,
+def _question(pieces: Pieces, agent: Agent[Any], key: CallKey,
               asked: UserQuestion) -> PendingQuestion:
     # An id short enough to type (``--answer ID=TEXT``), the same whenever this call asks
     # this question, in any process, and different for every other call in the run tree.
-    digest = hashlib.sha256(f"{call_key}#{asked.number}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{key.context_key}#{asked.number}".encode()).hexdigest()
+    call = key.call
     return PendingQuestion(
         id=f"q_{digest[:10]}", question=asked.question, choices=asked.choices,
         call_id=call.id, tool_name=call.name, arguments=call.arguments, agent=agent.name,
-        path=loop.path(agent), session_id=loop.log.session.session_id, asked_at=time.time(),
+        path=pieces.path(agent), session_id=pieces.log.session.session_id, asked_at=time.time(),
         answered=asked.answered)
 
 
-async def tools_off(loop: AgentLoop, agent: Agent[Any], ts: Toolset) -> set[str]:
-    """The names of ``agent``'s gated tools whose ``is_enabled`` says no this turn."""
-    ctx = loop.context_for(agent)
-    off = set()
-    for name, t in ts.gated.items():
-        assert callable(t.is_enabled)
-        flag = t.is_enabled(ctx)
-        if inspect.isawaitable(flag):
-            flag = await flag
-        if not flag:
-            off.add(name)
-    return off
+async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Transfer,
+                       results: list[ToolResultEvent | None], index: int) -> list[Message]:
+    """The view the target of a transfer sees through its handoff's input filter.
 
-
-async def _refusal(loop: AgentLoop, agent: Agent[Any], name: str, ts: Toolset) -> str:
-    offered = sorted(d.name for d in ts.definitions)
-    rule = ts.permissions.refusal(name) if ts.permissions is not None else None
-    if rule is not None:  # offered or not, known or not: the rule answers
-        return (f"Not performed: {agent.name} is not permitted to call {name!r}: {rule} "
-                f"(its permissions). Tools you can call: {', '.join(offered) or 'none'}.")
-    if name in ts.refused:
-        return (f"Tool {name!r} is not available to {agent.name}: as a supervisor it may "
-                f"only call its workers: {', '.join(offered) or 'none'}.")
-    if name == SINGLE_TOOL_NAME and not ts.handoffs.by_agent:
-        return (f"Not performed: {agent.name} may not transfer the conversation to any agent; "
-                "answer the user yourself.")
-    if loop.control.refuse_handoffs and name in ts.handoffs.by_tool:
-        return (f"Not performed: {name} is not available any more; this run has used its "
-                "handoffs. Answer the user yourself.")
-    if name.startswith("transfer_to_"):
-        wanted = name.removeprefix("transfer_to_")
-        # The tool name holds the agent's name sanitized ("Billing Team" -> Billing_Team).
-        target = agent.find_agent(wanted) or next(
-            (a for a in agent.root.walk() if sanitize_tool_name(a.name) == wanted), None)
-        if target is not None:
-            return await _forbidden(loop, agent, target.name, ts)
-    return f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}."
-
-
-async def _forbidden(loop: AgentLoop, agent: Agent[Any], target: str, ts: Toolset) -> str:
-    handoffs = ts.handoffs
-    if handoffs.dynamic:
-        enabled = await handoffs.enabled(loop.context_for(agent))
-    else:
-        enabled = list(handoffs.by_agent.values())
-    if not enabled:
-        allowed = "none; answer the user yourself"
-    elif handoffs.mode == "single":
-        allowed = (f"{SINGLE_TOOL_NAME} with agent_name one of "
-                   f"{', '.join(h.agent.name for h in enabled)}")
-    else:
-        allowed = ", ".join(n for n, h in handoffs.by_tool.items() if h in enabled)
-    return (f"Transfer to {target!r} is not allowed from {agent.name!r}: an agent may "
-            "transfer to its sub-agents, and to its parent or peers only if its transfer "
-            f"policy allows. Transfers you can make now: {allowed}.")
-
-
-async def _parse_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, ts: Toolset
-) -> tuple[Handoff | None, str, str | None, Any]:
-    """The handoff a transfer call asks for, its reason and input (validated when the
-    handoff has an ``input_type``); or what was wrong, for the model."""
-    try:
-        args = parse_arguments(call.arguments, call.name, '{"reason": "..."}')
-    except ToolRetry as exc:
-        return None, "", str(exc), None
-    reason = args.get("reason")
-    reason = reason.strip() if isinstance(reason, str) else ""
-    handoffs = ts.handoffs
-    if call.name == SINGLE_TOOL_NAME and handoffs.mode == "single":
-        name = args.get("agent_name")
-        valid = ", ".join(handoffs.by_agent)
-        if not isinstance(name, str) or not name:
-            return None, "", f"{SINGLE_TOOL_NAME} needs agent_name, one of: {valid}.", None
-        h = handoffs.by_agent.get(name)
-        if h is None:
-            if agent.find_agent(name) is not None:
-                return None, "", await _forbidden(loop, agent, name, ts), None
-            return None, "", f"Unknown agent {name!r}. You can transfer to: {valid}.", None
-    else:
-        h = handoffs.by_tool[call.name]
-    assert h is not None
-    if handoffs.dynamic and not await handoffs.is_offered(h, loop.context_for(agent, call.id)):
-        return None, "", (f"The transfer to {h.agent.name} is not available right now; "
-                          "continue without it."), None
-    if h.input_type is None:
-        return h, reason, None, None
-    value, error = h.validate_input(args)
-    return (None, "", error, None) if error is not None else (h, reason, None, value)
-
-
-async def _filter_view(loop: AgentLoop, agent: Agent[Any], route: Route,
-                       results: list[ToolResultEvent | None], index: int) -> None:
-    """Make the view the target of a transfer sees through its handoff's input filter.
-
-    Done before the transfer is confirmed: a filter that fails ends the run with the call
+    Made before the transfer is confirmed: a filter that fails ends the run with the call
     answered "not performed", so the session stays with ``agent``, valid, as before the call.
     """
-    assert route.handoff is not None and route.target is not None
+    assert route.handoff is not None
     note = results[index].message  # type: ignore[union-attr]
     try:
-        route.view = await loop.filtered_view(
+        return await pieces.filtered_view(
             route.target, route.handoff, note, [ev.message for ev in results if ev is not None])
     except UserError as exc:
-        results[index] = loop.tool_result(
+        results[index] = pieces.tool_result(
             agent, route.call, f"Not performed: the transfer to {route.target.name} failed "
             f"({exc})", is_error=True, tb="".join(traceback.format_exception(exc)))
-        push_results(loop, results)
+        push_results(pieces, results)
         raise
 
 
 async def _on_handoff(
-    loop: AgentLoop, agent: Agent[Any], call: ToolCall, route: Route, parent: Span,
+    pieces: Pieces, agent: Agent[Any], route: Transfer, parent: Span,
 ) -> tuple[str, str] | None:
     """Run the handoff's hook (given the validated input if the handoff has an
     ``input_type``, else the reason); a hook that raises stops the transfer like a crashing
     tool."""
     h, reason = route.handoff, route.reason
     assert h is not None
-    span = loop.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
+    span = pieces.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
                                   from_agent=agent.name, to_agent=h.agent.name, reason=reason)
     try:
         if h.on_handoff is not None:
-            result = h.on_handoff(loop.context_for(agent, call.id),
+            result = h.on_handoff(pieces.context_for(agent, pieces.call_key(route.call)),
                                   reason if h.input_type is None else route.input)
             if inspect.isawaitable(result):
                 await result
     except Exception as exc:
-        loop.state.trace.end(span, exc)
+        pieces.state.trace.end(span, exc)
         return f"{type(exc).__name__}: {exc}", traceback.format_exc()
     except BaseException as exc:
-        loop.state.trace.end(span, exc)
+        pieces.state.trace.end(span, exc)
         raise
-    loop.state.trace.end(span)
+    pieces.state.trace.end(span)
     return None
 
 
 async def _execute(
-    loop: AgentLoop, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
+    pieces: Pieces, agent: Agent[Any], calls: list[tuple[int, Tool, ToolCall]],
     parent: Span, results: list[ToolResultEvent | None], child_waiting: list[Pending],
-) -> list[tuple[int, TransferTo | Finish]]:
+) -> list[tuple[int, RouteTo | End]]:
     """Run ordinary tools: concurrently, except ``sequential`` ones, alone, in order.
 
-    Each result lands in ``results`` as soon as its call completes.
+    Each result lands in ``results`` as soon as its call completes; the routes tools asked
+    for (a typed ``TransferTo`` or ``Finish``) are returned, by call index.
     """
-    signals: list[tuple[int, TransferTo | Finish]] = []
-    persistent = loop.log.session.persistent
+    signals: list[tuple[int, RouteTo | End]] = []
+    persistent = pieces.log.session.persistent
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
-        loop.calls.running.add(call.id)
-        out = await _call_tool(loop, agent, tool, call, parent)
-        loop.calls.running.discard(call.id)
-        ev = results[i] = out.event
-        if ev is not None and persistent:  # on record the moment the call finishes
-            loop.log.add(ev)
-            loop.log.logged.add(id(ev))
-            await asyncio.shield(loop.flush())
-        if out.pending is not None:
-            child_waiting.extend(out.pending)
-        elif out.signal is not None:
-            signals.append((i, out.signal))
+        pieces.calls.running.add(call.id)
+        out = await _call_tool(pieces, agent, tool, call, parent)
+        pieces.calls.running.discard(call.id)
+        match out:
+            case ToolResultEvent():
+                results[i] = out
+                if persistent:  # on record the moment the call finishes
+                    pieces.log.add(out)
+                    pieces.log.logged.add(id(out))
+                    await asyncio.shield(pieces.flush())
+            case Waiting(pending=pending):
+                child_waiting.extend(pending)
+            case _:
+                signals.append((i, out))
 
     async def start(items: list[tuple[int, Tool, ToolCall]]) -> None:
         """Record that these calls start: a resume must not take them for never run."""
-        path = loop.path(agent)
+        path = pieces.path(agent)
         for _, tool, call in items:
-            loop.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
+            pieces.log.add(ToolStartedEvent(agent=agent.name, path=path, tool_call_id=call.id,
                                           tool_name=tool.name))
-        await loop.flush()
+        await pieces.flush()
 
     if len(calls) == 1:  # the common case
         if persistent:
@@ -564,71 +468,61 @@ async def _together(calls: list[Coroutine[Any, Any, None]]) -> None:
 
 
 async def _call_tool(
-    loop: AgentLoop, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
-) -> _Outcome:
-    state = loop.state
+    pieces: Pieces, agent: Agent[Any], tool: Tool, call: ToolCall, parent: Span
+) -> ToolResultEvent | RouteTo | End | Waiting:
+    """One call of ``tool``: its result, the route it asked for, or what it waits for."""
+    state = pieces.state
     span = state.trace.start("tool", tool.name, parent, call_id=call.id, agent=agent.name)
-    ctx = loop.context_for(agent, call.id, span)
+    key = pieces.call_key(call)
+    ctx = pieces.context_for(agent, key, span)
     if state.approvals is not None:
-        ctx.answers = state.approvals.take_answers(loop.log.session.session_id, call)
+        ctx.answers = state.approvals.take_answers(key.request)
     try:
-        done = await attempt_tool(loop, tool, ctx, call)
+        done = await attempt_tool(state.steps, tool, ctx, key)
     except UserQuestion as asked:  # the call waits for the user's answer
         state.trace.end(span)
-        question = _question(loop, agent, call, ctx.call_key, asked)
-        loop.log.add(question.event(here=True))
-        return _Outcome(None, pending=[question])
+        question = _question(pieces, agent, key, asked)
+        pieces.log.add(question.event(here=True))
+        return Waiting([question])
     except Interrupted as exc:  # a delegated child stopped for a person
         state.trace.end(span)
-        return _Outcome(None, pending=exc.pending)
+        return Waiting(exc.pending)
     except UsageLimitExceeded as exc:  # a budget ends this loop; a parent sees an error
         state.trace.end(span, exc)
         raise
-    kind = done.kind
-    if kind == "retry":
-        state.trace.end(span, f"ToolRetry: {done.text}")
-        return _Outcome(loop.tool_result(agent, call, done.text, is_error=True))
-    if kind == "error":  # a crashing tool is reported to the model, not to the caller
-        state.trace.end(span, done.text)
-        return _Outcome(loop.tool_result(agent, call, f"Error: tool {tool.name} failed: "
-                                         f"{done.text}", is_error=True, tb=done.tb))
-    state.trace.end(span)
-    if kind != "value":
-        return _Outcome(None, signal=done.signal())
-    text = done.text
-    limit = tool.max_result_tokens or agent.max_result_tokens
-    if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
-        return _Outcome(cut_long(loop, agent, call, text, limit))
-    return _Outcome(loop.tool_result(agent, call, text))
-
-
-def _signal_route(call: ToolCall, signal: TransferTo | Finish) -> Route:
-    if isinstance(signal, TransferTo):
-        return Route("transfer_to", call, name=signal.target, reason=signal.reason)
-    return Route("finish", call, reason=signal.reason, summary=signal.summary,
-                 scope=signal.scope)
+    match done:
+        case Returned(text=text):
+            state.trace.end(span)
+            limit = tool.max_result_tokens or agent.max_result_tokens
+            if limit is not None and len(text) > limit * CHARS_PER_TOKEN:
+                return cut_long(pieces, agent, call, text, limit)
+            return pieces.tool_result(agent, call, text)
+        case Retry(text=text):
+            state.trace.end(span, f"ToolRetry: {text}")
+            return pieces.tool_result(agent, call, text, is_error=True)
+        case Crashed(text=text, tb=tb):  # reported to the model, not to the caller
+            state.trace.end(span, text)
+            return pieces.tool_result(agent, call, f"Error: tool {tool.name} failed: {text}",
+                                      is_error=True, tb=tb)
+        case Redirected(text=target, reason=reason):
+            state.trace.end(span)
+            return RouteTo(call, target, reason)
+        case Finishing(reason=reason, summary=summary, scope=scope):
+            state.trace.end(span)
+            return End(call, reason, summary, scope)
+    raise AssertionError(f"an attempt replayed as {done!r}")  # Again: attempt_tool calls again
 
 
 def _describe(route: Route) -> str:
-    if route.kind == "finish":
-        return "finish the run"
-    target = route.target.name if route.target is not None else route.name
-    return f"{'return' if route.kind == 'return' else 'transfer'} to {target}"
+    match route:
+        case End():
+            return "finish the run"
+        case Return(target=target):
+            return f"return to {target.name}"
+        case Transfer(target=target):
+            return f"transfer to {target.name}"
+        case RouteTo(name=name):
+            return f"transfer to {name}"
 
 
-def _argument(call: ToolCall, key: str) -> str:
-    try:
-        value = parse_arguments(call.arguments, call.name).get(key, "")
-    except ToolRetry:
-        return call.arguments
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def finish_task_definition() -> dict[str, Any]:
-    """The ``finish_task`` tool offered to an agent working in ``task`` mode."""
-    return {"type": "object", "required": ["result"], "properties": {
-        "result": {"type": "string", "description": "What you did and found, for the caller."}}}
-
-
-__all__ = ["FINISH_TASK", "Route", "finish_task_definition", "outcome_unknown",
-           "push_results", "run_tools"]
+__all__ = ["Route", "Waiting", "push_results", "run_tools"]

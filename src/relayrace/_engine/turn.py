@@ -1,73 +1,156 @@
-"""One model turn as a value: what the model said and what happens next.
+"""One vocabulary for what a call and a turn decide: frozen variants that carry their own data.
 
-``AgentLoop.take_turn`` produces a `TurnResult`; ``AgentLoop.turns_of`` is a dispatcher over
-its ``next``. Every tool call of the turn is answered (and logged) before the result is made,
-whatever comes next.
+A tool call that asks to move control gives a `Route`: a transfer tool's `Transfer`, a task's
+`Return` (``finish_task``), a tool's typed ``TransferTo`` (`RouteTo`; outside a team it becomes
+a `Transfer` by name) or typed ``Finish`` (`End`). ``AgentLoop.take_turn`` makes a `TurnResult`
+whose ``next`` says what happens after the turn (`Next`), and ``AgentLoop.turns_of`` a
+dispatcher over it, ends with `Spoke`. Every tool call of a turn is answered (and logged)
+before its result is made, whatever comes next. Each value is never changed once made; code
+that reads one matches on its type.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from ..core.messages import Message
-    from .toolexec import Route
+    from ..agents.handoffs import Handoff
+    from ..core.messages import Message, ToolCall
 
-__all__ = ["RUN_AGAIN", "Answer", "Blocked", "Finished", "HandBack", "Move", "Next", "RunAgain",
-           "TeamRoute", "TurnResult", "Yield"]
+__all__ = ["RUN_AGAIN", "Answer", "Blocked", "End", "Finished", "HandBack", "Move", "Next",
+           "Return", "Route", "RouteTo", "RunAgain", "Spoke", "TeamRoute", "Transfer",
+           "TurnResult", "Yield"]
 
 
-@dataclass(slots=True)
+# -- what a call asks for -------------------------------------------------------------------
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A transfer to ``target``: through a transfer tool (``handoff``), or a tool's typed
+    ``TransferTo`` outside a team (no ``handoff``: the tool ran, only its routing may be
+    refused)."""
+
+    kind: ClassVar[str] = "transfer"
+    call: ToolCall
+    """The call that asked for it."""
+    target: Agent[Any]
+    """The agent that takes over."""
+    reason: str = ""
+    handoff: Handoff | None = None
+    """The handoff used, if a transfer tool asked."""
+    input: Any = None
+    """The validated value of a handoff with an ``input_type``."""
+    view: list[Message] | None = None
+    """What the target sees through the handoff's input filter (once confirmed)."""
+    note: Message | None = None
+    """The call's result, which the target keeps seeing beside a filter (once confirmed)."""
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Return:
+    """A task agent's ``finish_task``: control and ``summary`` go back to ``target``."""
+
+    kind: ClassVar[str] = "return"
+    call: ToolCall
+    target: Agent[Any]
+    summary: str = ""
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class RouteTo:
+    """A tool's typed ``TransferTo`` by agent name: in a team, the team routes after the
+    turn."""
+
+    kind: ClassVar[str] = "transfer_to"
+    call: ToolCall
+    name: str
+    reason: str = ""
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class End:
+    """A tool's typed ``Finish``: the run ends (``scope="run"``) or the innermost loop."""
+
+    kind: ClassVar[str] = "finish"
+    call: ToolCall
+    reason: str = ""
+    summary: str = ""
+    scope: Literal["run", "loop"] = "run"
+
+
+Route = Transfer | Return | RouteTo | End
+"""Where control goes after a turn's tool calls."""
+
+
+# -- what happens after a turn --------------------------------------------------------------
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class Answer:
     """The model answered with text and no tool call: the agent's turns end with it."""
 
     text: str
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class RunAgain:
     """The turn's tool calls were answered; the same agent takes another turn."""
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class Move:
     """Control moves: a transfer, or a task agent's return to its caller (``route``)."""
 
-    route: Route
+    route: Transfer | Return
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class Yield:
     """A ``single_turn`` agent answered and hands control back to ``caller``."""
 
     caller: Agent[Any]
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class Finished:
-    """A tool returned ``Finish``: the run ends with ``text``."""
+    """A tool returned ``Finish``: the run (or the innermost loop) ends with ``text``."""
 
     text: str
-    route: Route
+    route: End
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class TeamRoute:
     """In a team, a tool's ``TransferTo``: the turn ends for the team to route."""
 
-    route: Route
+    route: RouteTo
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class Blocked:
     """A guardrail blocked: the run ends with ``answer``."""
 
     answer: str
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class HandBack:
     """A person hands the conversation back to ``target``: it answers now, or (the person
     replied, ``text``) at the user's next turn."""
@@ -77,16 +160,29 @@ class HandBack:
 
 
 Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked | HandBack
-"""What happens after a turn (a value, never changed once made)."""
+"""What happens after a turn."""
 
 RUN_AGAIN = RunAgain()
 """The one `RunAgain`: it carries nothing."""
 
 
-@dataclass(slots=True)
+@fast_frozen
+@dataclass(frozen=True, slots=True)
 class TurnResult:
     """One turn: the assistant message (``None`` when the turn ran calls left pending by an
     earlier run), and what happens next."""
 
     message: Message | None
     next: Next
+
+
+@fast_frozen
+@dataclass(frozen=True, slots=True)
+class Spoke:
+    """An agent's turns ended (``AgentLoop.turns_of``): its ``text``, the agent that spoke
+    last, and the route that ended them, if a tool's ``Finish`` or (in a team) ``TransferTo``
+    did."""
+
+    text: str
+    agent: Agent[Any]
+    route: End | RouteTo | None = None

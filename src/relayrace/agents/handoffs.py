@@ -308,7 +308,10 @@ class HandoffSet:
         """The definitions to offer this turn."""
         if not self.dynamic:
             return self.definitions
-        enabled = await self.enabled(ctx)
+        return self.definitions_for(await self.enabled(ctx))
+
+    def definitions_for(self, enabled: Sequence[Handoff]) -> list[ToolDefinition]:
+        """The definitions that offer the handoffs ``enabled`` (of this set)."""
         if self.mode == "single":
             return _definitions(enabled, "single", set())[0]
         # The names stay those of the full set, which calls are resolved against.

@@ -34,7 +34,7 @@ from typing import Any
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
 
-from .._engine.state import Decisions
+from .._engine.decisions import Decisions
 from .._engine.steps import AttemptEnded
 from ..agents.agent import Agent
 from ..agents.approvals import PendingRun

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._engine.takeover import bind_reply
+from .._engine.decisions import bind_reply
 from ..agents.approvals import PendingRun
 from ..core.events import RunStartedEvent
 from ..sessions import Session, SessionInfo

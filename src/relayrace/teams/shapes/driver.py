@@ -121,8 +121,7 @@ class Driver(Protocol):
         """Give every unanswered tool call a result, so the session stays valid."""
         ...
 
-    def context_for(self, agent: Agent[Any], call_id: str = "",
-                    span: Span | None = None) -> RunContext[Any]:
+    def context_for(self, agent: Agent[Any], *, span: Span | None = None) -> RunContext[Any]:
         """A run context for ``agent``."""
         ...
 
