@@ -69,6 +69,11 @@ class RunEvents:
             self._lines[number - 1] = line
         return line
 
+    async def ended(self) -> None:
+        """Return once the run has ended (its last event added)."""
+        while not self.closed:
+            await self._changed.wait()
+
     async def follow(self, after: int = 0) -> AsyncIterator[list[tuple[int, Event]]]:
         """The events after the ``after``-th, as (id, event), live until the run ends: in
         batches of what has arrived, so a stream writes once per burst, not once per event."""
