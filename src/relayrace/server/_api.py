@@ -249,8 +249,7 @@ async def _ended(run: RunRecord) -> Response:
 
 @router.post("/sessions/{session_id}/runs", summary="Start a run on a session")
 async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
-    claim = await _server(request).idempotency.enter(request, _owner(request),
-                                                     body.model_dump())
+    claim = await _server(request).idempotency.enter(request, _owner(request), body)
     if isinstance(claim, Response):  # the same request again: the first one's response
         return claim
     async with claim:
@@ -282,8 +281,7 @@ async def pending(request: Request, session_id: str) -> dict[str, Any]:
 @router.post("/sessions/{session_id}/pending",
              summary="Decide approvals, answer questions, reply as the person holding it")
 async def decide(request: Request, session_id: str, body: Decisions) -> Any:
-    claim = await _server(request).idempotency.enter(request, _owner(request),
-                                                     body.model_dump())
+    claim = await _server(request).idempotency.enter(request, _owner(request), body)
     if isinstance(claim, Response):
         return claim
     async with claim:

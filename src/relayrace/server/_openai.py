@@ -89,7 +89,7 @@ async def models(request: Request) -> dict[str, Any]:
 @router.post("/chat/completions", summary="Talk to a served agent (OpenAI's protocol)")
 async def chat(request: Request, body: ChatRequest) -> Any:
     claim = await _server(request).idempotency.enter(
-        request, request.state.owner, body.model_dump(), request.headers.get(SESSION_HEADER))
+        request, request.state.owner, body, request.headers.get(SESSION_HEADER))
     if isinstance(claim, Response):  # the same request again: the first one's response
         return claim
     async with claim:
