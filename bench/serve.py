@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Serving under load: ``relayrace serve`` against Google ADK's ``adk api_server``.
 
-    python3 bench/serve.py [--quick] [--levels 1,50,500] [--seconds 10] [--json out.json]
+    python3 bench/serve.py [--quick] [--levels 1,50,500] [--seconds 10] [--rounds 3]
+                           [--json out.json]
 
 Runs in ``bench/compare/.venv`` (created by ``bench/compare/run.py``'s bootstrap, with the
 pinned peers and relayrace editable). Each server runs in its own process on 127.0.0.1 (one
@@ -15,12 +16,14 @@ Python client caps near 200 (httpx) or 900 (aiohttp) requests/s here):
 - streamed runs: relayrace ``POST /v1/chat/completions`` with ``stream: true``; ADK
   ``POST /run_sse``; each read to its end;
 
-at 1, 50 and 500 concurrent connections, for ``--seconds`` each. A relayrace run is a new
-session (the header names a fresh one each time); an ADK run goes to one of 2,000 sessions
-created before timing (ADK's API needs one; creating it is not timed, in ADK's favour).
-Reported: runs per second, p50 and p99 latency of a run, and first, on the
-fresh servers, the memory per open stream (the server's RSS with 200 streams held open on a
-slow agent, minus its RSS before, over 200).
+at 1, 50 and 500 concurrent connections, for ``--seconds`` each, ``--rounds`` times (the
+sides alternating, each round starting with the other; medians reported). A relayrace run is
+a new session (the header names a fresh one each time); an ADK run goes to one of 2,000
+sessions created before timing (ADK's API needs one; creating it is not timed, in ADK's
+favour). Reported: runs per second, p50 and p99 latency of a run, the server's CPU time per
+run (user + system, from ``/proc``: the figure a busy shared machine disturbs least), and
+first, on the fresh servers, the memory per open stream (the server's RSS with 200 streams
+held open on a slow agent, minus its RSS before, over 200).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +97,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def cpu_s(pid: int) -> float:
+    """Seconds of CPU (user + system) the process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:
@@ -241,17 +251,34 @@ def parse_wrk(out: str, seconds: float) -> dict[str, Any]:
     return figures
 
 
-def wrk(base: str, script: str, clients: int, seconds: float, tmp: Path) -> dict[str, Any]:
-    """``wrk`` (C, one thread) against ``base`` with the Lua ``script``: runs/s, p50, p99."""
+def wrk(served: Served, script: str, clients: int, seconds: float, tmp: Path
+        ) -> dict[str, Any]:
+    """``wrk`` (C, one thread) against ``served`` with the Lua ``script``: runs/s, p50, p99,
+    and the server's CPU µs per run."""
     path = tmp / f"load-{time.time_ns()}.lua"
     path.write_text(script)
+    used = cpu_s(served.process.pid)
     try:
         done = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds:g}s", "--latency",
-                               "--timeout", "60s", "-s", str(path), base],
+                               "--timeout", "60s", "-s", str(path), served.base],
                               capture_output=True, text=True, timeout=seconds + 120)
     except subprocess.TimeoutExpired:
-        return parse_wrk(f"0 requests in {seconds:g}s (wrk timed out)", seconds)
-    return parse_wrk(done.stdout, seconds)
+        return {**parse_wrk(f"0 requests in {seconds:g}s (wrk timed out)", seconds),
+                "cpu_us": 0.0}
+    figures = parse_wrk(done.stdout, seconds)
+    runs = figures["runs_per_s"] * seconds
+    figures["cpu_us"] = (cpu_s(served.process.pid) - used) / runs * 1e6 if runs else 0.0
+    return figures
+
+
+def median(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over ``rounds`` (the note of the first round that has one)."""
+    figures: dict[str, Any] = {key: statistics.median(r[key] for r in rounds)
+                               for key in ("runs_per_s", "p50_ms", "p99_ms", "errors", "cpu_us")}
+    figures["note"] = "" if figures["runs_per_s"] else next(
+        (r["note"] for r in rounds if r["note"]), "")
+    figures["rounds"] = rounds
+    return figures
 
 
 def ratio(ours: dict[str, Any], theirs: dict[str, Any]) -> str:
@@ -313,11 +340,20 @@ def start_servers(tmp: Path) -> tuple[Served, Served]:
     return relayrace, adk
 
 
+def report(key: str, label: str, figure: dict[str, Any]) -> None:
+    failed = f"  ({figure['errors']:.0f} failed)" if figure["errors"] else ""
+    note = f"  ({figure['note']})" if figure["note"] else ""
+    print(f"{key:>16} {label:>10}: {figure['runs_per_s']:8.0f} runs/s  p50 "
+          f"{figure['p50_ms']:7.1f} ms  p99 {figure['p99_ms']:7.1f} ms  CPU "
+          f"{figure['cpu_us']:7.0f} µs/run{failed}{note}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke test)")
     parser.add_argument("--levels", default="1,50,500")
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="measurements per cell and side")
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--reinstall", action="store_true")
@@ -358,25 +394,30 @@ def main() -> None:
                         "{SESSIONS}", "{" + ",".join(f'"{i}"' for i in adk_ids) + "}"),
                 }
                 for clients in levels:
-                    for side in sides:  # side by side, alternating
-                        key = f"{mode} x{clients}"
-                        figure = wrk(side.served.base, scripts[side.label], clients, seconds,
-                                     Path(tmp))
-                        results["levels"].setdefault(key, {})[side.label] = figure
-                        failed = (f"  ({figure['errors']:.0f} failed)" if figure["errors"]
-                                  else "")
-                        note = f"  ({figure['note']})" if figure["note"] else ""
-                        print(f"{key:>16} {side.label:>10}: {figure['runs_per_s']:8.0f} runs/s"
-                              f"  p50 {figure['p50_ms']:7.1f} ms  p99 {figure['p99_ms']:7.1f} ms"
-                              f"{failed}{note}", flush=True)
+                    key = f"{mode} x{clients}"
+                    rounds: dict[str, list[dict[str, Any]]] = {s.label: [] for s in sides}
+                    for n in range(args.rounds):  # side by side, alternating who goes first
+                        for side in sides if n % 2 == 0 else sides[::-1]:
+                            figure = wrk(side.served, scripts[side.label], clients, seconds,
+                                         Path(tmp))
+                            rounds[side.label].append(figure)
+                            report(key, side.label, figure)
+                    for label, measured in rounds.items():
+                        results["levels"].setdefault(key, {})[label] = median(measured)
         finally:
             for side in sides:
                 side.served.stop()
-    print("\nrelayrace / ADK throughput:")
+    print(f"\nmedians of {args.rounds}:")
+    for key, pair in results["levels"].items():
+        for label, figure in pair.items():
+            report(key, label, figure)
+    print("\nrelayrace / ADK throughput (and CPU per run, ADK's over relayrace's):")
     for key, pair in results["levels"].items():
         ours, theirs = pair["relayrace"], pair["google-adk"]
-        print(f"  {key:>16}: {ratio(ours, theirs)}   (p99 {ours['p99_ms']:.1f} ms vs "
-              f"{theirs['p99_ms']:.1f} ms)")
+        cpu = (f"{theirs['cpu_us'] / ours['cpu_us']:5.1f}x" if ours["cpu_us"] and
+               theirs["cpu_us"] else "   --")
+        print(f"  {key:>16}: {ratio(ours, theirs)}   CPU {cpu}   (p99 {ours['p99_ms']:.1f} "
+              f"ms vs {theirs['p99_ms']:.1f} ms)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,22 @@ def test_serve_bench_records_a_cell_with_no_answers_as_a_row(
     assert serve.ratio(ok, cell).strip().startswith("--")
     assert "0 requests in 3.00s" in serve.ratio(ok, cell)
     assert serve.ratio(ok, ok).strip() == "1.0x"
+
+
+def test_serve_bench_reports_each_figure_s_median_over_its_rounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell is measured in rounds, the sides alternating; each figure reported is its median
+    over the rounds, and a cell no round answered keeps the reason."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import serve
+
+    def measured(runs: float, p99: float, cpu: float, note: str = "") -> dict[str, Any]:
+        return {"runs_per_s": runs, "p50_ms": 1.0, "p99_ms": p99, "errors": 0.0,
+                "cpu_us": cpu, "note": note}
+
+    cell = serve.median([measured(900, 3.0, 700), measured(300, 90.0, 1500),
+                         measured(1000, 2.0, 650)])
+    assert (cell["runs_per_s"], cell["p99_ms"], cell["cpu_us"]) == (900, 3.0, 700)
+    assert cell["note"] == "" and len(cell["rounds"]) == 3
+    silent = serve.median([measured(0, 0, 0, "0 requests in 3.00s")] * 3)
+    assert silent["runs_per_s"] == 0 and silent["note"] == "0 requests in 3.00s"

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._engine.decisions import bind_reply
@@ -19,6 +19,7 @@ from ._errors import ApiError, run_failed
 from ._idempotency import Claim
 from ._runs import ENDED_WITHOUT_RESULT, RunRecord, pending_summary
 from ._sessions import SummaryCache, event_dicts, listed, log_summary, summarize
+from ._stream import EventStream, Piece
 
 __all__ = ["router"]
 
@@ -248,8 +249,7 @@ async def _ended(run: RunRecord) -> Response:
 
 @router.post("/sessions/{session_id}/runs", summary="Start a run on a session")
 async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
-    claim = await _server(request).idempotency.enter(request, _owner(request),
-                                                     body.model_dump())
+    claim = await _server(request).idempotency.enter(request, _owner(request), body)
     if isinstance(claim, Response):  # the same request again: the first one's response
         return claim
     async with claim:
@@ -281,8 +281,7 @@ async def pending(request: Request, session_id: str) -> dict[str, Any]:
 @router.post("/sessions/{session_id}/pending",
              summary="Decide approvals, answer questions, reply as the person holding it")
 async def decide(request: Request, session_id: str, body: Decisions) -> Any:
-    claim = await _server(request).idempotency.enter(request, _owner(request),
-                                                     body.model_dump())
+    claim = await _server(request).idempotency.enter(request, _owner(request), body)
     if isinstance(claim, Response):
         return claim
     async with claim:
@@ -331,13 +330,15 @@ async def trace(request: Request, run_id: str) -> dict[str, Any]:
             "usage": (run.result or {}).get("usage")}
 
 
-def _sse(run: RunRecord, after: int) -> AsyncIterator[str]:
-    async def lines() -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
-        events = run.events
-        async for batch in events.follow(after):
-            yield "".join(f"id: {number}\ndata: {events.line(number)}\n\n" for number, _ in batch)
-    return lines()
+async def _sse(run: RunRecord, after: int) -> AsyncIterator[Piece]:
+    prefix = "retry: 1000\n\n"  # written with the first events
+    events = run.events
+    async for batch in events.follow(after):
+        yield prefix + "".join(f"id: {number}\ndata: {events.line(number)}\n\n"
+                               for number, _ in batch), isinstance(batch[-1][1], dict)
+        prefix = ""
+    if prefix:  # resumed after the run's end: nothing more to send
+        yield prefix, True
 
 
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -345,22 +346,20 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 @router.get("/runs/{run_id}/events", summary="A run's events (Server-Sent Events)")
 async def run_events(request: Request, run_id: str,
-                     last_event_id: str | None = Header(None)) -> StreamingResponse:
+                     last_event_id: str | None = Header(None)) -> EventStream:
     run = _run(request, run_id)
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
-    return StreamingResponse(_sse(run, after), media_type="text/event-stream",
-                             headers=_SSE_HEADERS)
+    return EventStream(_sse(run, after), _SSE_HEADERS)
 
 
 @router.get("/sessions/{session_id}/stream", summary="The live events of a session's run")
 async def session_stream(request: Request, session_id: str,
-                         last_event_id: str | None = Header(None)) -> StreamingResponse:
+                         last_event_id: str | None = Header(None)) -> EventStream:
     await _session(request, session_id)
     run = _server(request).runs.active.get(session_id)
     if run is None:
-        async def idle() -> AsyncIterator[str]:
-            yield 'event: idle\ndata: {"kind": "idle"}\n\n'
-        return StreamingResponse(idle(), media_type="text/event-stream", headers=_SSE_HEADERS)
+        async def idle() -> AsyncIterator[Piece]:
+            yield 'event: idle\ndata: {"kind": "idle"}\n\n', True
+        return EventStream(idle(), _SSE_HEADERS)
     after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
-    return StreamingResponse(_sse(run, after), media_type="text/event-stream",
-                             headers={**_SSE_HEADERS, "X-Relayrace-Run": run.run_id})
+    return EventStream(_sse(run, after), {**_SSE_HEADERS, "X-Relayrace-Run": run.run_id})

@@ -181,8 +181,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     app.state.prices = prices if isinstance(prices, PriceTable | None) else PriceTable.load(prices)
     app.state.eval_cases = _evals.CaseFile(Path(eval_cases)) if eval_cases is not None else None
     install(app)
+    app.include_router(_openai.router)  # first: a route is found by trying each in order
     app.include_router(_api.router)
-    app.include_router(_openai.router)
     app.include_router(_workbench.router)
     app.include_router(_graph.router)
     app.include_router(_inbox.router)

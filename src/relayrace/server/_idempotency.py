@@ -24,6 +24,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 
 from ..sessions.idempotency import IdempotencyRecords, StoredResponse
 from ._errors import NO_RETRY, ApiError, error_body
@@ -118,8 +119,8 @@ class Idempotency:
         """The request's claim on its key (or on none), or the response to replay for it.
 
         ``request_parts`` is what makes the request this request besides its method and
-        path (its body, and headers that change what it does): a key reused with other
-        parts is refused (422).
+        path (its body, as its pydantic model, and headers that change what it does): a key
+        reused with other parts is refused (422). They are read only when a key is sent.
         """
         key = request.headers.get(HEADER)
         if key is None:
@@ -128,7 +129,9 @@ class Idempotency:
             raise ApiError(400, f"{HEADER} is 1 to 255 printable ASCII characters without "
                            "spaces (a UUID, say).", "invalid_request_error")
         fingerprint = hashlib.sha256(json.dumps(
-            [request.method, request.url.path, *request_parts], sort_keys=True,
+            [request.method, request.url.path, *(
+                p.model_dump() if isinstance(p, BaseModel) else p for p in request_parts)],
+            sort_keys=True,
             default=str).encode()).hexdigest()
         found = await self.records.claim(owner, key, fingerprint, window=self.window)
         while found is not None:

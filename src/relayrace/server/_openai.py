@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.approvals import PendingRun
@@ -40,6 +40,7 @@ from ._conversations import check_session_id, transcript_key
 from ._errors import ApiError, run_failed
 from ._idempotency import Claim
 from ._runs import ENDED_WITHOUT_RESULT
+from ._stream import EventStream, Piece
 
 __all__ = ["router"]
 
@@ -88,7 +89,7 @@ async def models(request: Request) -> dict[str, Any]:
 @router.post("/chat/completions", summary="Talk to a served agent (OpenAI's protocol)")
 async def chat(request: Request, body: ChatRequest) -> Any:
     claim = await _server(request).idempotency.enter(
-        request, request.state.owner, body.model_dump(), request.headers.get(SESSION_HEADER))
+        request, request.state.owner, body, request.headers.get(SESSION_HEADER))
     if isinstance(claim, Response):  # the same request again: the first one's response
         return claim
     async with claim:
@@ -151,8 +152,8 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
             claim.settle(run, lambda ended: _whole_stream(ended, body.model, completion_id,
                                                           remember, headers))
         progress = request.headers.get(PROGRESS_HEADER, "").lower() in ("1", "true", "yes")
-        return StreamingResponse(_chunks(run, body.model, completion_id, remember, progress),
-                                 media_type="text/event-stream", headers=headers)
+        return EventStream(_chunks(run, body.model, completion_id, remember, progress),
+                           headers)
 
     async def respond(run: Any) -> Response:
         if run.status in ENDED_WITHOUT_RESULT:
@@ -177,8 +178,8 @@ async def _chat(request: Request, body: ChatRequest, claim: Claim) -> Response:
 async def _whole_stream(run: Any, model: str, completion_id: str,
                         remember: Callable[[str], None], headers: dict[str, str]) -> Response:
     """An ended run's stream, whole, as its first client was sent it (for a retry)."""
-    body = "".join([part async for part in _chunks(run, model, completion_id, remember,
-                                                   progress=False)])
+    body = "".join([part async for part, _ in _chunks(run, model, completion_id, remember,
+                                                      progress=False)])
     return Response(body, media_type="text/event-stream", headers=headers)
 
 
@@ -245,7 +246,7 @@ def _render(event: AgentEvent) -> str:
 
 
 async def _chunks(run: Any, model: str, completion_id: str,
-                  remember: Callable[[str], None], progress: bool) -> AsyncIterator[str]:
+                  remember: Callable[[str], None], progress: bool) -> AsyncIterator[Piece]:
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None,
@@ -258,6 +259,8 @@ async def _chunks(run: Any, model: str, completion_id: str,
         return "data: " + json.dumps(body, ensure_ascii=False) + "\n\n"
 
     out = [chunk({"role": "assistant", "content": ""})]
+    if not progress:  # nothing shows before the answer: one wait, then one write
+        await run.events.ended()
     async for batch in run.events.follow(0):
         for _, event in batch:
             if isinstance(event, dict):  # how the run ended: the last event
@@ -269,9 +272,10 @@ async def _chunks(run: Any, model: str, completion_id: str,
                     out.append(chunk({"content": answer}))
                     remember(answer)
                 out += [chunk({}, "stop"), "data: [DONE]\n\n"]
-                break
+                yield "".join(out), True
+                return
             shown = _render(event) if progress else ""
             if shown:
                 out.append(chunk({}, shown=shown))
-        yield "".join(out)  # what arrived together is written together
+        yield "".join(out), False  # what arrived together is written together
         out = []

@@ -37,14 +37,16 @@ Event = AgentEvent | dict[str, Any]
 
 class RunEvents:
     """A run's events in order (the last, how it ended, a dict), for the clients that follow
-    it: an event's SSE id is its position + 1."""
+    it: an event's SSE id is its position + 1. Adding one wakes only the clients waiting for
+    it: a follower waits for the next, a stream that shows only the answer for the last."""
 
-    __slots__ = ("_changed", "_events", "_lines", "closed")
+    __slots__ = ("_ending", "_events", "_lines", "_waiting", "closed")
 
     def __init__(self) -> None:
         self._events: list[Event] = []
         self._lines: list[str | None] = []  # their JSON, made when first asked
-        self._changed = asyncio.Event()
+        self._waiting: list[asyncio.Future[None]] = []  # followers, for the next event
+        self._ending: list[asyncio.Future[None]] = []  # waiters for the last
         self.closed = False
         """Whether the run has ended (no event comes after the last)."""
 
@@ -52,12 +54,16 @@ class RunEvents:
         return len(self._events)
 
     def add(self, event: Event, *, last: bool = False) -> None:
-        """Append ``event`` (``last``: the run's end) and wake the followers."""
+        """Append ``event`` (``last``: the run's end) and wake who waits for it."""
         self._events.append(event)
         self._lines.append(None)
         self.closed = self.closed or last
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._waiting:
+            _wake(self._waiting)
+            self._waiting = []
+        if last and self._ending:
+            _wake(self._ending)
+            self._ending = []
 
     def line(self, number: int) -> str:
         """The JSON of event ``number`` (1-based, as its SSE id)."""
@@ -69,21 +75,38 @@ class RunEvents:
             self._lines[number - 1] = line
         return line
 
+    async def ended(self) -> None:
+        """Return once the run has ended (its last event added)."""
+        if not self.closed:
+            await _waiter(self._ending)
+
     async def follow(self, after: int = 0) -> AsyncIterator[list[tuple[int, Event]]]:
         """The events after the ``after``-th, as (id, event), live until the run ends: in
         batches of what has arrived, so a stream writes once per burst, not once per event."""
         position = max(0, after)
         events = self._events
         while True:
-            waiter = self._changed
             if position < len(events):
                 batch = list(enumerate(events[position:], position + 1))
                 position += len(batch)
                 yield batch
-            if position >= len(events):
-                if self.closed:
-                    return
-                await waiter.wait()
+            elif self.closed:
+                return
+            else:  # checked and waited for with no await between: nothing is missed
+                await _waiter(self._waiting)
+
+
+def _waiter(waiters: list[asyncio.Future[None]]) -> asyncio.Future[None]:
+    """A future in ``waiters``, to await until they are woken."""
+    future = asyncio.get_running_loop().create_future()
+    waiters.append(future)
+    return future
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for future in waiters:
+        if not future.done():  # a waiter that was cancelled
+            future.set_result(None)
 
 
 @dataclass(slots=True, eq=False)
