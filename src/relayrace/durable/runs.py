@@ -22,7 +22,6 @@ to (and the waiting for it), ``workers`` the heartbeats that hand a dead worker'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
@@ -158,6 +157,7 @@ class DurableRunner:
         self._results: _Results | None = None
         self._engine: sa.Engine | None = None
         self._slots: asyncio.Semaphore | None = None  # a worker's free places for runs
+        self._placed: set[str] = set()  # runs started here, their places already taken
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -320,11 +320,18 @@ class DurableRunner:
         run_id = run_id or f"run-{secrets.token_hex(8)}"
         if not given and self._slots is not None and not self._slots.locked():
             # A new run this worker has room for starts here at once, not at the queue's next
-            # poll. It is a PENDING workflow of this worker like one it took from the queue:
-            # a restart of it recovers it, a live worker takes it over if it dies. A bound on
-            # the whole queue (``concurrency``) leaves every run to the queue.
-            with SetWorkflowID(run_id):
-                await DBOS.start_workflow_async(run_workflow, spec)
+            # poll, in a place taken now. It is a PENDING workflow of this worker like one it
+            # took from the queue: a restart of it recovers it, a live worker takes it over if
+            # it dies. A bound on the whole queue (``concurrency``) leaves every run to it.
+            await self._slots.acquire()
+            self._placed.add(run_id)
+            try:
+                with SetWorkflowID(run_id):
+                    await DBOS.start_workflow_async(run_workflow, spec)
+            except BaseException:
+                self._placed.discard(run_id)
+                self._slots.release()
+                raise
             if self._results is None:
                 self._results = _Results(client)
             self._results.local(run_id)
@@ -411,17 +418,27 @@ class DurableRunner:
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
         # ``worker_concurrency`` bounds the runs attempted here, those started here included
         # (the queue counts only those it handed over).
-        slots = self._slots or contextlib.nullcontext()
+        slots = self._slots
+        if slots is not None and run_id not in self._placed:
+            await slots.acquire()  # one started here had its place taken by its submitter
+        self._placed.discard(run_id)
+        try:
+            return await self._attempts(run_id, spec, session, steps, wait)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def _attempts(self, run_id: str, spec: dict[str, Any], session: Session,
+                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
         while True:
             try:
-                async with slots:
-                    return await self._attempt(run_id, spec, session, steps, wait)
+                return await self._attempt(run_id, spec, session, steps, wait)
             except SessionInUseError:
                 # Renewed all along: its holder lives. A worker taken for dead by mistake
                 # finishes the step it is in, learns it lost the run and lets go; nothing of
                 # this attempt ran yet (the lease comes first), so it waits again.
                 _log.warning("run %s: session %s is still held by a live run; waiting "
-                             "again", run_id, session_id)
+                             "again", run_id, spec["session_id"])
 
     async def _attempt(self, run_id: str, spec: dict[str, Any], session: Session,
                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
