@@ -207,7 +207,7 @@ async def side_relayrace(db: str) -> Any:
 
     b = Agent("b", instructions="Answer.", model=model("b"))
     a = Agent("a", instructions="Route.", model=model("a"), tools=[lookup], sub_agents=[b])
-    runner = DurableRunner(a, db=db, worker_concurrency=1000, poll_interval=0.05)
+    runner = DurableRunner(a, db=db, worker_concurrency=1000)
     await runner.start()
 
     async def one(n: int) -> None:

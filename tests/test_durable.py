@@ -367,11 +367,12 @@ async def test_a_waiter_hears_when_the_database_fails() -> None:
 
 async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_poll(
         tmp_path: Path) -> None:
-    """The waiter's sweep of every run waited for comes once a minute here; the run's own end
-    in this process's worker wakes it, and one query by the run's id settles it."""
+    """The waiter's sweep of every run waited for comes once a minute here. A run this worker
+    started itself is never swept: its workflow's task hands over what DBOS recorded. A run
+    from the queue (a given run id) is swept once, then its end here hands its outcome over."""
     from relayrace.durable.results import _Results
 
-    agent = Agent("a", instructions=".", model=ScriptedModel([text("hi")]))
+    agent = Agent("a", instructions=".", model=ScriptedModel([text("hi"), text("again")]))
     async with DurableRunner(agent, db=tmp_path / "s.db", poll_interval=0.05) as durable:
         assert durable._client is not None
         durable._results = results = _Results(durable._client, interval=60)
@@ -386,9 +387,46 @@ async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_
         durable._client.list_workflows_async = counted  # type: ignore[method-assign]
         run = await durable.submit("hello")
         result = await durable.result(run.run_id, wait=20)
+        assert queried == []  # started here: no read at all
+        queued = await durable.submit("more", run_id="run-queued", session_id=run.session_id)
+        second = await durable.result(queued.run_id, wait=20)
         await results.aclose()
     assert result.status == "completed" and result.output == "hi"
-    assert queried == [[run.run_id], [run.run_id]]  # the first sweep, then the run's end
+    assert second.status == "completed" and second.output == "again"
+    assert queried == [["run-queued"]]  # the first sweep only
+
+
+async def test_a_worker_starts_its_own_runs_at_once_within_its_concurrency(
+        tmp_path: Path) -> None:
+    """With the queue polled every 30 s, runs this worker has room for start at once; one
+    beyond ``worker_concurrency`` waits on the queue, for any worker."""
+    running, most = 0, 0
+    release = asyncio.Event()
+
+    async def respond(request: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await release.wait()
+        running -= 1
+        return text("done")
+
+    agent = Agent("a", instructions=".", model=FunctionModel(respond, record=False))
+    async with DurableRunner(agent, db=tmp_path / "s.db", poll_interval=30,
+                             worker_concurrency=2) as durable:
+        started = time.monotonic()
+        first = [await durable.submit(f"run {n}") for n in range(2)]
+        extra = await durable.submit("run 2")
+        async with asyncio.timeout(20):
+            while running < 2:
+                await asyncio.sleep(0.01)
+        assert [i.status for i in await durable.runs([extra.run_id])] == ["queued"]
+        release.set()
+        results = [await durable.result(r.run_id, wait=20) for r in first]
+        took = time.monotonic() - started
+    assert [r.output for r in results] == ["done", "done"]
+    assert most == 2
+    assert took < 20  # the queue's next poll would have come after 30 s
 
 
 def test_the_cli_submits_to_a_worker_and_resumes_after_approval(tmp_path: Path) -> None:

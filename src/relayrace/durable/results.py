@@ -110,8 +110,9 @@ def result_of(value: dict[str, Any], entry: Agent[Any], store: SessionStore) -> 
 
 class _Results:
     """Waits for runs to end: one query per interval for every run waited for, not one each
-    (a server may wait for thousands); a run that ends in this process is looked up at once,
-    by its id alone."""
+    (a server may wait for thousands); a run that ends in this process hands over the outcome
+    DBOS recorded, or is looked up at once, by its id alone. A run started in this process
+    (``local``) is not polled at all while it runs: its end always comes from its task."""
 
     def __init__(self, client: DBOSClient, interval: float = 0.05) -> None:
         self._client = client
@@ -119,8 +120,13 @@ class _Results:
         self._loop = asyncio.get_running_loop()
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ended: set[str] = set()  # runs of this process's workflows that ended
+        self._local: set[str] = set()  # runs started in this process that have not ended
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+
+    def local(self, run_id: str) -> None:
+        """``run_id`` was started in this process: its task's end says when it ends."""
+        self._local.add(run_id)
 
     async def wait(self, run_id: str) -> dict[str, Any]:
         future = self._waiting.get(run_id)
@@ -132,15 +138,21 @@ class _Results:
             self._task = asyncio.create_task(self._poll())
         return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
 
-    def ended(self, run_id: str) -> None:
-        """The workflow of ``run_id`` ended in this process (called from any thread)."""
+    def ended(self, run_id: str, output: dict[str, Any] | None) -> None:
+        """The workflow of ``run_id`` ended in this process, with DBOS's recorded ``output``
+        (``None``: read how it ended); called from any thread."""
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            self._loop.call_soon_threadsafe(self._note, run_id)
+            self._loop.call_soon_threadsafe(self._note, run_id, output)
 
-    def _note(self, run_id: str) -> None:
-        if run_id in self._waiting:
+    def _note(self, run_id: str, output: dict[str, Any] | None) -> None:
+        self._local.discard(run_id)  # a wait from now on reads the database
+        if run_id not in self._waiting:
+            return
+        if output is not None:
+            self._waiting.pop(run_id).set_result(output)
+        else:
             self._ended.add(run_id)
-            self._wake.set()
+        self._wake.set()
 
     async def _poll(self) -> None:
         try:
@@ -150,7 +162,7 @@ class _Results:
                 if self._loop.time() >= sweep:
                     self._ended.clear()
                     sweep = self._loop.time() + self._interval
-                    await self._check(list(self._waiting))
+                    await self._check([i for i in self._waiting if i not in self._local])
                 elif self._ended:
                     ended, self._ended = self._ended, set()
                     await self._check([i for i in ended if i in self._waiting])

@@ -32,7 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
-from dbos import DBOS, DBOSClient, DBOSConfig, WorkflowHandleAsync
+from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 
 from .._engine.decisions import Decisions
 from .._engine.steps import AttemptEnded
@@ -56,7 +56,7 @@ from .results import (
     result_of,
 )
 from .workers import Heartbeat, engine_url
-from .workflow import RECORDS_VERSION, WORKFLOW, _DbosSteps, serve, serving
+from .workflow import RECORDS_VERSION, WORKFLOW, _DbosSteps, run_workflow, serve, serving
 
 __all__ = ["DurableRunner"]
 
@@ -156,6 +156,8 @@ class DurableRunner:
         self._beat: Heartbeat | None = None
         self._results: _Results | None = None
         self._engine: sa.Engine | None = None
+        self._slots: asyncio.Semaphore | None = None  # a worker's free places for runs
+        self._placed: set[str] = set()  # runs started here, their places already taken
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -205,6 +207,8 @@ class DurableRunner:
             await DBOS.register_queue_async(
                 self.queue, worker_concurrency=self.worker_concurrency,
                 global_concurrency=self.concurrency, polling_interval_sec=self.poll_interval)
+            self._slots = asyncio.Semaphore(self.worker_concurrency) \
+                if self.concurrency is None else None
         except BaseException:
             await self.stop()
             raise
@@ -224,6 +228,7 @@ class DurableRunner:
                     workflow_completion_timeout_sec=int(drain)))
             loop.set_default_executor(ThreadPoolExecutor())
             serve(None)
+            self._slots = None
             if self._client is not None:
                 left = await self._client.list_workflows_async(
                     status="PENDING", executor_id=self.executor_id, load_input=False,
@@ -262,11 +267,11 @@ class DurableRunner:
             await client.resume_workflow_async(wf.workflow_id, queue_name=self.queue)
         return len(runs)
 
-    def _ended(self, run_id: str) -> None:
-        """This process's workflow of ``run_id`` ended (DBOS has its outcome)."""
+    def _ended(self, run_id: str, output: dict[str, Any] | None) -> None:
+        """This process's workflow of ``run_id`` ended with DBOS's recorded ``output``."""
         results = self._results
         if results is not None:
-            results.ended(run_id)
+            results.ended(run_id, output)
 
     def _need_client(self) -> DBOSClient:
         if self._client is None:
@@ -313,6 +318,24 @@ class DurableRunner:
         client = self._need_client()
         given = run_id is not None
         run_id = run_id or f"run-{secrets.token_hex(8)}"
+        if not given and self._slots is not None and not self._slots.locked():
+            # A new run this worker has room for starts here at once, not at the queue's next
+            # poll, in a place taken now. It is a PENDING workflow of this worker like one it
+            # took from the queue: a restart of it recovers it, a live worker takes it over if
+            # it dies. A bound on the whole queue (``concurrency``) leaves every run to it.
+            await self._slots.acquire()
+            self._placed.add(run_id)
+            try:
+                with SetWorkflowID(run_id):
+                    await DBOS.start_workflow_async(run_workflow, spec)
+            except BaseException:
+                self._placed.discard(run_id)
+                self._slots.release()
+                raise
+            if self._results is None:
+                self._results = _Results(client)
+            self._results.local(run_id)
+            return SubmittedRun(run_id, spec["session_id"])
         handle: WorkflowHandleAsync[dict[str, Any]] = await client.enqueue_async(
             {"workflow_name": WORKFLOW, "queue_name": self.queue, "workflow_id": run_id}, spec)
         if not given:
@@ -393,6 +416,20 @@ class DurableRunner:
         session = self.store.session(session_id)
         steps = _DbosSteps(self._need_client(), run_id)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
+        # ``worker_concurrency`` bounds the runs attempted here, those started here included
+        # (the queue counts only those it handed over).
+        slots = self._slots
+        if slots is not None and run_id not in self._placed:
+            await slots.acquire()  # one started here had its place taken by its submitter
+        self._placed.discard(run_id)
+        try:
+            return await self._attempts(run_id, spec, session, steps, wait)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def _attempts(self, run_id: str, spec: dict[str, Any], session: Session,
+                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
         while True:
             try:
                 return await self._attempt(run_id, spec, session, steps, wait)
@@ -401,7 +438,7 @@ class DurableRunner:
                 # finishes the step it is in, learns it lost the run and lets go; nothing of
                 # this attempt ran yet (the lease comes first), so it waits again.
                 _log.warning("run %s: session %s is still held by a live run; waiting "
-                             "again", run_id, session_id)
+                             "again", run_id, spec["session_id"])
 
     async def _attempt(self, run_id: str, spec: dict[str, Any], session: Session,
                        steps: _DbosSteps, wait: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dbos import error as dbos_error
 from ..core.exceptions import DurableRunError
 from ..sessions.steps import StepRunner
 
-__all__ = ["RECORDS_VERSION", "WORKFLOW", "Worker", "serve", "serving"]
+__all__ = ["RECORDS_VERSION", "WORKFLOW", "Worker", "run_workflow", "serve", "serving"]
 
 WORKFLOW = "relayrace.run"
 """The DBOS workflow every durable run is."""
@@ -33,8 +33,9 @@ class Worker(Protocol):
     async def _execute(self, run_id: str, spec: dict[str, Any]) -> dict[str, Any]:
         """One attempt of the run ``run_id``, as ``spec`` submitted it."""
 
-    def _ended(self, run_id: str) -> None:
-        """The workflow of ``run_id`` ended in this process (DBOS has its outcome)."""
+    def _ended(self, run_id: str, output: dict[str, Any] | None) -> None:
+        """The workflow of ``run_id`` ended in this process with DBOS's recorded ``output``
+        (``None``: it raised or was cancelled; the database says how it ended)."""
 
 
 _worker: Worker | None = None  # DBOS runs one instance per process, so one worker per process
@@ -52,17 +53,25 @@ def serving() -> Worker | None:
 
 
 @DBOS.workflow(name=WORKFLOW)
-async def _run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
+async def run_workflow(spec: dict[str, Any]) -> dict[str, Any]:
     worker, run_id = _worker, DBOS.workflow_id or ""
     if worker is None:
         raise DurableRunError("this process runs DBOS without a working DurableRunner; start "
                               "one with work=True (or `relayrace worker`).", run_id=run_id)
-    # DBOS records a workflow's outcome before the task running it ends: then, not at their
-    # next poll, this process's waiters look (a hint; the database stays the word).
+    # DBOS records a workflow's outcome in the task running it, and the task's value is what it
+    # recorded (another execution's, if one owned the run): this process's waiters take it
+    # then, without a read; one that raised or was cancelled is read from the database.
     task = asyncio.current_task()
     if task is not None:
-        task.add_done_callback(lambda _: worker._ended(run_id))
+        task.add_done_callback(lambda t: worker._ended(run_id, _output(t)))
     return await worker._execute(run_id, spec)
+
+
+def _output(task: asyncio.Task[Any]) -> dict[str, Any] | None:
+    if task.cancelled() or task.exception() is not None:
+        return None
+    value = task.result()
+    return dict(value) if isinstance(value, dict) else None
 
 
 _GAP = "relayrace.unfinished"  # the no-op step in the place of one a dead process left running
