@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, of_type, requests_of, session_messages
+from conftest import (
+    assert_valid_protocol,
+    of_type,
+    requests_of,
+    session_messages,
+    wait_until,
+)
 from relayrace import (
     Agent,
     DelegationEvent,
@@ -143,7 +149,9 @@ async def test_parent_hitting_max_tool_calls_raises_and_the_log_matches_what_ran
         await Runner.run(agent, "go", session=session,
                          usage_limits=UsageLimits(max_tool_calls=3))
     assert info.value.limit == "max_tool_calls"
-    await asyncio.sleep(0.05)  # give any call still running a chance to finish
+    # Any call the run left running finishes before the log is checked.
+    await wait_until(lambda: asyncio.all_tasks() == {asyncio.current_task()},
+                     "the tool calls the run left running to end")
     await assert_consistent(session)
     logged = [e for e in of_type(session.events, ToolResultEvent) if not e.is_error]
     # Every call that really ran has its result in the log; none is marked "Not executed".
