@@ -248,19 +248,21 @@ SLOW_FILES = frozenset({
 # parameter (the store conformance suite asks for its PostgreSQL fixture by the parameter
 # "postgres").
 SLOW_FIXTURES = frozenset({"browser", "postgres_server", "postgres_url", "restartable_postgres",
-                           "served_example"})
+                           "served_example", "threaded_server"})
 # Names whose use makes a test slow wherever it is: a test function that refers to one (a
 # server on a real socket, another process, the browser, durable workers), and a docs example
 # whose code names one.
-SLOW_NAMES = frozenset({"DurableRunner", "Popen", "embedded_postgres", "serve_a2a", "serve_http",
-                        "stdio", "sync_playwright", "uvicorn_server"})
+SLOW_NAMES = frozenset({"DurableRunner", "Popen", "dripping_server", "embedded_postgres",
+                        "serve_a2a", "serve_http", "stdio", "sync_playwright", "uvicorn_server"})
 # Single tests, by file and name (every parameter, or one as name[id]): other processes started
 # with subprocess.run, waits for real time to pass, and checks too long for the inner loop.
 SLOW_TESTS = frozenset({
     "test_config_hostile.py::test_hostile_file_is_a_located_config_error"
     "[a long text repeated through aliases]",
     "test_human.py::test_a_takeover_is_replied_to_from_another_process",
+    "test_invariants.py::test_session_stays_valid_whatever_the_model_does",
     "test_layout.py::test_a_moved_path_fails_the_same_in_a_fresh_interpreter",
+    "test_provider_failures.py::test_any_argument_text_is_an_object_or_a_tool_error_and_converts",
     "test_reports.py::test_parse_report_never_raises",
     "test_store_conformance.py::test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one"
     "_is_named",

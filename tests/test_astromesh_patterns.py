@@ -86,7 +86,7 @@ async def test_fan_out_cancel_stops_the_others_at_the_first_error() -> None:
         if task == "broken":
             raise RuntimeError("boom")
         try:
-            await asyncio.sleep(30)
+            await asyncio.sleep(30)  # still running when its sibling fails
         except asyncio.CancelledError:
             cancelled.append(task)
             raise

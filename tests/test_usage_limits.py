@@ -316,7 +316,7 @@ def token_fan_out(children: int, reply: str,
     async def fn(request: Any) -> str:
         in_flight[0] += 1
         seen.append(in_flight[0])
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a model's latency: how many are in flight is tested
         in_flight[0] -= 1
         return reply
 
@@ -388,7 +388,7 @@ async def test_a_call_that_ends_the_run_leaves_no_sibling_running_unlogged() -> 
     @tool
     async def slow() -> str:
         """Takes a moment."""
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # still running when its sibling ends the run
         done.append("slow")
         return "slow done"
 
