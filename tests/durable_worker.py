@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_team import team
-from relayrace import durable
+from relayrace.durable import runs as durable
 from relayrace.durable.workers import Heartbeat
 
 CRASH = os.environ.get("RELAYRACE_TEST_CRASH", "")
