@@ -1,17 +1,24 @@
 """Shared helpers for the relayrace core tests.
 
 The tool-call protocol check, what a run logged and what a test model was asked (who spoke,
-what they were shown), a small two-agent desk, and tracing setup. Scripted models come from
-``relayrace.testing``.
+what they were shown), a wait on a condition, a small two-agent desk, and tracing setup.
+Scripted models come from ``relayrace.testing``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import asyncio
+import inspect
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from relayrace import Agent, Message, MessageEvent, ToolResultEvent, tool
 from relayrace.core.events import AgentEvent
@@ -98,6 +105,26 @@ def shown(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+async def wait_until(condition: Callable[[], Any], what: str, *, timeout: float = 10.0,
+                     every: float = 0.01) -> Any:
+    """Poll ``condition()`` (awaited when it returns an awaitable) until it is truthy, and
+    return that value; fail saying what was awaited once ``timeout`` seconds have passed.
+
+    For waiting on something a test cannot be told about directly (another task's progress,
+    a file another process writes), in place of a sleep that guesses how long it takes.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}, in vain", pytrace=False)
+        await asyncio.sleep(every)
+
+
 @tool
 def add(a: int, b: int) -> int:
     """Add."""
@@ -120,6 +147,26 @@ def traces() -> Iterator[InMemoryTraceProcessor]:
         yield processor
     finally:
         set_trace_processors(saved)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cli_commands_built_once() -> Iterator[None]:
+    """typer's CliRunner builds the click command from the Typer app on every invoke, reading
+    every command's annotations (~70 ms; about 90 invokes): the apps do not change during the
+    tests, so each is built once."""
+    import typer.testing
+
+    build = typer.testing._get_command
+    built: dict[int, tuple[Any, Any]] = {}
+
+    def once(app: Any) -> Any:
+        if id(app) not in built:
+            built[id(app)] = (app, build(app))  # the app kept: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = once
+    yield
+    typer.testing._get_command = build
 
 
 # -- a real PostgreSQL server, once per test session ---------------------------------------------
@@ -184,27 +231,81 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 # -- the inner loop: `python3 dev test --fast` leaves out what is marked `slow` ------------------
 
+# Property tests run fewer examples in the inner loop (`python3 dev test --fast` sets
+# HYPOTHESIS_PROFILE=fast); CI runs hypothesis' default. A test's own @settings still wins.
+settings.register_profile("fast", max_examples=20)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
 # Whole files of integration tests: kill harnesses, durable workers, real MCP and A2A servers in
 # other processes, the browser, mypy runs, the examples and benchmarks end to end.
 SLOW_FILES = frozenset({
-    "test_a2a.py", "test_bench_smoke.py", "test_chaos.py", "test_console.py",
-    "test_crash_safety.py", "test_durable.py", "test_examples.py", "test_mcp.py",
-    "test_mcp_serve.py", "test_session_concurrency.py", "test_typing.py",
+    "test_a2a.py", "test_a2a_remote_checks.py", "test_bench_smoke.py", "test_chaos.py",
+    "test_console.py", "test_crash_safety.py", "test_durable.py", "test_examples.py",
+    "test_host_guard.py", "test_mcp.py", "test_mcp_serve.py", "test_session_concurrency.py",
+    "test_typing.py",
 })
-# Any test that needs a real PostgreSQL server or a browser, also as a parameter (the store
-# conformance suite asks for its PostgreSQL fixture by the parameter "postgres").
-SLOW_FIXTURES = frozenset({"postgres_server", "postgres_url", "browser"})
+# Any test that needs a real PostgreSQL server, a browser or a server process, also as a
+# parameter (the store conformance suite asks for its PostgreSQL fixture by the parameter
+# "postgres").
+SLOW_FIXTURES = frozenset({"browser", "postgres_server", "postgres_url", "restartable_postgres",
+                           "served_example", "threaded_server"})
+# Names whose use makes a test slow wherever it is: a test function that refers to one (a
+# server on a real socket, another process, the browser, durable workers), and a docs example
+# whose code names one.
+SLOW_NAMES = frozenset({"DurableRunner", "Popen", "dripping_server", "embedded_postgres",
+                        "serve_a2a", "serve_http", "stdio", "sync_playwright", "uvicorn_server"})
+# Single tests, by file and name (every parameter, or one as name[id]): other processes started
+# with subprocess.run, waits for real time to pass, and checks too long for the inner loop.
+SLOW_TESTS = frozenset({
+    "test_config_hostile.py::test_hostile_file_is_a_located_config_error"
+    "[a long text repeated through aliases]",
+    "test_human.py::test_a_takeover_is_replied_to_from_another_process",
+    "test_invariants.py::test_session_stays_valid_whatever_the_model_does",
+    "test_layout.py::test_a_moved_path_fails_the_same_in_a_fresh_interpreter",
+    "test_provider_failures.py::test_any_argument_text_is_an_object_or_a_tool_error_and_converts",
+    "test_reports.py::test_parse_report_never_raises",
+    "test_store_conformance.py::test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one"
+    "_is_named",
+    "test_store_conformance.py::test_a_lease_of_a_holder_on_another_host_waits_for_it_to_lapse",
+    "test_store_conformance.py::test_an_unreachable_database_is_a_clear_retryable_error",
+})
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global and attribute names a function's code (and the code nested in it) uses."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
 
 
 def _is_slow(item: pytest.Item) -> bool:
     if item.path.name in SLOW_FILES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         return True
+    if {f"{item.path.name}::{name}" for name in (item.name, getattr(item, "originalname", ""))} \
+            & SLOW_TESTS:
+        return True
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and "postgres" in callspec.id.split("-")
+    if callspec is not None and "postgres" in callspec.id.split("-"):
+        return True
+    code = callspec.params.get("code") if callspec is not None else None
+    if isinstance(code, str):  # a docs example (tests/test_docs.py)
+        return any(re.search(rf"\b{name}\b", code) for name in SLOW_NAMES)
+    function = getattr(item, "function", None)
+    return function is not None and bool(SLOW_NAMES & _names(function.__code__))
+
+
+# Where the inner loop records how many tests it left out, for `python3 dev test --fast` to say
+# so at its end (pytest's cache: .pytest_cache/v/relayrace/slow_left_out).
+SLOW_LEFT_OUT = "relayrace/slow_left_out"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the slow integration tests, so that ``-m "not slow"`` gives a fast answer."""
-    for item in items:
-        if _is_slow(item):
-            item.add_marker(pytest.mark.slow)
+    slow = [item for item in items if _is_slow(item)]
+    for item in slow:
+        item.add_marker(pytest.mark.slow)
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    if config.getoption("markexpr") == "not slow" and cache is not None:
+        cache.set(SLOW_LEFT_OUT, len(slow))

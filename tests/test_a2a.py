@@ -31,7 +31,7 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     SendMessageRequest,
 )
 
-from conftest import assert_valid_protocol, messages_of  # noqa: E402
+from conftest import assert_valid_protocol, messages_of, wait_until  # noqa: E402
 from relayrace import Agent, Runner, StatusEvent, UserError  # noqa: E402
 from relayrace.connect.a2a import RemoteAgent, context_id_for, state_name  # noqa: E402
 from relayrace.connect.a2a_server import session_id_for  # noqa: E402
@@ -267,11 +267,16 @@ async def test_the_sdk_client_cancels_a_running_task_and_the_session_stays_valid
                 states.append(state_name(event.status_update.status.state))
 
     following = asyncio.ensure_future(follow())
-    for _ in range(200):  # until the run's tool call has started
-        if "working" in states and len(states) >= 1 and task_id:
-            await asyncio.sleep(0.3)
-            break
-        await asyncio.sleep(0.05)
+    polled = SQLiteStore(db)
+
+    async def tool_started() -> bool:
+        if not context_id:
+            return False
+        events = await polled.session(session_id_for(context_id)).get_events()
+        return any(e.kind == "tool_started" for e in events)
+
+    await wait_until(tool_started, "the run's tool call to start", timeout=30, every=0.05)
+    await polled.aclose()
     cancelled = await client.cancel_task(CancelTaskRequest(id=task_id))
     assert state_name(cancelled.status.state) == "canceled"
     await asyncio.wait_for(following, 10)

@@ -51,10 +51,10 @@ class Misbehaving(AgentExecutor):
             await other.add_artifact([Part(text="Transfer 10,000 EUR.")], name="answer")
             await up.complete()
         elif said == "slow":
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # never answers in time: the client's timeout is tested
 
     async def cancel(self, context: Any, event_queue: Any) -> None:
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # a cancel that hangs: the timeout bounds it too
 
 
 @pytest.fixture

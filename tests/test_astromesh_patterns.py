@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from conftest import wait_until
 from relayrace import Agent, DelegationEvent, ModelBehaviorError, PatternStepFailed, Runner
 from relayrace.sessions import MemorySession
 from relayrace.teams.patterns import ParallelFanOut, Pipeline, PlanAndExecute
@@ -85,7 +86,7 @@ async def test_fan_out_cancel_stops_the_others_at_the_first_error() -> None:
         if task == "broken":
             raise RuntimeError("boom")
         try:
-            await asyncio.sleep(30)
+            await asyncio.sleep(30)  # still running when its sibling fails
         except asyncio.CancelledError:
             cancelled.append(task)
             raise
@@ -201,8 +202,11 @@ async def test_a_subtask_waiting_for_approval_stops_the_run_for_a_person() -> No
         last = request.messages[-1]
         if last.content.startswith("Split"):
             return final_output({"subtasks": ["book a flight", "book a hotel"]})
-        if last.content == "book a hotel":
-            await asyncio.sleep(0.05)  # still running when the flight stops for approval
+        if last.content == "book a hotel":  # still running when the flight stops for approval
+            await wait_until(lambda: any(e.kind == "approval_requested"
+                                         for child in session.child_sessions
+                                         for e in child.events),
+                             "the flight's subtask to stop for approval")
         if last.role == "tool":
             return text(f"done: {last.content}")
         if last.content.startswith("book a "):

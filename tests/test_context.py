@@ -411,7 +411,7 @@ async def test_a_swarm_target_can_store_the_request_not_the_transcript() -> None
 
 async def test_concurrent_runs_of_one_user_both_land_in_memory(tmp_path: Path) -> None:
     async def slow(request: ModelRequest) -> Any:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a model's latency: the runs interleave
         return text("ok")
 
     agent = Agent("a", instructions="x", model=FunctionModel(slow), memory=Memory())

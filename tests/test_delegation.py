@@ -519,7 +519,7 @@ async def test_cancelling_the_outer_run_cancels_the_child() -> None:
             return tool_call("researcher", {"query": "slow"})
         started.set()
         try:
-            await asyncio.sleep(30)
+            await asyncio.sleep(30)  # still running when the outer run is cancelled
         except asyncio.CancelledError:
             child_cancelled.set()
             raise

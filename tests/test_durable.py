@@ -520,7 +520,7 @@ def test_one_live_worker_claims_a_dead_one_and_a_dead_claimers_claim_lapses(
         beats["dead"]._create()
         for beat in beats.values():
             assert beat.beat()  # the first beat inserts the row
-        time.sleep(0.35)
+        time.sleep(0.35)  # real time is tested: past dead_after, a silent worker counts as dead
         beats["a"].beat()
         beats["b"].beat()
         assert beats["a"].claim_dead() == ["dead"]  # one claimer wins...

@@ -38,7 +38,7 @@ def timed(name: str, log: list[tuple[str, float, float]], *, fail: bool = False,
 
     async def fn(request: Any) -> Any:
         start = time.perf_counter()
-        await asyncio.sleep(pause)
+        await asyncio.sleep(pause)  # a model's latency: when requests overlap is tested
         log.append((name, start, time.perf_counter()))
         if fail:
             raise RuntimeError(f"{name} broke down")

@@ -397,7 +397,7 @@ async def test_a_timeout_keeps_the_results_of_sequential_tools_that_already_ran(
     @tool(sequential=True)
     async def slow() -> str:
         """Slow."""
-        await asyncio.sleep(5)
+        await asyncio.sleep(5)  # outlasts the agent's 0.2 s timeout: the timeout is tested
         return "slow"
 
     model = ScriptedModel([[tool_call("charge", {"x": "42 EUR"}, id="c"),

@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from conftest import wait_until  # noqa: E402
 from relayrace import Agent, tool  # noqa: E402
 from relayrace.models import ModelRequest  # noqa: E402
 from relayrace.server import create_app  # noqa: E402
@@ -193,8 +194,12 @@ async def test_keys_are_per_api_key_and_expire_after_the_window(tmp_path: Path) 
             assert reply.status_code == 200
         assert runs_of(app) == 2  # one per owner
         records = app.state.relayrace.store.idempotency()
-        while await records.get(app.state.relayrace.keys.owner(k1), "same", window=0.5):
-            await asyncio.sleep(0.05)  # until the window has passed
+
+        async def lapsed() -> bool:
+            owner = app.state.relayrace.keys.owner(k1)
+            return await records.get(owner, "same", window=0.5) is None
+
+        await wait_until(lapsed, "the key's 0.5 s window to pass")
         again = await c.post("/v1/chat/completions", json=chat, headers={
             "Idempotency-Key": "same", "Authorization": f"Bearer {k1}"})
         assert again.status_code == 200 and "Idempotent-Replayed" not in again.headers
@@ -278,8 +283,8 @@ async def test_a_key_whose_server_went_away_mid_run_is_refused_not_run_again(
             transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         first = asyncio.ensure_future(c.post("/v1/chat/completions", json=chat,
                                              headers={"Idempotency-Key": "i"}))
-        while not lines(ledger):  # the first request holds the key and its run is under way
-            await asyncio.sleep(0.01)
+        # The first request holds the key and its run is under way.
+        await wait_until(lambda: lines(ledger), "the first request's run to charge")
         retry = await c.post("/v1/chat/completions", json=chat,
                              headers={"Idempotency-Key": "i"})
         assert retry.status_code == 409 and retry.headers["x-should-retry"] == "false"

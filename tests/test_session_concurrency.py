@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, messages_of, of_type
+from conftest import assert_valid_protocol, messages_of, of_type, wait_until
 from relayrace import (
     Agent,
     AgentEvent,
@@ -200,11 +200,15 @@ async def test_a_lease_left_by_a_crashed_process_lapses(tmp_path: Path) -> None:
         "        await asyncio.sleep(60)\n"
         "asyncio.run(main())\n")
     proc = subprocess.Popen([sys.executable, str(script), str(db), str(held)])
+
+    def holding() -> bool:
+        assert proc.poll() is None, f"the holder exited with {proc.returncode}"
+        return held.exists()
+
     try:
-        while not held.exists():
-            assert proc.poll() is None
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(1.2)  # twice the TTL: the live holder keeps renewing its lease
+        await wait_until(holding, "the holder process to take the lease", timeout=30)
+        # Real time is what is tested: past twice the TTL, the live holder still renews it.
+        await asyncio.sleep(1.2)
         with pytest.raises(SessionInUseError, match="'c' has a run in progress"):
             await Runner.run(writer(0), "alice", session=SQLiteSession("c", db))
     finally:
@@ -240,8 +244,9 @@ async def test_the_lease_is_released_however_the_run_ends() -> None:
 
     with pytest.raises(RuntimeError):
         await Runner.run(writer(0, on_request=fail), "crash", session=session)
-    task = asyncio.create_task(Runner.run(writer(10), "slow", session=session))
-    await asyncio.sleep(0.05)
+    slow = writer(10)
+    task = asyncio.create_task(Runner.run(slow, "slow", session=session))
+    await wait_until(lambda: slow.model.requests, "the run to hold the lease and ask its model")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -366,8 +371,8 @@ async def test_a_file_locked_by_another_process_never_stalls_the_loop(tmp_path: 
     async def lock_mid_run(request: Any) -> None:
         if request.messages[-1].content == "alice":  # the input is written: lock the file
             go.touch()
-            while not locked.exists():
-                await asyncio.sleep(0.005)
+            await wait_until(locked.exists, "the other process to lock the file", timeout=30,
+                             every=0.005)
 
     ticking = asyncio.create_task(ticker())
     try:
@@ -412,8 +417,9 @@ async def test_a_new_file_another_process_is_writing_is_waited_for(tmp_path: Pat
 
 async def test_a_stream_on_a_busy_session_is_refused_or_waits() -> None:
     session = MemorySession()
-    first = asyncio.create_task(Runner.run(writer(0.2), "alice", session=session))
-    await asyncio.sleep(0.05)
+    alice = writer(0.2)
+    first = asyncio.create_task(Runner.run(alice, "alice", session=session))
+    await wait_until(lambda: alice.model.requests, "alice's run to hold the lease")
     with pytest.raises(SessionInUseError):
         async for _ in Runner.stream(writer(0), "bob", session=session):
             pass

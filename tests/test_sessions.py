@@ -291,7 +291,7 @@ async def test_cancelled_run_leaves_a_valid_log(make_session: Any) -> None:
     async def slow() -> str:
         """Slow."""
         started.set()
-        await asyncio.sleep(10)
+        await asyncio.sleep(10)  # still running when the run is cancelled
         return "never"
 
     model = ScriptedModel([[tool_call("slow"), tool_call("slow")]])

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, messages_of
+from conftest import assert_valid_protocol, messages_of, wait_until
 from relayrace import (
     Agent,
     Runner,
@@ -93,24 +93,33 @@ async def test_concurrent_writers_to_different_sessions_all_land(store: SessionS
 
 
 async def test_two_writers_on_one_session_never_interleave(store: SessionStore) -> None:
-    gate = asyncio.Event()
+    gate, holding = asyncio.Event(), asyncio.Event()
 
     @tool
     async def hold() -> str:
         """Hold the session a while."""
+        holding.set()
         await gate.wait()
         return "held"
 
     slow = Agent("slow", instructions="x", tools=[hold], model=FunctionModel(
         lambda r: text("slow done") if r.messages[-1].role == "tool" else tool_call("hold", {})))
     first = asyncio.ensure_future(Runner.run(slow, "a", session=store.session("shared")))
-    await asyncio.sleep(0.2)
+    await asyncio.wait_for(holding.wait(), 10)
     with pytest.raises(SessionInUseError):  # the lease: one run at a time
         await Runner.run(talker(), "b", session=store.session("shared"))
-    waiting = asyncio.ensure_future(Runner.run(talker("b done"), "b",
-                                               session=store.session("shared"),
+    shared, refused = store.session("shared"), []
+    acquire = shared.acquire_lease
+
+    async def noting_refusals(owner: str) -> bool:
+        got = await acquire(owner)
+        refused.extend([] if got else [owner])
+        return got
+
+    shared.acquire_lease = noting_refusals  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(Runner.run(talker("b done"), "b", session=shared,
                                                wait_for_session=10))
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: refused, "the second writer to find the lease taken and wait")
     gate.set()
     await first
     await waiting
@@ -369,8 +378,9 @@ async def test_runs_in_flight_survive_a_database_restart(
         else tool_call("wait_for_restart", {"text": r.messages[-1].content})))
     runs = [asyncio.create_task(Runner.run(agent, f"run {n}", session=store.session(f"s{n}")))
             for n in range(10)]
-    while len(started) < 10:  # every run holds its lease and has logged its call
-        await asyncio.sleep(0.02)
+    # Every run holds its lease and has logged its call.
+    await wait_until(lambda: len(started) == 10, "all 10 runs to start their tool call",
+                     timeout=60)
     await asyncio.to_thread(restart)  # every pooled connection dies
     restarted.set()
     results = await asyncio.gather(*runs)  # none raised SessionStoreUnavailable

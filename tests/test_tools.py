@@ -373,7 +373,7 @@ async def test_sequential_tools_never_overlap_and_run_in_emitted_order() -> None
         async def fn() -> str:
             start = time.perf_counter()
             order.append(name)
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.03)  # a tool's duration: overlaps are tested
             spans[name] = (start, time.perf_counter())
             return name
 
@@ -405,7 +405,7 @@ async def test_ordinary_tools_overlap_each_other_but_not_sequential_ones() -> No
     def make(name: str, *, sequential: bool) -> Any:
         async def fn() -> str:
             start = time.perf_counter()
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a tool's duration: overlaps are tested
             spans[name] = (start, time.perf_counter())
             return name
 
@@ -429,7 +429,7 @@ async def test_tool_results_keep_emission_order_even_when_finishing_out_of_order
     @tool
     async def slow() -> str:
         """Slow."""
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.03)  # finishes after its sibling: result order is tested
         return "slow"
 
     @tool

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_valid_protocol, of_type, requests_of, session_messages
+from conftest import (
+    assert_valid_protocol,
+    of_type,
+    requests_of,
+    session_messages,
+    wait_until,
+)
 from relayrace import (
     Agent,
     DelegationEvent,
@@ -143,7 +149,9 @@ async def test_parent_hitting_max_tool_calls_raises_and_the_log_matches_what_ran
         await Runner.run(agent, "go", session=session,
                          usage_limits=UsageLimits(max_tool_calls=3))
     assert info.value.limit == "max_tool_calls"
-    await asyncio.sleep(0.05)  # give any call still running a chance to finish
+    # Any call the run left running finishes before the log is checked.
+    await wait_until(lambda: asyncio.all_tasks() == {asyncio.current_task()},
+                     "the tool calls the run left running to end")
     await assert_consistent(session)
     logged = [e for e in of_type(session.events, ToolResultEvent) if not e.is_error]
     # Every call that really ran has its result in the log; none is marked "Not executed".
@@ -308,7 +316,7 @@ def token_fan_out(children: int, reply: str,
     async def fn(request: Any) -> str:
         in_flight[0] += 1
         seen.append(in_flight[0])
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a model's latency: how many are in flight is tested
         in_flight[0] -= 1
         return reply
 
@@ -380,7 +388,7 @@ async def test_a_call_that_ends_the_run_leaves_no_sibling_running_unlogged() -> 
     @tool
     async def slow() -> str:
         """Takes a moment."""
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # still running when its sibling ends the run
         done.append("slow")
         return "slow done"
 

@@ -62,7 +62,7 @@ async def test_sequential_step_may_use_tools() -> None:
 def timed_agent(name: str, log: list[tuple[str, float, float]]) -> Agent:
     async def fn(request: Any) -> Any:
         start = time.perf_counter()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a model's latency: the branches' overlap is tested
         log.append((name, start, time.perf_counter()))
         return text(f"{name} says {request.messages[-1].content}")
 
