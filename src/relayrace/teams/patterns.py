@@ -206,6 +206,20 @@ class _Pattern(Composite):
         driver.note(self, note)
         return await driver.drive(self._speaker, span, [])
 
+    async def _listed(self, driver: Driver, span: Span, agent: Agent[Any], task: str, key: str,
+                      history: Sequence[Message], field: str, invalid: str,
+                      noted: str) -> list[str]:
+        """Ask ``agent`` (a child) for a list in ``field``; note it in the run as ``noted``
+        (its ``{}`` the count) with the items numbered. No valid list ends the run with
+        ``invalid``, and the child's error."""
+        found = await self._child(driver, span, agent, task, key, history)
+        if not found.ok:
+            raise ModelBehaviorError(f"{invalid}: {found.error}")
+        items: list[str] = found.value[field]
+        driver.note(self, f"[{self.label}: {noted.format(len(items))}]\n"
+                    + "\n".join(f"{i}. {s}" for i, s in enumerate(items, 1)))
+        return items
+
     def _start(self, driver: Driver, pending: list[ToolCall]) -> None:
         if pending:  # a crash cut the synthesis short: it is asked again
             driver.answer_dangling(self, f"the {self.label} was restarted")
@@ -241,15 +255,11 @@ class PlanAndExecute(_Pattern):
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         self._start(driver, pending)
         request, history = self._request(driver)
-        plan = await self._child(driver, span, self._planner, (
+        steps = await self._listed(driver, span, self._planner, (
             f"Make a step-by-step plan of at most {self.max_steps} steps to answer this "
-            f"request; do not carry it out yet.\n\nRequest: {request}"), "plan", history)
-        if not plan.ok:
-            raise ModelBehaviorError(f"plan_and_execute {self.name!r}: no valid plan of at most "
-                                     f"{self.max_steps} steps: {plan.error}")
-        steps: list[str] = plan.value["steps"]
-        driver.note(self, f"[{self.label}: a plan of {len(steps)} steps]\n"
-                    + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
+            f"request; do not carry it out yet.\n\nRequest: {request}"), "plan", history,
+            "steps", f"plan_and_execute {self.name!r}: no valid plan of at most "
+            f"{self.max_steps} steps", "a plan of {} steps")
         def labelled(results: Sequence[ChildResult]) -> list[tuple[str, ChildResult]]:
             return [(f"Step {i}: {s}", r) for i, (s, r) in enumerate(zip(steps, results,
                                                                           strict=False), 1)]
@@ -301,15 +311,11 @@ class ParallelFanOut(_Pattern):
                             pending: list[ToolCall]) -> tuple[str, Agent[Any], str]:
         self._start(driver, pending)
         request, history = self._request(driver)
-        split = await self._child(driver, span, self._splitter_agent, (
+        subtasks = await self._listed(driver, span, self._splitter_agent, (
             f"Split this request into at most {self.max_subtasks} independent subtasks that "
-            f"can be worked on at the same time.\n\nRequest: {request}"), "split", history)
-        if not split.ok:
-            raise ModelBehaviorError(f"parallel_fan_out {self.name!r}: no valid split into at "
-                                     f"most {self.max_subtasks} subtasks: {split.error}")
-        subtasks: list[str] = split.value["subtasks"]
-        driver.note(self, f"[{self.label}: {len(subtasks)} subtasks]\n"
-                    + "\n".join(f"{i}. {s}" for i, s in enumerate(subtasks, 1)))
+            f"can be worked on at the same time.\n\nRequest: {request}"), "split", history,
+            "subtasks", f"parallel_fan_out {self.name!r}: no valid split into at most "
+            f"{self.max_subtasks} subtasks", "{} subtasks")
         runs = [self._child(driver, span, self.worker, task, f"subtask{i}")
                 for i, task in enumerate(subtasks, 1)]
         try:
