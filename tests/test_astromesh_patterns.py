@@ -7,7 +7,14 @@ import asyncio
 import pytest
 
 from conftest import wait_until
-from relayrace import Agent, DelegationEvent, ModelBehaviorError, PatternStepFailed, Runner
+from relayrace import (
+    Agent,
+    DelegationEvent,
+    MessageEvent,
+    ModelBehaviorError,
+    PatternStepFailed,
+    Runner,
+)
 from relayrace.sessions import MemorySession
 from relayrace.teams.patterns import ParallelFanOut, Pipeline, PlanAndExecute
 from relayrace.testing import ScriptedModel, final_output, text
@@ -32,6 +39,10 @@ async def test_plan_and_execute_runs_each_step_then_synthesizes() -> None:
     assert "refund allowed" in synthesis
     children = [e for e in session.events if isinstance(e, DelegationEvent)]
     assert len(children) == 3 and all(e.ok for e in children)  # the plan and two steps
+    notes = [e.message.content for e in result.new_events if isinstance(e, MessageEvent)
+             and "a plan of" in (e.message.content or "")]
+    assert len(notes) == 1 and notes[0].endswith(
+        "a plan of 2 steps]\n1. find the order\n2. check the refund")
 
 
 async def test_a_plan_longer_than_max_steps_is_sent_back_then_fails_typed() -> None:
@@ -43,7 +54,7 @@ async def test_a_plan_longer_than_max_steps_is_sent_back_then_fails_typed() -> N
     assert "is too long" in model.requests[1].messages[-1].content  # told, and it fixed it
 
     stubborn = ScriptedModel([too_long] * 3)
-    with pytest.raises(ModelBehaviorError, match="at most 2 steps"):
+    with pytest.raises(ModelBehaviorError, match="no valid plan of at most 2 steps: "):
         await Runner.run(PlanAndExecute(agent=_worker(stubborn), max_steps=2), "Do it")
 
 
