@@ -259,6 +259,57 @@ async def test_workers_share_one_postgres_database(tmp_path: Path, postgres_url:
         workers.stop()
 
 
+def _relay(pay: list[str]) -> Agent[None]:
+    """``a`` calls ``lookup``, then hands over to ``b``, which answers: bench/durable_steps.py's
+    run (three model requests, a step tool, a handoff)."""
+
+    @tool
+    async def lookup(i: int) -> str:
+        """Look up item i."""
+        pay.append("lookup")
+        return f"r{i}"
+
+    b = Agent("b", instructions="Answer.", model=ScriptedModel([text("done")]))
+    return Agent("a", instructions="Route.", tools=[lookup], sub_agents=[b], model=ScriptedModel(
+        [tool_call("lookup", {"i": 1}), tool_call("transfer_to_b", {})]))
+
+
+async def test_a_durable_run_writes_its_log_when_it_must_not_after_every_step(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A durable run's steps record the model's answers and the tools' results, so its log
+    takes them with the next write that must be on record (the run's start, a tool call about
+    to start, the run's end): three event writes for this run where a plain run on the same
+    store makes seven, counted at the driver, and the same log."""
+    import psycopg
+
+    sent: list[str] = []
+    original = psycopg.AsyncCursor.execute
+
+    async def counted(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return await original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", counted)
+    pay: list[str] = []
+    async with DurableRunner(_relay(pay), db=postgres_url) as durable:
+        sent.clear()
+        run = await durable.submit("find item 1")
+        result = await durable.result(run.run_id, wait=30)
+        durable_writes = sum("INSERT INTO relayrace_events" in q for q in sent)
+        durable_log = await durable.store.session(run.session_id).get_events()
+        session = durable.store.session()
+        sent.clear()
+        plain = await Runner.run(_relay(pay), "find item 1", session=session)
+        plain_writes = sum("INSERT INTO relayrace_events" in q for q in sent)
+        plain_log = await durable.store.session(session.session_id).get_events()
+    assert result.status == "completed" and result.output == plain.final_output == "done"
+    assert pay == ["lookup", "lookup"]
+    assert [e.kind for e in durable_log] == [e.kind for e in plain_log] == [
+        "run_started", "message", "message", "tool_started", "tool_result", "message",
+        "tool_result", "handoff", "message", "run_finished"]
+    assert (durable_writes, plain_writes) == (3, 7)
+
+
 # -- in this process: questions, errors ------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..core.events import HandoffEvent, MessageEvent, ToolResultEvent
 from ..core.exceptions import HandoffError, HandoffLoopError, MaxHandoffsExceeded, MaxTurnsExceeded
 from ..core.usage import Usage
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ..agents.guardrails import Guardrail
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
-    from ..core.events import AgentEvent, ContextCompactedEvent, ToolResultEvent, ToolStartedEvent
+    from ..core.events import AgentEvent, ContextCompactedEvent, ToolStartedEvent
     from ..core.messages import Message
     from ..sessions.base import Session
     from ..tracing import Span
@@ -73,12 +74,19 @@ class Place:
         top)."""
 
 
+# What a durable run's log may take later: a model's answer, a step tool's result and what the
+# engine derives from them alone (transfers, notes), all of which a later attempt gets back
+# from the steps' records.
+_HELD = frozenset({MessageEvent, ToolResultEvent, HandoffEvent})
+
+
 class EventLog:
     """The events a loop recorded, and how many of them its session holds."""
 
-    __slots__ = ("add", "logged", "new_events", "session", "written")
+    __slots__ = ("add", "hold", "logged", "new_events", "session", "written")
 
-    def __init__(self, session: Session, emit: Callable[[AgentEvent], None] | None) -> None:
+    def __init__(self, session: Session, emit: Callable[[AgentEvent], None] | None,
+                 hold: bool = False) -> None:
         self.session = session
         """The session the loop writes."""
         self.new_events: list[AgentEvent] = []
@@ -96,6 +104,10 @@ class EventLog:
         """How many of ``new_events`` the session holds."""
         self.logged: set[int] = set()
         """Results already recorded as their calls finished (persistent logs), by id(event)."""
+        self.hold = hold
+        """Whether batches wait for one that must be on record (a durable run without a
+        person's decisions, whose steps record every answer and step tool result): see
+        ``flush``."""
 
     def unwritten(self) -> list[AgentEvent]:
         """The events the session does not hold yet, now counted as written."""
@@ -103,8 +115,17 @@ class EventLog:
         self.written = len(events)
         return events[start:]
 
-    async def flush(self) -> None:
-        """Write the pending events to the session in one batch."""
+    async def flush(self, *, now: bool = False) -> None:
+        """Write the pending events to the session in one batch.
+
+        In a durable run (``hold``) the batch waits, unless ``now``, while it holds only what
+        a later attempt gets back from the steps' records (``_HELD``): it goes with the next
+        batch that must be on record first (a run's start, a tool call about to start, a
+        run's end). Batches written together are one append, so each stays atomic.
+        """
+        if self.hold and not now and all(type(e) in _HELD
+                                         for e in self.new_events[self.written:]):
+            return
         batch = self.unwritten()
         if batch:
             await self.session.append(batch)

@@ -62,7 +62,10 @@ class Pieces:
         self.state = state
         self.place = Place(entry, path_prefix, parent_span, depth, instructions_suffix, variables,
                            extra_tools)
-        self.log = EventLog(session, state.emit)
+        # A durable run's log takes what its steps record with the next write that must be on
+        # record; a run carrying a person's decisions writes as it goes (they are no step's).
+        self.log = EventLog(session, state.emit,
+                            state.steps is not None and state.approvals is None)
         self.views = Views()
         self.calls = Calls()
         swarm = entry.pattern == "swarm"

@@ -406,7 +406,8 @@ async def _execute(
                 if persistent:  # on record the moment the call finishes
                     pieces.log.add(out)
                     pieces.log.logged.add(id(out))
-                    await asyncio.shield(pieces.flush())
+                    # A delegating tool's result is no step's record: it cannot wait.
+                    await asyncio.shield(pieces.log.flush(now=tool.delegates))
             case Waiting(pending=pending):
                 child_waiting.extend(pending)
             case _:
