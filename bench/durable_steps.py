@@ -34,9 +34,11 @@ docs show:
   documented set-up; a database session service would add its own writes).
 
 Reported per side and store, the median of ``--rounds`` rounds with the sides interleaved:
-wall time and runs per second, and on PostgreSQL the transactions (``pg_stat_database``) and the
-statements sent (counted at the psycopg driver) per run, each less what the same process does
-for zero runs (set-up, migrations, launch); and every side's ratio to the bare-DBOS limit.
+wall time and runs per second, the process's CPU time per run (all its threads: on a machine
+shared with other work, wall times follow the CPU each side needs), and on PostgreSQL the
+transactions (``pg_stat_database``) and the statements sent (counted at the psycopg driver)
+per run, each less what the same process does for zero runs (set-up, migrations, launch);
+and every side's ratio to the bare-DBOS limit.
 A side that cannot run the workload says why in its row.
 """
 
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -368,14 +371,14 @@ async def measure(side: str, db: str, runs: int, concurrency: int) -> dict[str, 
         async with gate:
             await one(n)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*[gated(n) for n in range(runs)])
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     statements = sent["statements"] - before
     result = stop()
     if hasattr(result, "__await__"):
         await result
-    return {"ok": True, "wall_s": wall, "statements": statements}
+    return {"ok": True, "wall_s": wall, "cpu_s": cpu, "statements": statements}
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,7 +442,7 @@ def table(results: dict[str, dict[str, list[dict[str, Any]]]], runs: int) -> lis
         lines.append(f"\n{store}: {runs} runs of a 2-agent team (3 model requests, 2 tool calls, "
                      "1 handoff), median of the rounds")
         lines.append(f"  {'side':<15}{'wall':>9}{'runs/s':>9}{'x bare DBOS':>13}"
-                     f"{'txns/run':>10}{'stmts/run':>11}")
+                     f"{'CPU ms/run':>12}{'txns/run':>10}{'stmts/run':>11}")
         for side, rs in sides.items():
             if side not in walls:
                 error = next((r.get("error", "") for r in rs if not r.get("ok")), "no result")
@@ -452,7 +455,9 @@ def table(results: dict[str, dict[str, list[dict[str, Any]]]], runs: int) -> lis
             if store == "postgres":
                 txns = f"{statistics.median(r['transactions_per_run'] for r in rs):10.1f}"
                 stmts = f"{statistics.median(r['statements_per_run'] for r in rs):11.1f}"
-            lines.append(f"  {side:<15}{wall:8.2f}s{runs / wall:9.0f}{ratio} {txns}{stmts}")
+            cpu = statistics.median(r.get("cpu_s", math.nan) for r in rs) * 1000 / runs
+            lines.append(f"  {side:<15}{wall:8.2f}s{runs / wall:9.0f}{ratio}{cpu:12.1f} "
+                         f"{txns}{stmts}")
     return lines
 
 
