@@ -310,6 +310,35 @@ async def test_a_durable_run_writes_its_log_when_it_must_not_after_every_step(
     assert (durable_writes, plain_writes) == (3, 7)
 
 
+async def test_a_durable_runs_delegated_result_is_written_when_its_call_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delegating tool's result is no step's record (its child's steps are): a durable run
+    writes it the moment the call ends, while the model's answers wait for the next write that
+    must be on record (a plain run would write each of them on its own)."""
+    from relayrace.sessions.sqlite import SQLiteSession
+
+    batches: list[tuple[str, list[str]]] = []
+    original = SQLiteSession.append
+
+    async def append(self: SQLiteSession, events: Any) -> None:
+        batches.append((self.session_id, [e.kind for e in events]))
+        await original(self, events)
+
+    monkeypatch.setattr(SQLiteSession, "append", append)
+    child = Agent("researcher", instructions="Research.", model=ScriptedModel([text("found")]))
+    boss = Agent("boss", instructions="Ask.", tools=[child.as_tool(report=False)],
+                 model=ScriptedModel([tool_call("researcher", {"query": "A"}), text("ok")]))
+    async with DurableRunner(boss, db=tmp_path / "s.db") as durable:
+        run = await durable.submit("find A")
+        result = await durable.result(run.run_id, wait=30)
+    assert result.status == "completed" and result.output == "ok"
+    assert [kinds for sid, kinds in batches if sid == run.session_id] == [
+        ["run_started", "message"],
+        ["message", "tool_started"],  # the answer waited for the call's start
+        ["delegation", "tool_result"],  # the child's result, at once
+        ["message", "run_finished"]]
+
+
 # -- in this process: questions, errors ------------------------------------------------------
 
 
