@@ -36,7 +36,9 @@ class StepRunner(ABC):
     @abstractmethod
     async def step(self, key: str, fn: Callable[[], Awaitable[str]]) -> str:
         """The value of the step ``key``: recorded by an earlier attempt, or ``fn()``'s,
-        recorded before it is returned."""
+        recorded before it is returned. The run's session log takes the value only with its
+        next write that must be on record (a tool call's start, the run's end), so until then
+        the record is what a later attempt has of it."""
 
     def superseded(self, exc: BaseException) -> bool:
         """Whether ``exc`` says this attempt lost the run to another one (the engine took it
