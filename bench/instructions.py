@@ -4,16 +4,18 @@
     python bench/instructions.py --src OTHER/src    # another version, to compare
 
 Each figure is differential: the same workload at two sizes, the difference divided by the
-extra work, so start-up and one-off costs cancel out. With ``PYTHONHASHSEED=0`` and the cyclic
-garbage collector off (its collections land at different points in each size), and address
-randomization off (``setarch -R``), the counts repeat to within a fraction of a percent.
-Needs ``valgrind`` (Debian: ``apt-get install
-valgrind``).
+extra work, so one-off costs cancel out. Callgrind counts only inside the measured runs (they
+are called through a ``ctypes`` callback, and ``--toggle-collect`` names it): the
+interpreter's start, the imports and the warm-up run are not counted at all, so the noise of
+a process start (a few million instructions, as much as the whole signal) stays out. With
+``PYTHONHASHSEED=0``, the cyclic garbage collector off (its collections land at different
+points in each size) and address randomization off (``setarch -R``), the counts repeat to
+within about 0.1%. Needs ``valgrind`` (Debian: ``apt-get install valgrind``).
 
-- per tool turn: runs of 2 and of 6 model turns that each call one tool (50 runs each);
-- per handoff: a chain of 10 and of 20 agents handing over one to the next, run 2 and 4
-  times (the second and later runs of a chain: warm);
-- per run: 100 and 300 runs of one tool turn on fresh memory sessions (everything a run does
+- per tool turn: runs of 2 and of 6 model turns that each call one tool (20 runs each);
+- per handoff: a chain of 10 and of 20 agents handing over one to the next, each run 3
+  times after a warm-up run;
+- per run: 20 and 60 runs of one tool turn on fresh memory sessions (everything a run does
   once: its state, the session's lease, the log's checks).
 """
 
@@ -32,12 +34,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 WORKLOAD = '''
-import asyncio, gc, sys
+import asyncio, ctypes, gc, sys
 from relayrace import Agent, Runner, tool
 from relayrace.testing import FunctionModel, text, tool_call
 
 kind, size, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-gc.disable()  # a collection lands at a different point in each size: it would blur the difference
 
 
 @tool
@@ -65,11 +66,15 @@ else:
     agent = Agent("a", instructions="x", model=FunctionModel(turns, record=False), tools=[add])
 
 
-async def main():
-    for _ in range(repeat):
+async def main(n):
+    for _ in range(n):
         await Runner.run(agent, "go", max_turns=size + 5, max_handoffs=size + 5)
 
-asyncio.run(main())
+asyncio.run(main(1))  # warm: first-time paths and caches are not what is measured
+gc.collect()
+gc.disable()  # a collection lands at a different point in each size: it would blur the difference
+# Callgrind counts only inside this callback (``--toggle-collect=_CallPythonObject``).
+ctypes.CFUNCTYPE(None)(lambda: asyncio.run(main(repeat)))()
 '''
 
 
@@ -80,12 +85,16 @@ def count(src: Path, script: Path, *args: int | str) -> int:
         # Addresses fixed too (no ASLR): tables keyed by object ids then collide alike each time.
         fixed = ["setarch", platform.machine(), "-R"] if shutil.which("setarch") else []
         done = subprocess.run(
-            [*fixed, "valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
+            [*fixed, "valgrind", "--tool=callgrind", "--collect-atstart=no",
+             "--toggle-collect=_CallPythonObject", f"--callgrind-out-file={tmp}/out",
              sys.executable, str(script), *map(str, args)],
             env=env, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
         raise RuntimeError(f"callgrind printed no count:\n{done.stderr[-2000:]}")
+    if int(found.group(1)) < 1_000_000:  # nothing counted: the toggle never fired
+        raise RuntimeError("callgrind counted nothing inside the measured runs: this Python's "
+                           "ctypes has no _CallPythonObject for --toggle-collect")
     return int(found.group(1))
 
 
@@ -94,11 +103,10 @@ def measure(src: Path) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "workload.py"
         script.write_text(WORKLOAD)
-        turn = (count(src, script, "turns", 6, 50) - count(src, script, "turns", 2, 50)) // 200
-        short = count(src, script, "handoff", 10, 4) - count(src, script, "handoff", 10, 2)
-        long = count(src, script, "handoff", 20, 4) - count(src, script, "handoff", 20, 2)
-        handoff = (long - short) // 2 // 10
-        run = (count(src, script, "turns", 1, 300) - count(src, script, "turns", 1, 100)) // 200
+        turn = (count(src, script, "turns", 6, 20) - count(src, script, "turns", 2, 20)) // 80
+        long = count(src, script, "handoff", 20, 3)
+        handoff = (long - count(src, script, "handoff", 10, 3)) // 30
+        run = (count(src, script, "turns", 1, 60) - count(src, script, "turns", 1, 20)) // 40
     return {"per tool turn": turn, "per handoff": handoff, "per run": run}
 
 

@@ -66,20 +66,24 @@ class Budget:
         used = response.usage
         # Tokens of every kind; the request was counted when it was admitted. A remote agent's
         # run behind the response adds its other requests and its tool calls.
-        added = Usage()
-        added.add_tokens(used)
-        if response.remote is not None:
-            added.requests = max(0, response.remote.requests - 1)
-            added.tool_calls = response.remote.tool_calls
-        self.usage.total.add(added)
-        self.usage.per_agent[path].add(added)
-        if local is not None:
-            local.add(added)
+        usage = self.usage
+        sums = (usage.total, usage.per_agent[path], local)
+        if response.remote is None:  # every model turn: tokens only, no Usage made for them
+            for entry in sums:
+                if entry is not None:
+                    entry.add_tokens(used)
+        else:
+            added = Usage(requests=max(0, response.remote.requests - 1),
+                          tool_calls=response.remote.tool_calls)
+            added.add_tokens(used)
+            for entry in sums:
+                if entry is not None:
+                    entry.add(added)
         served = response.served
-        if not served:
-            served = {model: Usage(requests=1)}
-            served[model].add_tokens(used)
-        self.usage.count_served(path, served)
+        if served:
+            usage.count_served(path, served)
+        else:
+            usage.count_request(path, model, used)
 
     def check_tokens(self) -> None:
         """Raise if a token budget is used up."""

@@ -52,8 +52,12 @@ class Offer:
 
 
 def plain(ts: Toolset) -> Offer:
-    """The offer of a turn that changes nothing of what the agent has (the usual one)."""
-    return Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
+    """The offer of a turn that changes nothing of what the agent has (the usual one): one
+    value per toolset, kept with it across turns and runs."""
+    offer: Offer | None = ts.plain
+    if offer is None:
+        offer = ts.plain = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
+    return offer
 
 
 def finish_task_definition() -> dict[str, Any]:

@@ -123,19 +123,15 @@ class Pieces:
 
     def plain_offer(self, agent: Agent[Any]) -> Offer | None:
         """What ``agent`` is offered this turn when that is simply what it has (the usual
-        case: decided without an await, and made once per loop); ``None``: build the offer
-        (``offer``)."""
+        case: decided without an await, and made once per toolset); ``None``: build the
+        offer (``offer``)."""
         if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
                 self.transfers.swarm_limit:
             return None
         ts = self.toolset(agent)
         if ts.gated or ts.handoffs.dynamic:
             return None
-        offers = self.place.offers
-        offer = offers.get(agent.name)
-        if offer is None or offer.toolset is not ts:
-            offer = offers[agent.name] = plain(ts)
-        return offer
+        return plain(ts)
 
     async def offer(self, agent: Agent[Any]) -> Offer:
         """What ``agent`` is offered this turn, its gates asked once: the request carries it,

@@ -91,7 +91,7 @@ class Toolset:
     toolsets list the same tools (see ``toolset_of``)."""
 
     __slots__ = ("agent", "definitions", "enabled", "gated", "handoffs", "listed",
-                 "permissions", "refused", "source", "tools")
+                 "permissions", "plain", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
                  extra: Sequence[Tool] = ()) -> None:
@@ -120,6 +120,9 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
+        self.plain: Any = None
+        """The `Offer` of a turn that takes these tools as they are (``offer.plain``), made
+        on first use and kept while this toolset is: most turns of most runs offer it."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],

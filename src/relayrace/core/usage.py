@@ -86,6 +86,18 @@ class RunUsage:
             usage = self.per_agent[path] = Usage()
         return usage
 
+    def count_request(self, path: str, model: str, used: Usage) -> None:
+        """Count one request of ``path`` that ``model`` served, with ``used``'s tokens."""
+        by_model = self.per_agent_model.get(path)
+        if by_model is None:
+            by_model = self.per_agent_model[path] = {}
+        for table in (self.per_model, by_model):
+            entry = table.get(model)
+            if entry is None:
+                entry = table[model] = Usage()
+            entry.requests += 1
+            entry.add_tokens(used)
+
     def count_served(self, path: str, served: Mapping[str, Usage]) -> None:
         """Count what each model of ``served`` (by name) used for a request of ``path``."""
         by_model = self.per_agent_model.get(path)
