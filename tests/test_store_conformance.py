@@ -550,3 +550,28 @@ async def test_a_run_on_a_postgres_session_is_three_round_trips_and_gives_its_le
     events = await store.session("kept").get_events()
     assert [m.content for m in messages_of(events)][-2:] == ["hi", "there"]
     await store.aclose()
+
+
+async def test_many_sessions_starting_at_once_on_postgres_open_one_pool(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand conversations starting together on a new store wait for one pool, instead
+    of each opening a first connection of its own (past the server's ``max_connections``)."""
+    import psycopg
+
+    opened = 0
+    connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+
+    async def counted(cls: type[psycopg.AsyncConnection[Any]], *args: Any, **kwargs: Any
+                      ) -> psycopg.AsyncConnection[Any]:
+        nonlocal opened
+        opened += 1
+        return await connect(cls, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(counted))
+    store = open_store(postgres_url)
+    agent = Agent("a0", instructions="Chat.", model=FunctionModel(lambda r: text("ok")))
+    results = await asyncio.gather(*[Runner.run(agent, "hi", session=store.session(f"s{n}"))
+                                     for n in range(60)])
+    assert [r.final_output for r in results] == ["ok"] * 60
+    assert opened <= 11  # the first connection (the schema), then the pool's 10 at most
+    await store.aclose()
