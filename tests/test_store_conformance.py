@@ -468,3 +468,110 @@ async def test_a_database_that_cannot_be_used_says_why_within_the_busy_timeout(
     assert not caught.value.retryable and "could not be reached" not in said
     assert "refused the connection (database \"missing_" in said and "does not exist" in said
     await missing.aclose()
+
+
+@pytest.fixture
+def round_trips(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[], int]]:
+    """Round trips to PostgreSQL since the last call, as the driver sends them: libpq's trace
+    of every connection opened from here on, counting the ``Sync`` messages (one ends each
+    round trip, a pipeline's included)."""
+    import psycopg
+
+    trace = (tmp_path / "libpq.trace").open("w+")
+    connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+
+    async def traced(cls: type[psycopg.AsyncConnection[Any]], *args: Any, **kwargs: Any
+                     ) -> psycopg.AsyncConnection[Any]:
+        conn = await connect(cls, *args, **kwargs)
+        conn.pgconn.trace(trace.fileno())
+        return conn
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(traced))
+    read = 0
+
+    def since() -> int:
+        nonlocal read
+        with open(trace.name) as f:
+            f.seek(read)
+            lines = f.read().splitlines()
+            read = f.tell()
+        return sum(1 for line in lines if "\tF\t" in line and "\tSync" in line)
+
+    with trace:
+        yield since
+
+
+async def test_a_run_on_a_postgres_session_is_three_round_trips_and_gives_its_lease_back(
+        postgres_url: str, round_trips: Callable[[], int]) -> None:
+    """Per run: the lease taken with the log's read (one pipeline), the input appended, and
+    the run's end appended with the lease given back in the same statement."""
+    import psycopg
+
+    def leases() -> list[Any]:
+        with psycopg.connect(postgres_url) as conn:
+            return conn.execute("SELECT session_id FROM relayrace_leases").fetchall()
+
+    held: list[list[Any]] = []
+
+    def reply(request: Any) -> Any:
+        held.append(leases())  # the run holds its lease while the model answers
+        if request.messages[-1].content == "fail":
+            raise RuntimeError("the model failed")
+        return text("ok")
+
+    agent = Agent("a0", instructions="Chat.", model=FunctionModel(reply))
+    store = open_store(postgres_url)
+    await Runner.run(agent, "warm up", session=store.session("warm"))  # the pool and schema
+    round_trips()
+    kept = store.session("kept")
+    counts = []
+    for turn in range(3):  # one object per conversation: a later read takes what is new
+        await Runner.run(agent, f"turn {turn}", session=kept)
+        counts.append(round_trips())
+    for turn in range(2):  # a new object per turn: its first read takes the whole log
+        await Runner.run(agent, f"again {turn}", session=store.session("kept"))
+        counts.append(round_trips())
+    with pytest.raises(RuntimeError):  # a failed run's end gives the lease back too
+        await Runner.run(agent, "fail", session=kept)
+    counts.append(round_trips())
+    assert counts == [3] * 6
+    assert held[1:] == [[("kept",)]] * 6 and leases() == []
+    # Another process's run gets the session at once.
+    other = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", textwrap.dedent(f"""
+        import asyncio
+        from relayrace import Agent, Runner
+        from relayrace.sessions import open_store
+        from relayrace.testing import FunctionModel, text
+        agent = Agent("a0", instructions="Chat.", model=FunctionModel(lambda r: text("there")))
+        print(asyncio.run(Runner.run(agent, "hi", session=open_store({postgres_url!r})
+                                     .session("kept"))).final_output)
+        """)], capture_output=True, text=True, timeout=120)
+    assert other.stdout.strip() == "there", other.stderr
+    events = await store.session("kept").get_events()
+    assert [m.content for m in messages_of(events)][-2:] == ["hi", "there"]
+    await store.aclose()
+
+
+async def test_many_sessions_starting_at_once_on_postgres_open_one_pool(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand conversations starting together on a new store wait for one pool, instead
+    of each opening a first connection of its own (past the server's ``max_connections``)."""
+    import psycopg
+
+    opened = 0
+    connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
+
+    async def counted(cls: type[psycopg.AsyncConnection[Any]], *args: Any, **kwargs: Any
+                      ) -> psycopg.AsyncConnection[Any]:
+        nonlocal opened
+        opened += 1
+        return await connect(cls, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(counted))
+    store = open_store(postgres_url)
+    agent = Agent("a0", instructions="Chat.", model=FunctionModel(lambda r: text("ok")))
+    results = await asyncio.gather(*[Runner.run(agent, "hi", session=store.session(f"s{n}"))
+                                     for n in range(60)])
+    assert [r.final_output for r in results] == ["ok"] * 60
+    assert opened <= 11  # the first connection (the schema), then the pool's 10 at most
+    await store.aclose()

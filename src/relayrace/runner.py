@@ -205,10 +205,10 @@ class Runner:
                             f"{user_id!r}.")
         # One writer per session: a run holds its session's lease (its delegated children's
         # sessions are written only through it). A session made for this run alone needs none.
+        check_wait(options.wait_for_session)
         if session is not None:
-            lease: Lease | None = session.lease(wait=options.wait_for_session)
+            lease: Lease | None = Lease(session, options.wait_for_session, run=True)
         else:
-            check_wait(options.wait_for_session)
             lease, session = None, MemorySession()
         approvals, answers, reply, hand_back = \
             options.approvals, options.answers, options.reply, options.hand_back

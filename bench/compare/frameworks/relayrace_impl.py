@@ -190,9 +190,12 @@ class _App:
         if self._postgres is None:
             from common import postgres_url
 
-            from relayrace.sessions import open_store
+            from relayrace.sessions.postgres import PostgresStore
 
-            self._postgres = open_store(postgres_url())
+            # A connection waited for up to 30 s, as LangGraph's psycopg pool does (its
+            # default timeout): on a loaded machine 1,000 conversations queue past the 5 s
+            # default of busy_timeout.
+            self._postgres = PostgresStore(postgres_url(), busy_timeout=30.0)
         return self._postgres
 
     async def close(self) -> None:

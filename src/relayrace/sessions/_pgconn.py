@@ -65,13 +65,20 @@ async def connect(url: str, busy_timeout: float) -> psycopg.AsyncConnection[Any]
 class Pools:
     """One connection pool per database URL and event loop, for the whole process; a loop's
     pools are closed when it ends (``asyncio.run`` cancels what is left at its end: a task
-    here waits for that), so that a process exits when its ``asyncio.run`` returns."""
+    here waits for that), so that a process exits when its ``asyncio.run`` returns. A pool is
+    made once, however many callers ask for it at once (each would otherwise open a first
+    connection of its own: a thousand sessions starting together would exceed the server's
+    ``max_connections``)."""
 
     def __init__(self, prepare: Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
                  ) -> None:
         self._prepare = prepare  # run on a URL's first connection in this process
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                dict[str, AsyncConnectionPool]] = (
+            weakref.WeakKeyDictionary())
+        # The pools being made, per loop and URL: every caller waits for the same one.
+        self._making: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Task[AsyncConnectionPool]]] = (
             weakref.WeakKeyDictionary())
         self._prepared: set[str] = set()
         self._closers: set[asyncio.Task[None]] = set()
@@ -88,16 +95,25 @@ class Pools:
         pool = pools.get(url)
         if pool is not None:
             return pool
+        making = self._making.setdefault(loop, {})
+        task = making.get(url)
+        if task is None:
+            task = making[url] = loop.create_task(self._make(pools, url, size, busy_timeout))
+            task.add_done_callback(lambda _: making.pop(url, None))
+        # Shielded: a caller cancelled leaves the pool to the others waiting for it.
+        return await asyncio.shield(task)
+
+    async def _make(self, pools: dict[str, AsyncConnectionPool], url: str, size: int,
+                    busy_timeout: float) -> AsyncConnectionPool:
         async with await connect(url, busy_timeout) as first:
             if url not in self._prepared:
                 await self._prepare(first)
                 self._prepared.add(url)
-        pool = pools.get(url)  # another task of the loop may have made it meanwhile
-        if pool is None:
-            pool = pools[url] = AsyncConnectionPool(
-                url, min_size=1, max_size=size, open=False, timeout=busy_timeout,
-                name="relayrace", kwargs=_options(busy_timeout))
-            await pool.open()
+        pool = AsyncConnectionPool(url, min_size=1, max_size=size, open=False,
+                                   timeout=busy_timeout, name="relayrace",
+                                   kwargs=_options(busy_timeout))
+        await pool.open()
+        pools[url] = pool
         return pool
 
     async def close(self, url: str) -> None:

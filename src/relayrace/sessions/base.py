@@ -365,6 +365,11 @@ class Session(ABC):
     holder: str = ""
     """Who held the lease when this object last failed to take it (for the error)."""
 
+    _run_owner: str = ""
+    """The owner whose lease a run holds here (``Runner``'s): the run writes nothing after the
+    batch that ends it (its last event a `RunFinishedEvent`), so a store may give the lease
+    back in that batch's own write."""
+
     async def acquire_lease(self, owner: str) -> bool:
         """Take the session's write lease for ``owner``; ``False`` if another owner holds it
         (``holder`` then says who).
@@ -436,29 +441,36 @@ _owner_numbers = itertools.count()
 
 
 class Lease:
-    """``Session.lease()``: takes the lease on entry (waiting if asked), gives it up on exit."""
+    """``Session.lease()``: takes the lease on entry (waiting if asked), gives it up on exit.
+    A ``run``'s lease (``Runner``'s) ends no later than the batch that ends the run, for a
+    store that gives it back with that batch (`Session._run_owner`)."""
 
-    __slots__ = ("_owner", "_session", "_wait")
+    __slots__ = ("_owner", "_run", "_session", "_wait")
 
-    def __init__(self, session: Session, wait: float | None) -> None:
+    def __init__(self, session: Session, wait: float | None, *, run: bool = False) -> None:
         self._session = session
         self._wait = wait
+        self._run = run
         self._owner = f"{_owner_prefix}-{next(_owner_numbers)}"
 
     async def __aenter__(self) -> str:
         session, owner = self._session, self._owner
-        if await session.acquire_lease(owner):  # the common case: free
-            return owner
-        deadline = time.monotonic() + (self._wait or 0.0)
-        while not await session.acquire_lease(owner):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SessionInUseError(session.session_id, waited=self._wait,
-                                        holder=session.holder)
-            await asyncio.sleep(min(session.lease_poll, left))
+        if not await session.acquire_lease(owner):  # the common case: free
+            deadline = time.monotonic() + (self._wait or 0.0)
+            while not await session.acquire_lease(owner):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SessionInUseError(session.session_id, waited=self._wait,
+                                            holder=session.holder)
+                await asyncio.sleep(min(session.lease_poll, left))
+        if self._run:
+            session._run_owner = owner
         return owner
 
     async def __aexit__(self, *exc_info: object) -> None:
+        session = self._session
+        if session._run_owner == self._owner:
+            session._run_owner = ""
         # Not shielded: the process's own hold is dropped without suspending, so even a second
         # cancellation cannot keep it; a store's shared record lapses otherwise.
-        await self._session.release_lease(self._owner)
+        await session.release_lease(self._owner)

@@ -15,6 +15,7 @@ database URL and event loop, shared by all its sessions. A database that cannot 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
-from ..core.events import AgentEvent, dump_events, load_events
+from ..core.events import AgentEvent, RunFinishedEvent, dump_events, load_events
 from ..core.exceptions import (
     SessionConflictError,
     SessionStoreBusy,
@@ -111,6 +112,9 @@ _TOUCH = (f"INSERT INTO relayrace_sessions ({_COLUMNS}, updated_at) VALUES (%s, 
           "%s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET updated_at = "
           "GREATEST(relayrace_sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
+_ONE = f"{_SELECT} WHERE session_id = %s"
+_SINCE = "SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s ORDER BY seq"
+_RELEASE = "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s"
 _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
                "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
                "expires_at = excluded.expires_at "
@@ -120,11 +124,34 @@ _TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE ses
               "AND owner = %s")
 
 
+class _Held:
+    """The lease row an object holds: its owner, the row's owner column, and what keeps it
+    alive (the timer of its next renewal, or the renewal under way)."""
+
+    __slots__ = ("keeper", "owner", "row")
+
+    def __init__(self, owner: str, row: str) -> None:
+        self.owner, self.row = owner, row
+        self.keeper: asyncio.TimerHandle | asyncio.Task[None] | None = None
+
+    def drop(self) -> None:
+        if self.keeper is not None:
+            self.keeper.cancel()
+
+
 def _info(row: Sequence[Any]) -> SessionInfo:
     return SessionInfo(session_id=row[0], parent_id=row[1], parent_tool_call_id=row[2],
                        path=row[3], key=row[4], created_at=row[5], owner=row[6],
                        updated_at=row[7], event_count=row[8], forked_from=row[9],
                        forked_at=row[10] or 0)
+
+
+async def _received(sent: tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCursor[Any]]
+                    ) -> tuple[list[str], Any]:
+    """What `PostgresSession._send_read` asked for: the event lines and the session's row."""
+    info, events = sent
+    row = None if info is None else await info.fetchone()
+    return [r[0] for r in await events.fetchall()], row
 
 
 def _where(url: str) -> str:
@@ -176,8 +203,10 @@ class PostgresSession(Session):
                                 key=child_key, created_at=now, updated_at=now, owner=owner)
         self._seq: int | None = None  # the log's last position as this object saw it
         self._failed: BaseException | None = None
-        self._renewal: asyncio.Task[None] | None = None
-        self._rows: dict[str, str] = {}  # the lease rows' owners of the leases held here
+        self._held: _Held | None = None  # the lease row held by this object
+        # The log as read with the lease (where the read began, and what it found), for the
+        # run's first view: (the read's key, event lines, the session's row).
+        self._ahead: tuple[tuple[int | None, bool], list[str], Any] | None = None
         self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
 
     def _like(self, session_id: str, **links: Any) -> PostgresSession:
@@ -212,8 +241,7 @@ class PostgresSession(Session):
                                           reason=str(exc)) from exc
 
     async def _load_info(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
-                                        (self.session_id,))).fetchone()
+        row = await (await conn.execute(_ONE, (self.session_id,))).fetchone()
         if row is not None:
             self.info = _info(row)
 
@@ -230,26 +258,28 @@ class PostgresSession(Session):
                     view.fold(batch)
                 seen, fresh = self._seq, False
             self._unfolded = None
-
-            async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
-                query = ("SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s "
-                         "ORDER BY seq", (self.session_id, seen))
-                if not fresh:
-                    return [r[0] for r in await (await conn.execute(*query)).fetchall()]
-                # The session's row and its events in one round trip (a run's first read).
-                async with conn.pipeline():
-                    info = await conn.execute(f"{_SELECT} WHERE session_id = %s",
-                                              (self.session_id,))
-                    events = await conn.execute(*query)
-                row = await info.fetchone()
-                if row is not None:
-                    self.info = _info(row)
-                return [r[0] for r in await events.fetchall()]
-
-            view.fold(load_events(await self._run(read)))
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None and ahead[0] == (self._seq, fresh):  # read with the lease
+                lines, row = ahead[1], ahead[2]
+            else:
+                async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], Any]:
+                    # A first read takes the session's row and its events in one round trip.
+                    async with conn.pipeline() if fresh else contextlib.nullcontext():
+                        sent = await self._send_read(conn, seen, fresh)
+                    return await _received(sent)
+                lines, row = await self._run(read)
+            if row is not None:
+                self.info = _info(row)
+            view.fold(load_events(lines))
             self._view, self._seq, self._failed = view, view.size, None
             self.info.event_count = view.size
             return view
+
+    async def _send_read(self, conn: psycopg.AsyncConnection[Any], seen: int, fresh: bool
+                         ) -> tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCursor[Any]]:
+        """Ask for the events after position ``seen`` (``fresh``: and the session's row)."""
+        info = await conn.execute(_ONE, (self.session_id,)) if fresh else None
+        return info, await conn.execute(_SINCE, (self.session_id, seen))
 
     async def get_events(self) -> list[AgentEvent]:
         async with self._lock:
@@ -266,6 +296,7 @@ class PostgresSession(Session):
             last = rows[-1][0] if rows else 0
             if self._seq != last:
                 self._view, self._unfolded = None, None
+            self._ahead = None
             self._seq, self._failed = last, None
             return load_events([r[1] for r in rows])
 
@@ -289,6 +320,12 @@ class PostgresSession(Session):
             if self._failed is not None:
                 raise self._failed
             sid, seq = self.session_id, self._seq
+            # The batch that ends a run gives the run's lease row back in the same statement:
+            # the run writes nothing after it (an append refused keeps the lease, as before).
+            held = self._held
+            ends = held if held is not None and held.owner == self._run_owner and \
+                isinstance(events[-1], RunFinishedEvent) else None
+            release = () if ends is None else (sid, ends.row)
 
             async def write(conn: psycopg.AsyncConnection[Any]) -> int:
                 start = seq
@@ -303,16 +340,21 @@ class PostgresSession(Session):
                 if len(rows) > _ONE_STATEMENT:  # beyond a statement's parameters: a block
                     async with conn.transaction(), conn.cursor() as cur:
                         await cur.execute(_TOUCH, touch)
+                        if release:
+                            await cur.execute(_RELEASE, release)
                         await cur.executemany(
                             "INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
                             "VALUES (%s, %s, %s, %s, %s)", rows)
                     return start
                 values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+                released = f", released AS ({_RELEASE})" if release else ""
                 # One statement, so one round trip, atomic without a transaction block: the
-                # session's row (made or touched) and every event land together or not at all.
-                await conn.execute(f"WITH touched AS ({_TOUCH}) INSERT INTO relayrace_events "
-                                   f"(session_id, seq, kind, time, data) VALUES {values}",
-                                   [*touch, *(v for r in rows for v in r)])
+                # session's row (made or touched), every event and the lease given back (at a
+                # run's end) land together or not at all.
+                await conn.execute(f"WITH touched AS ({_TOUCH}){released} INSERT INTO "
+                                   f"relayrace_events (session_id, seq, kind, time, data) "
+                                   f"VALUES {values}",
+                                   [*touch, *release, *(v for r in rows for v in r)])
                 return start
 
             async def again(conn: psycopg.AsyncConnection[Any]) -> int:
@@ -336,7 +378,10 @@ class PostgresSession(Session):
             except BaseException as exc:
                 self._failed = exc
                 raise
-            self._seq = start + len(events)
+            self._seq, self._ahead = start + len(events), None
+            if ends is not None and self._held is ends:  # its row is gone with the batch
+                self._held = None
+                ends.drop()
             self._folded(events)
             self.info.updated_at = events[-1].time
             self.info.event_count = self._seq
@@ -347,17 +392,24 @@ class PostgresSession(Session):
         return ("postgres", self.url, self.session_id)
 
     async def acquire_lease(self, owner: str) -> bool:
-        """Take the lease in this process, then the database's lease row (kept alive)."""
+        """Take the lease in this process, then the database's lease row (kept alive); the
+        same round trip reads the log as it stands once the row is taken, for the run's first
+        view."""
         if not await super().acquire_lease(owner):
             return False
         now = time.time()
         row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
             now + self.lease_ttl
+        fresh = self._view is None or self._seq is None  # what view() will read
+        key, seen = (self._seq, fresh), 0 if fresh else self._seq or 0
 
         async def take(conn: psycopg.AsyncConnection[Any]) -> bool:
-            cur = await conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
-                                                   process_tag() + ":%"))
+            async with conn.pipeline():  # in order: the read sees the log under the lease
+                cur = await conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
+                                                       process_tag() + ":%"))
+                sent = await self._send_read(conn, seen, fresh)
             if cur.rowcount == 1:
+                self._ahead = (key, *await _received(sent))
                 return True
             row = await (await conn.execute(
                 "SELECT owner, expires_at FROM relayrace_leases WHERE session_id = %s",
@@ -377,29 +429,35 @@ class PostgresSession(Session):
         if not taken:
             await super().release_lease(owner)
             return False
-        self._rows[owner] = row_owner
-        self._renewal = asyncio.create_task(self._renew(owner))
+        self._held = held = _Held(owner, row_owner)
+        self._keep(held)
         return True
 
-    async def _renew(self, owner: str) -> None:
-        while True:
-            await asyncio.sleep(self.lease_ttl / 3)
+    def _keep(self, held: _Held) -> None:
+        """Renew ``held``'s row in ``lease_ttl / 3`` seconds (a timer: no task per run)."""
+        held.keeper = asyncio.get_running_loop().call_later(self.lease_ttl / 3, self._renew,
+                                                            held)
+
+    def _renew(self, held: _Held) -> None:
+        async def renew() -> None:
             try:
                 await self._run(lambda conn: conn.execute(
                     "UPDATE relayrace_leases SET expires_at = %s WHERE session_id = %s AND "
-                    "owner = %s", (time.time() + self.lease_ttl, self.session_id,
-                                   self._rows.get(owner))))
+                    "owner = %s", (time.time() + self.lease_ttl, self.session_id, held.row)))
             except (SessionStoreBusy, SessionStoreUnavailable):
                 pass  # next time; if the lease lapses, appends still cannot clash
+            if self._held is held:
+                self._keep(held)
+        held.keeper = asyncio.get_running_loop().create_task(renew())
 
     async def release_lease(self, owner: str) -> None:
-        if self._renewal is not None:
-            self._renewal.cancel()
-            self._renewal = None
+        held, self._ahead = self._held, None
         try:
-            await self._run(lambda conn: conn.execute(
-                "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s",
-                (self.session_id, self._rows.pop(owner, None))))
+            if held is not None and held.owner == owner:  # not given back with the run's end
+                self._held = None
+                held.drop()
+                await self._run(lambda conn: conn.execute(_RELEASE, (self.session_id,
+                                                                     held.row)))
         except (SessionStoreBusy, SessionStoreUnavailable):
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
@@ -487,8 +545,7 @@ class PostgresStore(SessionStore):
 
     async def get_info(self, session_id: str) -> SessionInfo | None:
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionInfo | None:
-            row = await (await conn.execute(f"{_SELECT} WHERE session_id = %s",
-                                            (session_id,))).fetchone()
+            row = await (await conn.execute(_ONE, (session_id,))).fetchone()
             return None if row is None else _info(row)
         result: SessionInfo | None = await self._run(read)
         return result
