@@ -173,6 +173,13 @@ class RecordedRequest:
                 f"messages={len(self.messages)})")
 
 
+# Where the last character count stopped: (the messages, their number, the last of them, their
+# characters). The conversation grows by appending, and the agents of a run (each with its own
+# test model) send the same list, so a request counts only what was added since the last one,
+# whichever test model served that. One tuple, read and replaced whole: safe across threads.
+_counted: tuple[Sequence[Message] | None, int, Message | None, int] = (None, 0, None, 0)
+
+
 class _TestModelBase(Model):
     """Request recording, token counting and turn conversion shared by the test models."""
 
@@ -185,20 +192,16 @@ class _TestModelBase(Model):
         """Whether every request is kept in ``requests``."""
         self.requests: list[RecordedRequest] = []
         self._calls = 0
-        # Incremental character count: the conversation only grows, so remember where the
-        # last count stopped (a length and the message there) and count only what is new.
-        self._count_len = 0
-        self._count_last: Message | None = None
-        self._count_chars = 0
 
     def _record(self, request: ModelRequest) -> int:
         msgs = request.messages
         n = len(msgs)
         if self.record:
             self.requests.append(RecordedRequest(request, n))
-        length = self._count_len
-        if 0 < length <= n and msgs[length - 1] is self._count_last:
-            chars, new = self._count_chars, msgs[length:]
+        global _counted
+        counted, length, last, chars = _counted
+        if msgs is counted and 0 < length <= n and msgs[length - 1] is last:
+            new = msgs[length:]
         else:
             chars, new = 0, msgs
         for m in new:
@@ -206,8 +209,7 @@ class _TestModelBase(Model):
             if m.tool_calls:
                 for c in m.tool_calls:
                     chars += len(c.name) + len(c.arguments)
-        self._count_len, self._count_chars = n, chars
-        self._count_last = msgs[n - 1] if n else None
+        _counted = (msgs, n, msgs[n - 1] if n else None, chars)
         return chars + len(request.instructions)
 
     def _response(self, turn: Turn, request: ModelRequest, input_chars: int) -> ModelResponse:
