@@ -314,6 +314,7 @@ class _Worker:
             self._fail(live, exc)
             return
         alone = len(live) == 1
+        ran = 0  # jobs of live that ran (answered, or in done)
         try:
             for job in live:
                 if not alone:
@@ -321,20 +322,26 @@ class _Worker:
                 try:
                     finish = job[0](conn, *job[1])
                 except BaseException as exc:
-                    if not alone:
-                        conn.execute("ROLLBACK TO job")
-                        conn.execute("RELEASE job")
                     answers.append((job, None, exc))
+                    ran += 1
+                    conn.execute("ROLLBACK" if alone else "ROLLBACK TO job")
+                    if not alone:
+                        conn.execute("RELEASE job")
                     continue
+                done.append((job, finish))
+                ran += 1
                 if not alone:
                     conn.execute("RELEASE job")
-                done.append((job, finish))
-            conn.execute("COMMIT")
-        except BaseException as exc:  # the commit (or a savepoint) failed: nothing is kept
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._fail([job for job, _ in done], exc)
+                conn.execute("COMMIT")
+        except BaseException as exc:  # the commit (or a savepoint) failed: nothing is kept
+            try:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # SQLite rolled it back itself
             self._answer(answers)
+            self._fail([job for job, _ in done] + live[ran:], exc)
             return
         for job, finish in done:
             try:
