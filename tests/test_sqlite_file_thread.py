@@ -70,9 +70,14 @@ async def test_a_run_on_a_sqlite_session_makes_four_trips_and_four_transactions(
 
 def _hold(db: _sqlitefile.Database) -> threading.Event:
     """Keep the file's thread busy until the returned event is set."""
-    gate = threading.Event()
-    db.run_sync(lambda: None)  # the thread is up and idle
-    db.worker.jobs.put((gate.wait, (), (0.0, ""), 0, True, None, _Done(), None))
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        gate.wait()
+
+    db.worker.jobs.put((hold, (), (0.0, ""), 0, True, None, _Done(), None))
+    holding.wait()  # the thread runs it: the jobs queued from now on wait together
     return gate
 
 
@@ -99,7 +104,7 @@ async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
     db = _sqlitefile.Database.get(path)
     gate = _hold(db)
     runs = [asyncio.create_task(Runner.run(AGENT, "hi", session=s)) for s in sessions]
-    await _queued(db, 21)  # the gate, then every run's lease
+    await _queued(db, 20)  # every run's lease
     gate.set()
     for result in await asyncio.gather(*runs):
         assert result.final_output == "ok"
@@ -124,7 +129,7 @@ async def test_a_refused_batch_in_a_shared_transaction_leaves_the_others_written
     gate = _hold(db)
     writes = [asyncio.create_task(s.append(events(name)))
               for s, name in ((first, "one"), (second, "two"), (other, "three"))]
-    await _queued(db, 4)
+    await _queued(db, 3)
     gate.set()
     done = await asyncio.gather(*writes, return_exceptions=True)
     assert done[0] is None and done[2] is None
