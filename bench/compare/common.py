@@ -54,6 +54,13 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {"sessions": 1000, "turns": 3, "store": "sqlite"},
         {"sessions": 100, "turns": 3, "store": "sqlite"},
     ),
+    # Like for like: relayrace at the durability LangGraph's AsyncSqliteSaver runs at (WAL
+    # and SQLite's default synchronous=FULL: every commit syncs the disk).
+    "s4_sqlite_full": (
+        "S4 1,000 sessions x 3 turns, SQLite session store at synchronous=FULL",
+        {"sessions": 1000, "turns": 3, "store": "sqlite_full"},
+        {"sessions": 100, "turns": 3, "store": "sqlite_full"},
+    ),
     "s4_postgres": (
         "S4 1,000 sessions x 3 turns, PostgreSQL session store",
         {"sessions": 1000, "turns": 3, "store": "postgres"},
@@ -75,6 +82,7 @@ WARMUP: dict[str, dict[str, Any]] = {
     "s3": {"children": 2, "child_sleep": 0.0},
     "s4_mem": {"sessions": 3, "turns": 2, "store": "memory"},
     "s4_sqlite": {"sessions": 3, "turns": 2, "store": "sqlite"},
+    "s4_sqlite_full": {"sessions": 3, "turns": 2, "store": "sqlite_full"},
     "s4_postgres": {"sessions": 3, "turns": 2, "store": "postgres"},
     "s5": {"turns": 3, "msg_bytes": 2048},
 }

@@ -103,6 +103,7 @@ METRICS: list[tuple[str, str, str, str]] = [
     ("s4_mem", "peak_mem_mb", "S4 {sessions} sessions x {turns}, memory: peak RSS +", "MB"),
     ("s4_sqlite", "wall_ms", "S4 {sessions} sessions x {turns}, SQLite: wall", "ms"),
     ("s4_sqlite", "peak_mem_mb", "S4 {sessions} sessions x {turns}, SQLite: peak RSS +", "MB"),
+    ("s4_sqlite_full", "wall_ms", "S4 {sessions} sessions x {turns}, SQLite FULL: wall", "ms"),
     ("s5", "us_turn_10", "S5 {turns} turns x 2 KB: turn 10", "us/turn"),
     ("s5", "us_turn_last", "S5 {turns} turns x 2 KB: turn {turns}", "us/turn"),
 ]

@@ -87,7 +87,7 @@ async def measure(fw: Any, scenario: str, params: dict[str, Any], workdir: str) 
     rss1 = _maxrss_kb()
     if app is not None:
         await app.close()
-    if params.get("store") == "sqlite":
+    if params.get("store", "").startswith("sqlite"):
         # the SQLite store must really have written the file (plus -wal, if it uses WAL)
         size = sum(os.path.getsize(p)  # noqa: ASYNC240 - a check after the timed run
                    for p in (db_path, db_path + "-wal") if os.path.exists(p))  # noqa: ASYNC240
@@ -125,7 +125,7 @@ async def measure(fw: Any, scenario: str, params: dict[str, Any], workdir: str) 
         metrics["us_turn_10"] = median(lo)
         metrics["us_turn_last"] = median(hi)
     metrics["rss_delta_mb"] = (rss1 - rss0) / 1024
-    if params.get("store") == "sqlite":
+    if params.get("store", "").startswith("sqlite"):
         counts["sqlite_bytes"] = size
     extra = getattr(fw, "extra_counts", None)
     if extra is not None:

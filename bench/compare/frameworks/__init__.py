@@ -11,7 +11,8 @@ A framework module defines:
 ``build_fanout(script: Fanout)``                -> async () -> (final_output, last_agent|None)
 ``build_chat(script: Chat, store, db_path)``    -> ChatApp, with ``await app.session(id)`` giving
                                                     an object with ``await send(text) -> str``
-                                                    (store is "memory" or "sqlite"; raise
+                                                    (store is "memory", "sqlite",
+                                                    "sqlite_full" or "postgres"; raise
                                                     ``NotSupported`` when the framework has none)
 
 All ``build_*`` are ``async`` and do the construction work (agents, tools, graphs) outside the

@@ -241,6 +241,10 @@ class _App:
 async def build_chat(script, store: str, db_path: str):
     if store == "memory":
         service = InMemorySessionService()
+    elif store == "sqlite_full":
+        from frameworks import NotSupported
+
+        raise NotSupported("the like-for-like SQLite cell is measured against LangGraph")
     elif store == "postgres":
         from frameworks import NotSupported
 

@@ -43,7 +43,8 @@ NOTES = {
     "handoff": "langgraph-swarm create_swarm + create_handoff_tool (Command goto)",
     "agent_tool": "async @tool that ainvokes the child create_agent graph (no native as_tool)",
     "history_memory": "InMemorySaver checkpointer, thread_id per session",
-    "history_sqlite": "AsyncSqliteSaver (langgraph-checkpoint-sqlite) on one file",
+    "history_sqlite": "AsyncSqliteSaver (langgraph-checkpoint-sqlite) on one file (WAL, "
+                      "synchronous=FULL: SQLite's default, it sets none; same in s4_sqlite_full)",
 }
 
 CONFIG_LIMIT = {"recursion_limit": 100_000}
@@ -243,6 +244,11 @@ async def build_chat(script, store: str, db_path: str):
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         saver = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(db_path))
+        await saver.setup()  # its pragmas, read back: WAL and SQLite's default synchronous=FULL
+        async with saver.conn.execute("PRAGMA synchronous") as cursor:
+            level = (await cursor.fetchone())[0]
+        if level != 2:
+            raise AssertionError(f"LangGraph's SQLite saver runs at synchronous={level}, not FULL")
     graph = create_agent(
         FakeChat(script=script, agent="a0"), tools=[], system_prompt="Chat.", name="a0",
         checkpointer=saver,

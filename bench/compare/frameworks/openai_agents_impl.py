@@ -27,7 +27,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from frameworks import NotSupported  # noqa: F401  (all peers here have both stores)
+from frameworks import NotSupported
 
 NAME = "openai-agents"
 DISTS = ["openai-agents", "openai"]
@@ -304,5 +304,7 @@ class _App:
 
 
 async def build_chat(script, store: str, db_path: str):
+    if store == "sqlite_full":
+        raise NotSupported("the like-for-like SQLite cell is measured against LangGraph")
     agent = Agent(name="a0", instructions="Chat.", model=FakeModel(script, "a0"))
     return _App(agent, store, db_path)

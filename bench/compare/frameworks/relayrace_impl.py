@@ -38,7 +38,8 @@ NOTES = {
     "handoff": "native sub_agents (tool transfer_to_<agent>)",
     "agent_tool": "native Agent.as_tool(report=False)",
     "history_memory": "relayrace.sessions.MemorySession",
-    "history_sqlite": "relayrace.sessions.SQLiteSession(session_id, path), one file for all",
+    "history_sqlite": "relayrace.sessions.SQLiteSession(session_id, path), one file for all "
+                      "(s4_sqlite_full: synchronous='FULL')",
 }
 
 MAX_TURNS = 10_000
@@ -183,6 +184,9 @@ class _App:
             return _Chat(self.agent, MemorySession())
         if self.store == "postgres":
             return _NoClose(self.agent, self.postgres().session(f"s{session_id}"))
+        if self.store == "sqlite_full":  # like for like: every commit syncs the disk
+            return _Chat(self.agent, SQLiteSession(f"s{session_id}", self.db_path,
+                                                   synchronous="FULL"))
         return _Chat(self.agent, SQLiteSession(f"s{session_id}", self.db_path))
 
     def postgres(self) -> Any:

@@ -17,15 +17,16 @@ from types import TracebackType
 from typing import TypeVar
 
 from ..core.exceptions import SessionStoreBusy, UserError
+from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
+from ._sqlitefile import Database as _Database
+from ._sqlitefile import busy as _busy
+from ._sqlitefile import check_synchronous
 from .base import Session, SessionInfo
 from .idempotency import IdempotencyRecords, MemoryIdempotency, SQLiteIdempotency
 from .memory import MemorySession
 from .sqlite import (
-    _BUSY_TIMEOUT,
     DEFAULT_DB_PATH,
     SQLiteSession,
-    _busy,
-    _Database,
     _delete,
     _one,
     _page,
@@ -147,32 +148,35 @@ class MemoryStore(SessionStore):
 class SQLiteStore(SessionStore):
     """Sessions in the SQLite file at ``path`` (`SQLiteSession`), created when first written.
 
-    ``busy_timeout`` and ``lease_ttl`` are given to every session of the store.
+    ``busy_timeout``, ``lease_ttl`` and ``synchronous`` are given to every session of the
+    store (``synchronous="FULL"``: every commit syncs the disk).
     """
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB_PATH, *,
-                 busy_timeout: float = _BUSY_TIMEOUT, lease_ttl: float = 30.0) -> None:
+                 busy_timeout: float = _BUSY_TIMEOUT, lease_ttl: float = 30.0,
+                 synchronous: str = "NORMAL") -> None:
         self.path = Path(path)
         self.url = f"sqlite:///{self.path.absolute()}"
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
+        self.synchronous = check_synchronous(synchronous)
         self._db = _Database.get(self.path)  # held: the file's thread lives with the store
         self._idempotency = SQLiteIdempotency(self._call)
 
     def session(self, session_id: str | None = None, *, owner: str = "") -> SQLiteSession:
         return SQLiteSession(session_id, self.path, owner=owner, busy_timeout=self.busy_timeout,
-                             lease_ttl=self.lease_ttl)
+                             lease_ttl=self.lease_ttl, synchronous=self.synchronous)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(connection)`` in the file's thread; a lock held past ``busy_timeout`` is
         `SessionStoreBusy`."""
-        db, timeout = self._db, self.busy_timeout
+        db, settings = self._db, (self.busy_timeout, self.synchronous)
         try:
-            return await db.run(lambda: fn(db.conn(timeout)))
+            return await db.run(lambda: fn(db.conn(settings)))
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            raise SessionStoreBusy("(the store)", timeout=timeout,
+            raise SessionStoreBusy("(the store)", timeout=self.busy_timeout,
                                    store=f"the SQLite file {self.path}") from exc
 
     def idempotency(self) -> SQLiteIdempotency:

@@ -1,0 +1,161 @@
+"""A SQLite file's thread: trips per run, jobs waiting together committed as one transaction
+(each in a savepoint of its own), and the ``synchronous`` level a session chooses."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relayrace import Agent, Runner, SessionConflictError, UserError
+from relayrace.core.events import MessageEvent
+from relayrace.core.messages import Message
+from relayrace.sessions import SQLiteSession, SQLiteStore, _sqlitefile
+from relayrace.testing import FunctionModel, text
+
+AGENT = Agent("a", instructions="x", model=FunctionModel(lambda request: text("ok")))
+
+
+class Counts:
+    """Trips to the file's thread, and the transactions its connection began."""
+
+    def __init__(self) -> None:
+        self.trips = 0
+        self.begins = 0
+
+    def statement(self, sql: str) -> None:
+        if sql.startswith("BEGIN"):
+            self.begins += 1
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counts]:
+    seen = Counts()
+    for name in ("run", "grouped"):
+        original = getattr(_sqlitefile.Database, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            seen.trips += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(_sqlitefile.Database, name, counted)
+    yield seen
+
+
+async def _traced(session: SQLiteSession, counts: Counts) -> None:
+    """Count the statements of the session's file from now on (its connection opened)."""
+    conn: sqlite3.Connection = await session._call(session._conn)
+    conn.set_trace_callback(counts.statement)
+
+
+async def test_a_run_on_a_sqlite_session_makes_four_trips_and_four_transactions(
+        tmp_path: Path, counts: Counts) -> None:
+    session = SQLiteSession("s", tmp_path / "db.sqlite")
+    await _traced(session, counts)
+    counts.trips = 0
+    for turn in range(3):
+        result = await Runner.run(AGENT, f"turn {turn}", session=session)
+        assert result.final_output == "ok"
+    # Per run: the lease taken with the log's new events, the run's start, its end, the lease
+    # given back. One run alone has nothing to share its transactions with.
+    assert counts.trips == 3 * 4
+    assert counts.begins == 3 * 4
+    assert len(await session.get_events()) == 3 * 4
+
+
+def _hold(db: _sqlitefile.Database) -> threading.Event:
+    """Keep the file's thread busy until the returned event is set."""
+    gate, holding = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        gate.wait()
+
+    db.worker.jobs.put((hold, (), (0.0, ""), 0, True, None, _Done(), None))
+    holding.wait()  # the thread runs it: the jobs queued from now on wait together
+    return gate
+
+
+class _Done:
+    """The future of a job nobody waits for."""
+
+    def set_result(self, result: object) -> None:
+        pass
+
+    def set_exception(self, error: BaseException) -> None:
+        raise error
+
+
+async def _queued(db: _sqlitefile.Database, jobs: int) -> None:
+    while db.worker.jobs.qsize() < jobs:
+        await asyncio.sleep(0.001)
+
+
+async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
+                                                              counts: Counts) -> None:
+    path = tmp_path / "db.sqlite"
+    sessions = [SQLiteSession(f"s{i}", path) for i in range(20)]
+    await _traced(sessions[0], counts)
+    db = _sqlitefile.Database.get(path)
+    gate = _hold(db)
+    runs = [asyncio.create_task(Runner.run(AGENT, "hi", session=s)) for s in sessions]
+    await _queued(db, 20)  # every run's lease
+    gate.set()
+    for result in await asyncio.gather(*runs):
+        assert result.final_output == "ok"
+    # The twenty leases were taken in one transaction: at most 3 x 20 + 1 in all, not 4 x 20.
+    assert counts.begins <= 3 * 20 + 1
+    for s in sessions:
+        assert len(await SQLiteSession(s.session_id, path).get_events()) == 4
+
+
+async def test_a_refused_batch_in_a_shared_transaction_leaves_the_others_written(
+        tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    first, second, other = (SQLiteSession("x", path), SQLiteSession("x", path),
+                            SQLiteSession("y", path))
+    for s in (first, second, other):
+        await s.view()
+
+    def events(text_: str) -> list[MessageEvent]:
+        return [MessageEvent(agent="a", message=Message.user(text_))]
+
+    db = _sqlitefile.Database.get(path)
+    gate = _hold(db)
+    writes = [asyncio.create_task(s.append(events(name)))
+              for s, name in ((first, "one"), (second, "two"), (other, "three"))]
+    await _queued(db, 3)
+    gate.set()
+    done = await asyncio.gather(*writes, return_exceptions=True)
+    assert done[0] is None and done[2] is None
+    assert isinstance(done[1], SessionConflictError)  # x's position 1 was taken just before
+    fresh = SQLiteSession("x", path)
+    assert [e.message.content for e in await fresh.get_events()] == ["one"]
+    assert [e.message.content for e in await SQLiteSession("y", path).get_events()] == ["three"]
+
+
+async def test_a_session_chooses_sqlites_synchronous_level(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+
+    async def level(session: SQLiteSession) -> int:
+        await Runner.run(AGENT, "hi", session=session)
+        found: int = await session._call(
+            lambda: session._conn().execute("PRAGMA synchronous").fetchone()[0])
+        return found
+
+    assert await level(SQLiteSession("n", path)) == 1  # NORMAL
+    full = SQLiteSession("f", path, synchronous="full")
+    assert full.synchronous == "FULL" and await level(full) == 2
+    assert full.child(path="a/b", tool_call_id="c").synchronous == "FULL"
+    assert SQLiteStore(path, synchronous="FULL").session("g").synchronous == "FULL"
+    for wrong in ("fast", 2, None):
+        with pytest.raises(UserError, match="synchronous is one of SQLite's levels OFF, "
+                                            "NORMAL, FULL, EXTRA"):
+            SQLiteSession("w", path, synchronous=wrong)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="got 'fast'"):
+        SQLiteStore(path, synchronous="fast")
