@@ -31,7 +31,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -192,7 +191,7 @@ def main() -> None:
                 env=env, capture_output=True, text=True, check=True)
             for way, micros in json.loads(done.stdout.splitlines()[-1]).items():
                 figures.setdefault(way, []).append(micros)
-    ratios = {way: [other / mine for mine, other in zip(figures["relayrace"], values)]
+    ratios = {way: [other / mine for mine, other in zip(figures["relayrace"], values, strict=True)]
               for way, values in figures.items() if way != "relayrace"}
     print(f"per handoff, warm (chains of {SIZES[0]} and {SIZES[1]}, {args.runs} runs each, "
           f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f})")
