@@ -6,9 +6,10 @@ A chain of agents, each making one fake model call that hands over to the next. 
 differential: (time of a run of the 20-agent chain - time of a run of the 10-agent chain) / 10,
 so what a run costs once (its state, its session, the graph's start) cancels out. Each side is
 built once per process, run once to warm up, then timed over ``--runs`` runs of each size
-(sizes alternating). Each side runs in its own fresh process; sides alternate within each round.
-Needs the peers' environment (``bench/compare/.venv``, made by ``bench/compare/run.py``); the
-script re-runs itself there with this checkout's ``src/`` first on the path.
+(sizes alternating; relayrace ten times as many, its runs being short). Each side runs in its
+own fresh process; sides alternate within each round. The sides run in the peers' environment
+(``bench/compare/.venv``, made by ``bench/compare/run.py``; ``--python`` names another) with
+this checkout's ``src/`` first on the path.
 
 - relayrace: ``bench/instructions.py``'s chain: ``Agent``s a0..aN with ``sub_agents``, a
   ``FunctionModel(record=False)`` that calls ``transfer_to_a{i+1}``, ``Runner.run`` on a fresh
@@ -160,6 +161,9 @@ def per_handoff(seconds: dict[int, float]) -> float:
 def side(name: str, repeat: int) -> dict[str, float]:
     """Microseconds per handoff for one side (for LangGraph, each way of handing over)."""
     if name == "relayrace":
+        # Ten times the runs: a relayrace run is short, and the machine's speed flips within
+        # seconds (bench/README.md, "Machine"), so each side is timed over a similar span.
+        repeat *= 10
         ways = {"relayrace": {n: relayrace_chain(n) for n in SIZES}}
     else:
         ways = {f"langgraph-{way}": {n: langgraph_chain(n, way) for n in SIZES}
@@ -174,7 +178,8 @@ def spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=60, help="timed runs of each chain size")
+    parser.add_argument("--runs", type=int, default=60,
+                        help="timed runs of each chain size (relayrace: ten times as many)")
     parser.add_argument("--python", default=str(PEERS), help="the peers' Python")
     parser.add_argument("--side", choices=("relayrace", "langgraph"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -193,7 +198,8 @@ def main() -> None:
                 figures.setdefault(way, []).append(micros)
     ratios = {way: [other / mine for mine, other in zip(figures["relayrace"], values, strict=True)]
               for way, values in figures.items() if way != "relayrace"}
-    print(f"per handoff, warm (chains of {SIZES[0]} and {SIZES[1]}, {args.runs} runs each, "
+    print(f"per handoff, warm (chains of {SIZES[0]} and {SIZES[1]}, {args.runs} runs each "
+          f"(relayrace {10 * args.runs}), "
           f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f})")
     print("| side | µs per handoff: median (min-max) | LangGraph / relayrace |")
     print("|---|---|---|")
