@@ -92,3 +92,15 @@ def test_serve_bench_reports_each_figure_s_median_over_its_rounds(
     assert cell["note"] == "" and len(cell["rounds"]) == 3
     silent = serve.median([measured(0, 0, 0, "0 requests in 3.00s")] * 3)
     assert silent["runs_per_s"] == 0 and silent["note"] == "0 requests in 3.00s"
+
+
+def test_handoff_side_times_the_relayrace_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/handoff_side.py's relayrace side runs its checked chains (the LangGraph side needs
+    the peers' environment) and times each size."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import handoff_side  # the benchmark module, found via bench/
+
+    runs = {n: handoff_side.relayrace_chain(n) for n in (2, 4)}  # each run checks its handoffs
+    seconds = asyncio.run(handoff_side.timed(runs, 2))
+    assert sorted(seconds) == [2, 4] and all(s > 0 for s in seconds.values())
+    assert handoff_side.per_handoff({10: 0.001, 20: 0.002}) == pytest.approx(100.0)  # µs
