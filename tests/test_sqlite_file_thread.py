@@ -159,3 +159,18 @@ async def test_a_session_chooses_sqlites_synchronous_level(tmp_path: Path) -> No
             SQLiteSession("w", path, synchronous=wrong)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="got 'fast'"):
         SQLiteStore(path, synchronous="fast")
+
+
+async def test_appends_of_one_session_object_grouped_together_go_one_after_another(
+        tmp_path: Path) -> None:
+    # An eval run records each finished case in its own session this way: many appends of
+    # one object at once, which the file's thread may commit as one group.
+    session = SQLiteSession("log", tmp_path / "s.db")
+    await session.append([MessageEvent(agent="a", path="a", message=Message("user", "start"))])
+    await asyncio.gather(*(
+        session.append([MessageEvent(agent="a", path="a", message=Message("user", f"m{i}"))])
+        for i in range(12)))
+    contents = [e.message.content for e in await session.get_events()]  # type: ignore[attr-defined]
+    assert contents[0] == "start" and sorted(contents[1:]) == sorted(f"m{i}" for i in range(12))
+    assert (await session.view()).size == 13
+    assert (await SQLiteSession("log", tmp_path / "s.db").view()).size == 13

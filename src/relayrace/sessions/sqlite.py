@@ -213,8 +213,9 @@ class SQLiteSession(Session):
                                    store=f"the SQLite file {self.path}") from exc
 
     def _stopped(self, exc: BaseException) -> None:
-        """A group's commit failed: what this object wrote in it may be built on no longer."""
-        self._failed = exc
+        """A group's commit failed: what this object wrote in it may be built on no longer,
+        and where its log ends is known again only once it is read whole."""
+        self._failed, self._seq = exc, None
 
     def _load_info(self, conn: sqlite3.Connection) -> None:
         row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
@@ -245,6 +246,9 @@ class SQLiteSession(Session):
             view, seen = None, 0
         rows = conn.execute("SELECT data FROM events WHERE session_id = ? AND seq > ? "
                             "ORDER BY seq", (self.session_id, seen)).fetchall()
+        # Here, in the file's thread, like every change to these two: a batch of this object
+        # later in the same group goes after what was just read (positions are dense).
+        self._seq, self._failed = seen + len(rows), None
 
         def fold() -> LogView:
             folded = view
@@ -257,7 +261,7 @@ class SQLiteSession(Session):
                     folded.fold(batch)
             self._unfolded = None
             folded.fold(load_events([r[0] for r in rows]))
-            self._view, self._seq, self._failed = folded, folded.size, None
+            self._view = folded
             self.info.event_count = folded.size
             return folded
 
@@ -320,10 +324,11 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
-        last = seq + len(events)
+        # Now, in the file's thread: a later batch of this object in the same group goes
+        # after this one (if the group's commit fails, ``_stopped`` forgets it).
+        self._seq = last = seq + len(events)
 
         def written() -> None:
-            self._seq = last
             self._folded(events)
             info.updated_at = events[-1].time
             info.event_count = last
