@@ -257,8 +257,11 @@ SLOW_NAMES = frozenset({"DurableRunner", "Popen", "dripping_server", "embedded_p
 # Single tests, by file and name (every parameter, or one as name[id]): other processes started
 # with subprocess.run, waits for real time to pass, and checks too long for the inner loop.
 SLOW_TESTS = frozenset({
+    "test_agent_options.py::test_the_options_are_typed_for_callers",  # runs mypy
     "test_config_hostile.py::test_hostile_file_is_a_located_config_error"
     "[a long text repeated through aliases]",
+    "test_config_hostile.py::test_hostile_file_is_a_located_config_error"
+    "[template nested 3,000 deep]",  # about 13 s: the template's bound is the point
     "test_human.py::test_a_takeover_is_replied_to_from_another_process",
     "test_invariants.py::test_session_stays_valid_whatever_the_model_does",
     "test_layout.py::test_a_moved_path_fails_the_same_in_a_fresh_interpreter",
