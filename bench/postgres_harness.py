@@ -183,6 +183,7 @@ def main() -> None:
                     print(f"[postgres_harness] round {r + 1}/{rounds}: {label} {shape}",
                           file=sys.stderr, flush=True)
                     result = _cell(label, src, shape, str(server.get_uri()), args.quick)
+                    result["round"] = r
                     runs.append(result)
                     if args.json:  # as it goes: a run cut short keeps what it measured
                         args.json.write_text(json.dumps(runs, indent=2))
@@ -201,6 +202,19 @@ def _max_connections(server: Any, count: int) -> None:
     with psycopg.connect(str(server.get_uri()), autocommit=True) as conn:
         conn.execute(f"ALTER SYSTEM SET max_connections = {int(count)}")
     pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user)
+
+
+def _paired(runs: list[dict[str, Any]], label: str, shape: str) -> list[float]:
+    """Each round's LangGraph wall over this cell's: the machine's speed changes within a run,
+    and the two cells of a round ran minutes apart at most."""
+    by_round: dict[int, dict[str, float]] = {}
+    for r in runs:
+        if r["ok"] and "round" in r:
+            key = "peer" if r["label"] == "langgraph" else f"{r['label']}/{r['shape']}"
+            by_round.setdefault(r["round"], {})[key] = r["metrics"]["wall_ms"]
+    cell = f"{label}/{shape}"
+    return [got["peer"] / got[cell] for _, got in sorted(by_round.items())
+            if "peer" in got and cell in got]
 
 
 def _report(runs: list[dict[str, Any]], cells: list[tuple[str, str | None, str]],
@@ -224,6 +238,11 @@ def _report(runs: list[dict[str, Any]], cells: list[tuple[str, str | None, str]]
                    if r["ok"] and r["label"] == label and r["shape"] == shape]
         print(f"  {label:<10} {shape:<10} {wall:7.2f} s  ({min(got):.2f}-{max(got):.2f})  "
               f"{ratio:>6}  {statistics.median(commits):.1f} transactions/run")
+        if shape != "langgraph" and peer:
+            paired = _paired(runs, label, shape)
+            if paired:
+                print(f"  {'':<21} round by round (LangGraph's run that round / this one): "
+                      + ", ".join(f"{x:.2f}x" for x in paired))
     beside = [r["langgraph_wall_ms"] / 1000 for r in runs if r["ok"] and "langgraph_wall_ms" in r]
     if beside:
         print(f"  (LangGraph's own run in the 'beside' processes: median "
