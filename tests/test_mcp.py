@@ -216,13 +216,13 @@ async def test_a_dead_stdio_server_is_restarted_on_the_next_call() -> None:
 
 async def test_a_call_past_its_timeout_is_a_tool_error_and_the_run_goes_on() -> None:
     model = ScriptedModel([tool_call("slow", {"seconds": 30}), tool_call("pid"), text("ok")])
-    server = flaky(timeout=0.5)
+    server = flaky(timeout=2.0)  # a loaded CI machine answers the quick call within it
     agent = Agent("a", instructions="x", model=model, tools=[server])
     async with server:
         run = await Runner.run(agent, "go")
     (_, timed_out, message), (_, failed, pid) = results(run)
     assert timed_out and not failed and value(pid).isdigit()
-    assert "MCP server 'flaky' did not answer the call of 'slow' within 0.5 s" in message
+    assert "MCP server 'flaky' did not answer the call of 'slow' within 2 s" in message
 
 
 async def test_concurrent_runs_of_several_agents_share_one_session() -> None:
