@@ -348,7 +348,8 @@ class AgentLoop(Pieces):
             return TurnResult(message, Blocked(blocked))
         match route:
             case None:
-                await self.flush()
+                if self.log.session.persistent:  # a memory log is written before tools run
+                    await self.flush()
                 return TurnResult(message, RUN_AGAIN)
             case Transfer() | Return():  # its result is written with the move (``_move``)
                 return TurnResult(message, Move(route))
@@ -382,8 +383,11 @@ class AgentLoop(Pieces):
                     event.input = h.input_data(route.input)
                 self.log.add(event)
         # The call's result and the move itself: one transaction, so a crash cannot leave the
-        # old agent told "Transferred" (or "Returned") and still active.
-        await self.flush()
+        # old agent told "Transferred" (or "Returned") and still active. A memory log ends
+        # with the process: it takes them with its next write (before a tool runs, or the
+        # run's end), one write for a chain of handoffs instead of one per move.
+        if self.log.session.persistent:
+            await self.flush()
         return self._switch(agent, target, agent_span, run_span, transfer)
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,

@@ -395,6 +395,10 @@ async def _execute(
     """
     signals: list[tuple[int, RouteTo | End]] = []
     persistent = pieces.log.session.persistent
+    if not persistent:
+        # A memory log is written once a tool may read it (``read_result``, a delegation),
+        # not at each turn's end or move: every event before the calls is in it when they run.
+        await pieces.flush()
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
         pieces.calls.running.add(call.id)
