@@ -62,129 +62,123 @@ async def run_tools(
 
     Results are kept as each call completes, and logged however the turn ends: a timeout,
     a cancellation or an error never turns a call that ran into one marked "not executed".
+    (One coroutine, the guard around the work: it runs at every tool turn and handoff.)
     """
     if offer is None:
         offer = await pieces.offer(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
-        return await _run_tools(pieces, agent, offer, calls, parent, results)
+        ts = offer.toolset
+        decisions = pieces.state.approvals
+        unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
+        waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
+        child_waiting: list[Pending] = []  # questions, and what delegated children wait for
+        ordinary: list[tuple[int, Tool, ToolCall]] = []
+        routes: list[tuple[int, Return | RouteTo | End | _Asked]] = []
+        parsed: _Asked | None = None
+        off = offer.off
+        for i, call in enumerate(calls):
+            tool = ts.tools.get(call.name)
+            needs_approval = False
+            if tool is not None and call.name in off:
+                results[i] = pieces.tool_result(
+                    agent, call, f"Not performed: the tool {call.name!r} is not available right "
+                    "now; continue without it.", is_error=True)
+                continue
+            if tool is not None:
+                needs_approval = tool.requires_approval
+                started = unknown.get(call.id) if unknown else None
+                if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
+                    # A durable run's earlier attempt finished it: its recorded outcome is taken.
+                    ordinary.append((i, tool, call))
+                    continue
+                # A call that stopped for a person after it last started (``asked``) did not end.
+                if started is not None and not tool.idempotent and call.id not in asked:
+                    if not needs_approval:
+                        results[i] = pieces.tool_result(agent, call, outcome_unknown(
+                            started, "the run stopped"), is_error=True)
+                        continue
+                    waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
+                    continue
+                if decisions is not None and decisions.answered(
+                        request_of(pieces.log.session.session_id, call)):
+                    # It runs again with the answers: it was approved (if it had to be) before it
+                    # asked. Cut short after an answer, it is unknown above: an answer runs once.
+                    ordinary.append((i, tool, call))
+                    continue
+            elif call.name == FINISH_TASK and offer.finish_task:
+                summary = argument(call, "result")  # already guarded when the call was logged
+                caller = pieces.caller()
+                assert caller is not None  # finish_task is offered while a return is owed
+                routes.append((i, Return(call, caller, summary)))
+                continue
+            elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
+                h, reason, error, value = parse_handoff(agent, call, offer)
+                if error is not None or h is None:
+                    results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
+                    continue
+                needs_approval = h.requires_approval
+                parsed = (h, reason, value)
+            else:
+                results[i] = pieces.tool_result(
+                    agent, call, refusal(agent, call.name, offer), is_error=True)
+                continue
+            if needs_approval:
+                decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
+                    if decisions else None
+                if decision is None:
+                    waiting[i] = ""
+                    continue
+                if not decision:
+                    results[i] = pieces.tool_result(
+                        agent, call, "Rejected: a human reviewer declined this call, so it was "
+                        "not executed. Continue without it or ask the user.", is_error=True)
+                    continue
+            if tool is not None:
+                ordinary.append((i, tool, call))
+            else:
+                assert parsed is not None  # a transfer call, parsed above
+                routes.append((i, parsed))
+        if ordinary:
+            admitted, over_limit = _admit(pieces, agent, ordinary, results)
+            signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
+            if signals:
+                routes.extend(signals)
+            if len(signals) < len(admitted):
+                pieces.transfers.worked()
+            if over_limit is not None:  # what ran is logged; the run's end answers the rest
+                raise over_limit
+        if waiting or child_waiting:
+            # Routes stay unanswered too, and are decided when the run resumes; they are not
+            # approval requests, so they are not listed as pending.
+            push_results(pieces, results)
+            pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
+            for p in pending:
+                pieces.log.add(p.event(here=True))
+            raise Interrupted([*pending, *child_waiting])
+        if not routes:
+            push_results(pieces, results)
+            return None
+        if len(routes) > 1:
+            routes.sort(key=lambda r: r[0])
+        index, chosen = routes[0]
+        for i, other in routes[1:]:
+            note = (f"Not performed: only the first routing request of a turn is considered, "
+                    f"and this turn's first was: {_describe(chosen)}.")
+            if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
+                note = "The tool ran, but its routing was not applied. " + note
+            results[i] = pieces.tool_result(agent, calls[i], note, is_error=True)
+        if isinstance(chosen, tuple):  # the usual route: a transfer tool's call
+            h, reason, value = chosen
+            return await _transfer(pieces, agent, calls[index], h.agent, reason, h, value, results,
+                                   index, parent)
+        return await _take_route(pieces, agent, chosen, results, index, parent)
     except Interrupted:  # the calls awaiting a person stay open
         push_results(pieces, results)
         raise
     except BaseException:  # the run ends: its end logs these in their calls' places
         pieces.hold(results)
         raise
-
-
-async def _run_tools(
-    pieces: Pieces, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
-    results: list[ToolResultEvent | None],
-) -> Route | None:
-    ts = offer.toolset
-    decisions = pieces.state.approvals
-    unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
-    waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
-    child_waiting: list[Pending] = []  # questions, and what delegated children wait for
-    ordinary: list[tuple[int, Tool, ToolCall]] = []
-    routes: list[tuple[int, Return | RouteTo | End | _Asked]] = []
-    parsed: _Asked | None = None
-    off = offer.off
-    for i, call in enumerate(calls):
-        tool = ts.tools.get(call.name)
-        needs_approval = False
-        if tool is not None and call.name in off:
-            results[i] = pieces.tool_result(
-                agent, call, f"Not performed: the tool {call.name!r} is not available right "
-                "now; continue without it.", is_error=True)
-            continue
-        if tool is not None:
-            needs_approval = tool.requires_approval
-            started = unknown.get(call.id) if unknown else None
-            if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
-                # A durable run's earlier attempt finished it: its recorded outcome is taken.
-                ordinary.append((i, tool, call))
-                continue
-            # A call that stopped for a person after it last started (``asked``) did not end.
-            if started is not None and not tool.idempotent and call.id not in asked:
-                if not needs_approval:
-                    results[i] = pieces.tool_result(agent, call, outcome_unknown(
-                        started, "the run stopped"), is_error=True)
-                    continue
-                waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
-                continue
-            if decisions is not None and decisions.answered(
-                    request_of(pieces.log.session.session_id, call)):
-                # It runs again with the answers: it was approved (if it had to be) before it
-                # asked. Cut short after an answer, it is unknown above: an answer runs once.
-                ordinary.append((i, tool, call))
-                continue
-        elif call.name == FINISH_TASK and offer.finish_task:
-            summary = argument(call, "result")  # already guarded when the call was logged
-            caller = pieces.caller()
-            assert caller is not None  # finish_task is offered while a return is owed
-            routes.append((i, Return(call, caller, summary)))
-            continue
-        elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
-            h, reason, error, value = parse_handoff(agent, call, offer)
-            if error is not None or h is None:
-                results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
-                continue
-            needs_approval = h.requires_approval
-            parsed = (h, reason, value)
-        else:
-            results[i] = pieces.tool_result(
-                agent, call, refusal(agent, call.name, offer), is_error=True)
-            continue
-        if needs_approval:
-            decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
-                if decisions else None
-            if decision is None:
-                waiting[i] = ""
-                continue
-            if not decision:
-                results[i] = pieces.tool_result(
-                    agent, call, "Rejected: a human reviewer declined this call, so it was "
-                    "not executed. Continue without it or ask the user.", is_error=True)
-                continue
-        if tool is not None:
-            ordinary.append((i, tool, call))
-        else:
-            assert parsed is not None  # a transfer call, parsed above
-            routes.append((i, parsed))
-    if ordinary:
-        admitted, over_limit = _admit(pieces, agent, ordinary, results)
-        signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
-        if signals:
-            routes.extend(signals)
-        if len(signals) < len(admitted):
-            pieces.transfers.worked()
-        if over_limit is not None:  # what ran is logged; the run's end answers the rest
-            raise over_limit
-    if waiting or child_waiting:
-        # Routes stay unanswered too, and are decided when the run resumes; they are not
-        # approval requests, so they are not listed as pending.
-        push_results(pieces, results)
-        pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
-        for p in pending:
-            pieces.log.add(p.event(here=True))
-        raise Interrupted([*pending, *child_waiting])
-    if not routes:
-        push_results(pieces, results)
-        return None
-    if len(routes) > 1:
-        routes.sort(key=lambda r: r[0])
-    index, chosen = routes[0]
-    for i, other in routes[1:]:
-        note = (f"Not performed: only the first routing request of a turn is considered, "
-                f"and this turn's first was: {_describe(chosen)}.")
-        if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
-            note = "The tool ran, but its routing was not applied. " + note
-        results[i] = pieces.tool_result(agent, calls[i], note, is_error=True)
-    if isinstance(chosen, tuple):  # the usual route: a transfer tool's call
-        h, reason, value = chosen
-        return await _transfer(pieces, agent, calls[index], h.agent, reason, h, value, results,
-                               index, parent)
-    return await _take_route(pieces, agent, chosen, results, index, parent)
 
 
 def _admit(
