@@ -4,15 +4,17 @@ before, on a memory session and on a persistent one."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
 
 import relayrace._engine.toolexec as toolexec
-from relayrace import Agent, RunContext, Runner, handoff
+from relayrace import Agent, RunContext, Runner, UserError, handoff, tool
 from relayrace._engine.turn import Transfer
+from relayrace.agents.delegation import run_child
 from relayrace.sessions import MemorySession
-from relayrace.testing import FunctionModel, text, tool_call
+from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor
 
 
@@ -83,3 +85,57 @@ async def test_a_handoff_logs_and_traces_what_it_did(persistent: bool,
     assert handoff.end_ns >= handoff.start_ns > 0 and handoff.error is None
     assert result.usage.total.requests == 3
     assert sorted(result.usage.per_agent) == ["a0", "a1", "a2"]
+
+
+async def test_a_run_leaves_no_garbage_for_the_collector() -> None:
+    """A run's state (its loop, session, events, usage) goes when the run does: nothing in it
+    refers back to what holds it, so no garbage collection is needed to free it (in a
+    handoff benchmark, those collections were a tenth of the time)."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    def turn(req: Any) -> Any:
+        i, done = int(req.agent[1:]), sum(1 for m in req.messages if m.role == "tool")
+        if i < 2:
+            return tool_call(f"transfer_to_a{i + 1}", {"reason": "next"})
+        return text("done") if done > 2 else tool_call("add", {"a": 1, "b": 2})
+
+    agent = Agent("a2", instructions="x", model=FunctionModel(turn, record=False), tools=[add])
+    for i in (1, 0):
+        agent = Agent(f"a{i}", instructions="x", model=FunctionModel(turn, record=False),
+                      sub_agents=[agent])
+    await Runner.run(agent, "go")  # warm: first-time caches
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            result = await Runner.run(agent, "go")
+            assert result.final_output == "done" and len(result.handoffs) == 2
+        del result
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+async def test_a_context_kept_past_its_run_cannot_start_a_child() -> None:
+    """The delegation a tool's context offers belongs to the loop running that call (held
+    without a cycle): once the run has ended, starting a child says so."""
+    kept: list[RunContext[Any]] = []
+
+    @tool
+    def note(ctx: RunContext[Any]) -> str:
+        """Note the context."""
+        kept.append(ctx)
+        return "noted"
+
+    helper = Agent("helper", instructions="x", model=FunctionModel(lambda _: text("helped")))
+    lead = Agent("lead", instructions="x", tools=[note], model=ScriptedModel([
+        tool_call("note", {}), text("done")]))
+    assert (await Runner.run(lead, "go")).final_output == "done"
+    gc.collect()
+    with pytest.raises(UserError, match="the run whose tool call this context served has "
+                                        "ended"):
+        await run_child(kept[0], helper, "help")
