@@ -359,7 +359,7 @@ class AgentLoop(Pieces):
                 if self.log.session.persistent:  # a memory log is written before tools run
                     await self.flush()
                 return TurnResult(message, RUN_AGAIN)
-            case Transfer() | Return():  # its result is written with the move (``_move``)
+            case Transfer() | Return():  # its result is written with the move (``turns_of``)
                 return TurnResult(message, Move(route))
             case End(summary=summary):
                 await self.flush()
