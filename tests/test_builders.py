@@ -12,6 +12,7 @@ from relayrace._engine.builders import (
     new_request,
     new_run_finished_event,
     new_run_started_event,
+    new_tool_message,
     new_tool_result_event,
 )
 from relayrace._engine.loop import AgentLoop
@@ -44,6 +45,7 @@ def test_event_builders_match_the_constructors() -> None:
                MessageEvent(agent="a", path="p/a", message=msg, usage=Usage(1, 2, 3), model="m"))
     same_event(new_message_event("a", "a", msg),
                MessageEvent(agent="a", path="a", message=msg))
+    assert new_tool_message("done", "c1", "t") == result
     same_event(new_tool_result_event("a", "a", result, "t", True, "Traceback ..."),
                ToolResultEvent(agent="a", path="a", message=result, tool_name="t",
                                is_error=True, traceback="Traceback ..."))

@@ -21,11 +21,11 @@ from ..core.events import (
     RunStartedEvent,
     ToolResultEvent,
 )
+from ..core.messages import Message
 from ..models.interface import ModelRequest, ModelSettings, OutputSchema, ToolDefinition
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from ..core.messages import Message
     from ..core.usage import RunUsage, Usage
     from ..sessions.base import Session
     from ..tracing import Span
@@ -38,6 +38,7 @@ __all__ = [
     "new_request",
     "new_run_finished_event",
     "new_run_started_event",
+    "new_tool_message",
     "new_tool_result_event",
 ]
 
@@ -78,6 +79,18 @@ def new_tool_result_event(agent: str, path: str, message: Message, tool_name: st
     e.traceback = traceback
     e.full_content = full_content
     return e
+
+
+def new_tool_message(content: str, tool_call_id: str, name: str) -> Message:
+    """``Message("tool", content, (), tool_call_id, name)``, faster: one per tool call and
+    per handoff."""
+    m: Message = _new(Message)
+    m.role = "tool"
+    m.content = content
+    m.tool_calls = ()
+    m.tool_call_id = tool_call_id
+    m.name = name
+    return m
 
 
 def new_run_started_event(agent: str, path: str, trace_id: str, run_id: str = ""

@@ -11,6 +11,7 @@ then, so the parent's log accounts for every child.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..agents.approvals import Interrupted
 from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
 from ..core.events import AgentEvent, DelegationEvent, MessageEvent, RunFinishedEvent
-from ..core.exceptions import UsageLimitExceeded
+from ..core.exceptions import UsageLimitExceeded, UserError
 from ..core.messages import Message
 from ..core.reports import (
     DEFAULT_REPORT_SUFFIX,
@@ -213,9 +214,17 @@ class ChildRuns:
     __slots__ = ("_pieces", "_spawn")
 
     def __init__(self, pieces: Pieces, spawn: Spawn) -> None:
-        self._pieces, self._spawn = pieces, spawn
+        # The loop holds this object, so a strong reference back would make a cycle: every
+        # run's state (its events, messages, usage) would wait for the garbage collector
+        # instead of going when the run does.
+        self._pieces, self._spawn = weakref.ref(pieces), spawn
 
     async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
                         options: ChildOptions) -> ChildResult:
         """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
-        return await run_child(self._pieces, self._spawn, ctx, agent, task, options)
+        pieces = self._pieces()
+        if pieces is None:
+            raise UserError(f"{agent.name!r} cannot be delegated to: the run whose tool call "
+                            "this context served has ended. Delegate from a tool while its "
+                            "call runs.")
+        return await run_child(pieces, self._spawn, ctx, agent, task, options)

@@ -244,8 +244,16 @@ class AgentLoop(Pieces):
                     case RunAgain():
                         continue
                     case Move(route=route):
-                        agent, agent_span = await self._move(agent, route, agent_span,
-                                                             run_span)
+                        transfer = self._log_move(agent, route)
+                        # The call's result and the move: one batch, so a crash cannot leave
+                        # a persistent log with the old agent told "Transferred" (or
+                        # "Returned") and still active. A memory log ends with the process:
+                        # it takes them with its next write (before a tool runs, or the
+                        # run's end), one write for a chain of handoffs, not one per move.
+                        if self.log.session.persistent:
+                            await self.flush()
+                        agent, agent_span = self._switch(agent, route.target, agent_span,
+                                                         run_span, transfer)
                         if agent.is_composite and self.control.blocked is None:
                             # A workflow target runs its steps, then its caller goes on.
                             final, agent, agent_span, ended = await self._through(
@@ -348,9 +356,10 @@ class AgentLoop(Pieces):
             return TurnResult(message, Blocked(blocked))
         match route:
             case None:
-                await self.flush()
+                if self.log.session.persistent:  # a memory log is written before tools run
+                    await self.flush()
                 return TurnResult(message, RUN_AGAIN)
-            case Transfer() | Return():  # its result is written with the move (``_move``)
+            case Transfer() | Return():  # its result is written with the move (``turns_of``)
                 return TurnResult(message, Move(route))
             case End(summary=summary):
                 await self.flush()
@@ -359,17 +368,14 @@ class AgentLoop(Pieces):
                 await self.flush()
                 return TurnResult(message, TeamRoute(route))
 
-    async def _move(self, agent: Agent[Any], route: Transfer | Return, agent_span: Span,
-                    run_span: Span) -> tuple[Agent[Any], Span]:
-        """Carry out a transfer or a task's return: logged with the call's result, then the
-        target takes over."""
-        target = route.target
-        transfer = None
+    def _log_move(self, agent: Agent[Any], route: Transfer | Return) -> Transfer | None:
+        """Log a transfer or a task's return that ``agent``'s turn confirmed (the call's
+        result is logged already); returns the transfer, if it is one."""
         match route:
-            case Return(summary=summary):
+            case Return(target=target, summary=summary):
                 self.returned(agent, target, summary)
-            case Transfer(handoff=h):
-                transfer = route
+                return None
+            case Transfer(target=target, handoff=h):
                 # A task, single-turn or workflow target gives control back when it is done.
                 returns_to = agent.name if target.mode in ("task", "single_turn") \
                     or target.is_composite else None
@@ -381,10 +387,7 @@ class AgentLoop(Pieces):
                 if h is not None and h.input_type is not None:
                     event.input = h.input_data(route.input)
                 self.log.add(event)
-        # The call's result and the move itself: one transaction, so a crash cannot leave the
-        # old agent told "Transferred" (or "Returned") and still active.
-        await self.flush()
-        return self._switch(agent, target, agent_span, run_span, transfer)
+                return route
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
                        pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:
@@ -427,9 +430,10 @@ class AgentLoop(Pieces):
         (``control.blocked``).
         """
         self.state.trace.end(agent_span)
-        blocked = input_block(self, target)
-        if blocked is not None:
-            self.control.block(blocked)
+        if target.input_guardrails or self.scope.team_input:  # else nothing to check
+            blocked = input_block(self, target)
+            if blocked is not None:
+                self.control.block(blocked)
         if route is not None and route.note is not None:
             self.views.keep_note(route.note)
         if route is None or route.view is None:

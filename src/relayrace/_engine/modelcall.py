@@ -3,8 +3,9 @@ the run's budget, streaming through output guardrails, and the answer logged."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.events import StatusEvent, TextDeltaEvent
 from ..core.exceptions import ModelBehaviorError
@@ -79,18 +80,18 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
-        if guarded and state.emit is not None:
+        emit, steps = state.emit, state.steps
+        if guarded and emit is not None:
             shown = GuardedStream(pieces, agent)
-
-        def call() -> Awaitable[ModelResponse]:
-            if state.emit is None:
-                return model.request(request)
-            return _stream_model(pieces, model, request, agent, path, shown, partials)
-
-        # A durable run records the answer as a step; any other run just asks.
-        steps = state.steps
-        response = await (call() if steps is None else model_step(
-            steps, pieces.log.session.session_id, len(pieces.views.transcript), name, call))
+        if emit is None and steps is None:  # the usual turn: just ask
+            response = await model.request(request)
+        else:  # streamed, or a durable run's step that records the answer
+            call: Callable[[], Awaitable[ModelResponse]] = partial(model.request, request) \
+                if emit is None else \
+                partial(_stream_model, pieces, model, request, agent, path, shown, partials)
+            response = await (call() if steps is None else model_step(
+                steps, pieces.log.session.session_id, len(pieces.views.transcript), name,
+                call))
     except BaseException as exc:
         budget.close_request(estimate, path, local, None, model.name)
         state.trace.end(span, exc)
@@ -122,18 +123,24 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
             calls is not message.tool_calls:
         # A copy: the model may hand out shared messages (test doubles, caches).
         message = Message("assistant", content, calls, None, name)
-    pieces.push(message)
+    pieces.views.push(message)
     # Known from the calls themselves, so a stream and a persistent log (written before the tools
     # run) show it too.
-    transfers = calls and not offer.refuse_handoffs and \
-        any(c.name in offer.toolset.handoffs.by_tool for c in calls)
+    finish: Literal["transfer"] | None = None
+    if calls and not offer.refuse_handoffs:
+        by_tool = offer.toolset.handoffs.by_tool
+        for c in calls:
+            if c.name in by_tool:
+                finish = "transfer"
+                break
     pieces.log.add(new_message_event(name, path, message, u, response.model or model.name,
-                                   "transfer" if transfers else None))
+                                     finish))
     if calls and pieces.log.session.persistent:
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
-        # them with their results; a final answer goes with what ends the turn.
+        # them before the tools run; a final answer goes with what ends the turn.
         await pieces.flush()
-    budget.check_tokens()
+    if budget.limits is not None:  # a token budget to check
+        budget.check_tokens()
     return message
 
 def _emit_text(pieces: Pieces, agent: Agent[Any], path: str, delta: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents.handoffs import filter_messages
 from ..core.events import HandoffEvent
 from ..core.messages import NOTE, Message, ToolCall
-from .builders import new_context, new_message_event, new_tool_result_event
+from .builders import new_context, new_message_event, new_tool_message, new_tool_result_event
 from .callkey import CallKey
 from .loopstate import (
     DEFAULT_MAX_TURNS,
@@ -48,8 +48,8 @@ __all__ = ["Pieces", "outcome_unknown"]
 class Pieces:
     """A loop's pieces, shared by the steps of its turns (see the module's docstring)."""
 
-    __slots__ = ("calls", "children", "control", "log", "place", "scope", "state", "transfers",
-                 "views")
+    __slots__ = ("__weakref__", "calls", "children", "control", "log", "place", "scope", "state",
+                 "transfers", "views")
 
     children: ChildRunner
     """What starts delegated children (``RunContext.children``); the loop sets it."""
@@ -161,9 +161,9 @@ class Pieces:
                     full: str | None = None) -> ToolResultEvent:
         """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
         name = call.name
-        message = Message("tool", content, (), call.id, name)
-        return new_tool_result_event(agent.name, self.path(agent), message, name, is_error, tb,
-                                     full)
+        return new_tool_result_event(agent.name, self.path(agent),
+                                     new_tool_message(content, call.id, name), name, is_error,
+                                     tb, full)
 
     def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
         """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.

@@ -36,9 +36,13 @@ from .turn import End, Return, Route, RouteTo, Transfer
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
+    from ..agents.handoffs import Handoff
     from ..tracing import Span
     from .offer import Offer
 
+_Asked = tuple["Handoff[Any]", str, Any]
+"""A transfer call, parsed: its handoff, reason and input. Its `Transfer` is made once, when
+the transfer is confirmed (``_transfer``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,128 +62,123 @@ async def run_tools(
 
     Results are kept as each call completes, and logged however the turn ends: a timeout,
     a cancellation or an error never turns a call that ran into one marked "not executed".
+    (One coroutine, the guard around the work: it runs at every tool turn and handoff.)
     """
     if offer is None:
         offer = await pieces.offer(agent)
     results: list[ToolResultEvent | None] = [None] * len(calls)
     try:
-        return await _run_tools(pieces, agent, offer, calls, parent, results)
+        ts = offer.toolset
+        decisions = pieces.state.approvals
+        unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
+        waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
+        child_waiting: list[Pending] = []  # questions, and what delegated children wait for
+        ordinary: list[tuple[int, Tool, ToolCall]] = []
+        routes: list[tuple[int, Return | RouteTo | End | _Asked]] = []
+        parsed: _Asked | None = None
+        off = offer.off
+        for i, call in enumerate(calls):
+            tool = ts.tools.get(call.name)
+            needs_approval = False
+            if tool is not None and call.name in off:
+                results[i] = pieces.tool_result(
+                    agent, call, f"Not performed: the tool {call.name!r} is not available right "
+                    "now; continue without it.", is_error=True)
+                continue
+            if tool is not None:
+                needs_approval = tool.requires_approval
+                started = unknown.get(call.id) if unknown else None
+                if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
+                    # A durable run's earlier attempt finished it: its recorded outcome is taken.
+                    ordinary.append((i, tool, call))
+                    continue
+                # A call that stopped for a person after it last started (``asked``) did not end.
+                if started is not None and not tool.idempotent and call.id not in asked:
+                    if not needs_approval:
+                        results[i] = pieces.tool_result(agent, call, outcome_unknown(
+                            started, "the run stopped"), is_error=True)
+                        continue
+                    waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
+                    continue
+                if decisions is not None and decisions.answered(
+                        request_of(pieces.log.session.session_id, call)):
+                    # It runs again with the answers: it was approved (if it had to be) before it
+                    # asked. Cut short after an answer, it is unknown above: an answer runs once.
+                    ordinary.append((i, tool, call))
+                    continue
+            elif call.name == FINISH_TASK and offer.finish_task:
+                summary = argument(call, "result")  # already guarded when the call was logged
+                caller = pieces.caller()
+                assert caller is not None  # finish_task is offered while a return is owed
+                routes.append((i, Return(call, caller, summary)))
+                continue
+            elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
+                h, reason, error, value = parse_handoff(agent, call, offer)
+                if error is not None or h is None:
+                    results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
+                    continue
+                needs_approval = h.requires_approval
+                parsed = (h, reason, value)
+            else:
+                results[i] = pieces.tool_result(
+                    agent, call, refusal(agent, call.name, offer), is_error=True)
+                continue
+            if needs_approval:
+                decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
+                    if decisions else None
+                if decision is None:
+                    waiting[i] = ""
+                    continue
+                if not decision:
+                    results[i] = pieces.tool_result(
+                        agent, call, "Rejected: a human reviewer declined this call, so it was "
+                        "not executed. Continue without it or ask the user.", is_error=True)
+                    continue
+            if tool is not None:
+                ordinary.append((i, tool, call))
+            else:
+                assert parsed is not None  # a transfer call, parsed above
+                routes.append((i, parsed))
+        if ordinary:
+            admitted, over_limit = _admit(pieces, agent, ordinary, results)
+            signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
+            if signals:
+                routes.extend(signals)
+            if len(signals) < len(admitted):
+                pieces.transfers.worked()
+            if over_limit is not None:  # what ran is logged; the run's end answers the rest
+                raise over_limit
+        if waiting or child_waiting:
+            # Routes stay unanswered too, and are decided when the run resumes; they are not
+            # approval requests, so they are not listed as pending.
+            push_results(pieces, results)
+            pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
+            for p in pending:
+                pieces.log.add(p.event(here=True))
+            raise Interrupted([*pending, *child_waiting])
+        if not routes:
+            push_results(pieces, results)
+            return None
+        if len(routes) > 1:
+            routes.sort(key=lambda r: r[0])
+        index, chosen = routes[0]
+        for i, other in routes[1:]:
+            note = (f"Not performed: only the first routing request of a turn is considered, "
+                    f"and this turn's first was: {_describe(chosen)}.")
+            if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
+                note = "The tool ran, but its routing was not applied. " + note
+            results[i] = pieces.tool_result(agent, calls[i], note, is_error=True)
+        if isinstance(chosen, tuple):  # the usual route: a transfer tool's call
+            h, reason, value = chosen
+            return await _transfer(pieces, agent, calls[index], h.agent, reason, h, value, results,
+                                   index, parent)
+        return await _take_route(pieces, agent, chosen, results, index, parent)
     except Interrupted:  # the calls awaiting a person stay open
         push_results(pieces, results)
         raise
     except BaseException:  # the run ends: its end logs these in their calls' places
         pieces.hold(results)
         raise
-
-
-async def _run_tools(
-    pieces: Pieces, agent: Agent[Any], offer: Offer, calls: Sequence[ToolCall], parent: Span,
-    results: list[ToolResultEvent | None],
-) -> Route | None:
-    ts = offer.toolset
-    decisions = pieces.state.approvals
-    unknown, asked = pieces.calls.begin_batch(pieces.views.transcript)
-    waiting: dict[int, str] = {}  # calls awaiting a decision: what the person must know
-    child_waiting: list[Pending] = []  # questions, and what delegated children wait for
-    ordinary: list[tuple[int, Tool, ToolCall]] = []
-    routes: list[tuple[int, Route]] = []
-    route: Transfer | None = None
-    off = offer.off
-    for i, call in enumerate(calls):
-        tool = ts.tools.get(call.name)
-        needs_approval = False
-        if tool is not None and call.name in off:
-            results[i] = pieces.tool_result(
-                agent, call, f"Not performed: the tool {call.name!r} is not available right "
-                "now; continue without it.", is_error=True)
-            continue
-        if tool is not None:
-            needs_approval = tool.requires_approval
-            started = unknown.get(call.id) if unknown else None
-            if started is not None and recorded_call(pieces.state.steps, pieces.call_key(call)):
-                # A durable run's earlier attempt finished it: its recorded outcome is taken.
-                ordinary.append((i, tool, call))
-                continue
-            # A call that stopped for a person after it last started (``asked``) did not end.
-            if started is not None and not tool.idempotent and call.id not in asked:
-                if not needs_approval:
-                    results[i] = pieces.tool_result(agent, call, outcome_unknown(
-                        started, "the run stopped"), is_error=True)
-                    continue
-                waiting[i] = outcome_unknown(started, "the run stopped")  # a person decides
-                continue
-            if decisions is not None and decisions.answered(
-                    request_of(pieces.log.session.session_id, call)):
-                # It runs again with the answers: it was approved (if it had to be) before it
-                # asked. Cut short after an answer, it is unknown above: an answer runs once.
-                ordinary.append((i, tool, call))
-                continue
-        elif call.name == FINISH_TASK and offer.finish_task:
-            summary = argument(call, "result")  # already guarded when the call was logged
-            caller = pieces.caller()
-            assert caller is not None  # finish_task is offered while a return is owed
-            routes.append((i, Return(call, caller, summary)))
-            continue
-        elif call.name in ts.handoffs.by_tool and not offer.refuse_handoffs:
-            h, reason, error, value = parse_handoff(agent, call, offer)
-            if error is not None or h is None:
-                results[i] = pieces.tool_result(agent, call, error or "", is_error=True)
-                continue
-            needs_approval = h.requires_approval
-            route = Transfer(call, h.agent, reason, h, value)
-        else:
-            results[i] = pieces.tool_result(
-                agent, call, refusal(agent, call.name, offer), is_error=True)
-            continue
-        if needs_approval:
-            decision = decisions.take(request_of(pieces.log.session.session_id, call)) \
-                if decisions else None
-            if decision is None:
-                waiting[i] = ""
-                continue
-            if not decision:
-                results[i] = pieces.tool_result(
-                    agent, call, "Rejected: a human reviewer declined this call, so it was "
-                    "not executed. Continue without it or ask the user.", is_error=True)
-                continue
-        if tool is not None:
-            ordinary.append((i, tool, call))
-        else:
-            assert route is not None  # a transfer call, parsed above
-            routes.append((i, route))
-    if ordinary:
-        admitted, over_limit = _admit(pieces, agent, ordinary, results)
-        signals = await _execute(pieces, agent, admitted, parent, results, child_waiting)
-        if signals:
-            routes.extend(signals)
-        if len(signals) < len(admitted):
-            pieces.transfers.worked()
-        if over_limit is not None:  # what ran is logged; the run's end answers the rest
-            raise over_limit
-    if waiting or child_waiting:
-        # Routes stay unanswered too, and are decided when the run resumes; they are not
-        # approval requests, so they are not listed as pending.
-        push_results(pieces, results)
-        pending = [_pending(pieces, agent, calls[i], waiting[i]) for i in sorted(waiting)]
-        for p in pending:
-            pieces.log.add(p.event(here=True))
-        raise Interrupted([*pending, *child_waiting])
-    if not routes:
-        push_results(pieces, results)
-        return None
-    if len(routes) > 1:
-        routes.sort(key=lambda r: r[0])
-    chosen = routes[0][1]
-    for i, other in routes[1:]:
-        note = (f"Not performed: only the first routing request of a turn is considered, "
-                f"and this turn's first was: {_describe(chosen)}.")
-        if type(other) in (RouteTo, End):  # the tool itself ran; only routing is void
-            note = "The tool ran, but its routing was not applied. " + note
-        results[i] = pieces.tool_result(agent, other.call, note, is_error=True)
-    index = calls.index(chosen.call)
-    if type(chosen) is Transfer:  # the usual route: a transfer tool's
-        return await _transfer(pieces, agent, chosen, results, index, parent)
-    return await _take_route(pieces, agent, chosen, results, index, parent)
 
 
 def _admit(
@@ -207,16 +206,14 @@ def _admit(
 
 
 async def _take_route(
-    pieces: Pieces, agent: Agent[Any], route: Route,
+    pieces: Pieces, agent: Agent[Any], route: Return | RouteTo | End,
     results: list[ToolResultEvent | None], index: int, parent: Span,
 ) -> Route | None:
-    """Carry out the turn's winning route as far as the turn goes: answer its call, and for a
-    transfer check it (limits, the target's guardrails, the handoff's filter and hook). The
-    route returned is what the loop carries out (``None``: control stays)."""
+    """Carry out the turn's winning route (other than a transfer tool's, ``_transfer``) as far
+    as the turn goes: answer its call; a typed ``TransferTo`` outside a team is checked as a
+    transfer. The route returned is what the loop carries out (``None``: control stays)."""
     call = route.call
     match route:
-        case Transfer():
-            return await _transfer(pieces, agent, route, results, index, parent)
         case RouteTo(name=name, reason=reason) if not pieces.scope.team_mode:
             # A typed TransferTo outside a team is a transfer by name, under the same limits.
             found = agent.find_agent(name)
@@ -226,7 +223,7 @@ async def _take_route(
                     "in this team; control stays here.", is_error=True)
                 push_results(pieces, results)
                 return None
-            return await _transfer(pieces, agent, Transfer(call, found, reason), results,
+            return await _transfer(pieces, agent, call, found, reason, None, None, results,
                                    index, parent)
         case Return(target=target):
             results[index] = pieces.tool_result(
@@ -245,17 +242,19 @@ async def _take_route(
 
 
 async def _transfer(
-    pieces: Pieces, agent: Agent[Any], route: Transfer,
-    results: list[ToolResultEvent | None], index: int, parent: Span,
+    pieces: Pieces, agent: Agent[Any], call: ToolCall, target: Agent[Any], reason: str,
+    h: Handoff[Any] | None, value: Any, results: list[ToolResultEvent | None], index: int,
+    parent: Span,
 ) -> Transfer | None:
-    """A transfer, checked: confirmed (its call answered, the target's view made), or
-    refused (answered why; a limit that ends the run raises after)."""
-    call, target, h = route.call, route.target, route.handoff
+    """A transfer to ``target`` that ``call`` asked for (through ``h``, with ``reason`` and the
+    validated input ``value``; no ``h``: a typed ``TransferTo``), checked: confirmed (its call
+    answered, the target's view made; the one `Transfer` made for it), or refused (answered
+    why; a limit that ends the run raises after)."""
     refusal, error = pieces.transfers.check(agent.name, target.name)
     context = None
-    if refusal is None and h is not None:
+    if refusal is None and h is not None and h.context_transform is not None:
         try:
-            context = h.context(route.reason, route.input)
+            context = h.context(reason, value)
         except ContextTransformError as exc:  # the model's arguments: it can retry
             refusal = (f"{str(exc).rstrip('.')}. Call the transfer again with "
                        "arguments its context transform can use.")
@@ -265,27 +264,32 @@ async def _transfer(
         if context is not None:  # the handoff's context_transform replaces the reason
             text += f" Context: {context}"
         else:
-            if route.reason:
-                text += f" Reason: {route.reason}"
+            if reason:
+                text += f" Reason: {reason}"
             if h is not None and h.input_type is not None:
-                data = h.input_data(route.input)
+                data = h.input_data(value)
                 text += f" Input: {json.dumps(data, ensure_ascii=False)}"
         # The target checks this turn's results, its transfer note included, in log order.
         results[index] = pieces.tool_result(agent, call, text)
-        blocked = input_block(pieces, target, [ev.message for ev in results if ev is not None])
-        if blocked is not None:  # the run ends with the guardrail's answer
-            pieces.control.block(blocked)
-            refusal = f"{target.name}'s input guardrail blocked the request."
+        if target.input_guardrails or pieces.scope.team_input:  # else nothing to check
+            blocked = input_block(pieces, target,
+                                  [ev.message for ev in results if ev is not None])
+            if blocked is not None:  # the run ends with the guardrail's answer
+                pieces.control.block(blocked)
+                refusal = f"{target.name}'s input guardrail blocked the request."
     if refusal is None and h is not None:
         if h.input_filter is not None:
-            view = await _filter_view(pieces, agent, route, results, index)
-        failure = await _on_handoff(pieces, agent, route, parent)
-        if failure is not None:
-            results[index] = pieces.tool_result(
-                agent, call, f"Not performed: the transfer to {target.name} failed "
-                f"({failure[0]}).", is_error=True, tb=failure[1])
-            push_results(pieces, results)
-            return None
+            view = await _filter_view(pieces, agent, call, target, h, results, index)
+        if h.on_handoff is None:  # no hook to run: its span alone
+            pieces.state.trace.end(_handoff_span(pieces, agent, target, reason, parent))
+        else:
+            failure = await _on_handoff(pieces, agent, call, h, reason, value, parent)
+            if failure is not None:
+                results[index] = pieces.tool_result(
+                    agent, call, f"Not performed: the transfer to {target.name} failed "
+                    f"({failure[0]}).", is_error=True, tb=failure[1])
+                push_results(pieces, results)
+                return None
     if refusal is not None:
         # A typed TransferTo (no handoff) ran: only its routing is refused.
         prefix = "The tool ran, but routing was refused" if h is None else "Not performed"
@@ -299,7 +303,7 @@ async def _transfer(
     pieces.transfers.made()
     note = results[index].message  # type: ignore[union-attr]
     push_results(pieces, results)
-    return Transfer(call, target, route.reason, h, route.input, view, note)
+    return Transfer(call, target, reason, h, value, view, note)
 
 
 def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:
@@ -338,42 +342,47 @@ def _question(pieces: Pieces, agent: Agent[Any], key: CallKey,
         answered=asked.answered)
 
 
-async def _filter_view(pieces: Pieces, agent: Agent[Any], route: Transfer,
-                       results: list[ToolResultEvent | None], index: int) -> list[Message]:
-    """The view the target of a transfer sees through its handoff's input filter.
+async def _filter_view(pieces: Pieces, agent: Agent[Any], call: ToolCall, target: Agent[Any],
+                       h: Handoff[Any], results: list[ToolResultEvent | None],
+                       index: int) -> list[Message]:
+    """The view ``target`` sees through the input filter of ``h``, the handoff ``call`` takes.
 
     Made before the transfer is confirmed: a filter that fails ends the run with the call
     answered "not performed", so the session stays with ``agent``, valid, as before the call.
     """
-    assert route.handoff is not None
     note = results[index].message  # type: ignore[union-attr]
     try:
         return await pieces.filtered_view(
-            route.target, route.handoff, note, [ev.message for ev in results if ev is not None])
+            target, h, note, [ev.message for ev in results if ev is not None])
     except UserError as exc:
         results[index] = pieces.tool_result(
-            agent, route.call, f"Not performed: the transfer to {route.target.name} failed "
+            agent, call, f"Not performed: the transfer to {target.name} failed "
             f"({exc})", is_error=True, tb="".join(traceback.format_exception(exc)))
         push_results(pieces, results)
         raise
 
 
+def _handoff_span(pieces: Pieces, agent: Agent[Any], target: Agent[Any], reason: str,
+                  parent: Span) -> Span:
+    """The span of a transfer's handoff (its hook runs in it, if it has one)."""
+    return pieces.state.trace.start("handoff", f"{agent.name} -> {target.name}", parent,
+                                    from_agent=agent.name, to_agent=target.name, reason=reason)
+
+
 async def _on_handoff(
-    pieces: Pieces, agent: Agent[Any], route: Transfer, parent: Span,
+    pieces: Pieces, agent: Agent[Any], call: ToolCall, h: Handoff[Any], reason: str, value: Any,
+    parent: Span,
 ) -> tuple[str, str] | None:
-    """Run the handoff's hook (given the validated input if the handoff has an
-    ``input_type``, else the reason); a hook that raises stops the transfer like a crashing
-    tool."""
-    h, reason = route.handoff, route.reason
-    assert h is not None
-    span = pieces.state.trace.start("handoff", f"{agent.name} -> {h.agent.name}", parent,
-                                  from_agent=agent.name, to_agent=h.agent.name, reason=reason)
+    """Run the handoff's hook in its span (given the validated input ``value`` if ``h`` has
+    an ``input_type``, else the reason); a hook that raises stops the transfer like a
+    crashing tool."""
+    assert h.on_handoff is not None
+    span = _handoff_span(pieces, agent, h.agent, reason, parent)
     try:
-        if h.on_handoff is not None:
-            result = h.on_handoff(pieces.context_for(agent, pieces.call_key(route.call)),
-                                  reason if h.input_type is None else route.input)
-            if inspect.isawaitable(result):
-                await result
+        result = h.on_handoff(pieces.context_for(agent, pieces.call_key(call)),
+                              reason if h.input_type is None else value)
+        if inspect.isawaitable(result):
+            await result
     except Exception as exc:
         pieces.state.trace.end(span, exc)
         return f"{type(exc).__name__}: {exc}", traceback.format_exc()
@@ -395,6 +404,10 @@ async def _execute(
     """
     signals: list[tuple[int, RouteTo | End]] = []
     persistent = pieces.log.session.persistent
+    if not persistent:
+        # A memory log is written once a tool may read it (``read_result``, a delegation),
+        # not at each turn's end or move: every event before the calls is in it when they run.
+        await pieces.flush()
 
     async def one(i: int, tool: Tool, call: ToolCall) -> None:
         pieces.calls.running.add(call.id)
@@ -514,16 +527,16 @@ async def _call_tool(
     raise AssertionError(f"an attempt replayed as {done!r}")  # Again: attempt_tool calls again
 
 
-def _describe(route: Route) -> str:
+def _describe(route: Return | RouteTo | End | _Asked) -> str:
     match route:
         case End():
             return "finish the run"
         case Return(target=target):
             return f"return to {target.name}"
-        case Transfer(target=target):
-            return f"transfer to {target.name}"
         case RouteTo(name=name):
             return f"transfer to {name}"
+        case (h, _, _):
+            return f"transfer to {h.agent.name}"
 
 
 __all__ = ["Route", "Waiting", "push_results", "run_tools"]
