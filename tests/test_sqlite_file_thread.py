@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +25,25 @@ AGENT = Agent("a", instructions="x", model=FunctionModel(lambda request: text("o
 
 
 class Counts:
-    """Trips to the file's thread, and the transactions its connection began."""
+    """Trips to the file's thread, and the statements its connection ran (each row of an
+    ``executemany`` is one)."""
 
     def __init__(self) -> None:
         self.trips = 0
-        self.begins = 0
+        self.statements: list[str] = []
 
     def statement(self, sql: str) -> None:
-        if sql.startswith("BEGIN"):
-            self.begins += 1
+        self.statements.append(sql.partition(" ")[0])
+
+    @property
+    def begins(self) -> int:
+        return self.statements.count("BEGIN")
+
+    def take(self) -> tuple[int, list[str]]:
+        """The trips and statements since the last call."""
+        taken = (self.trips, self.statements)
+        self.trips, self.statements = 0, []
+        return taken
 
 
 @pytest.fixture
@@ -51,21 +64,56 @@ async def _traced(session: SQLiteSession, counts: Counts) -> None:
     """Count the statements of the session's file from now on (its connection opened)."""
     conn: sqlite3.Connection = await session._call(session._conn)
     conn.set_trace_callback(counts.statement)
+    counts.take()
 
 
-async def test_a_run_on_a_sqlite_session_makes_four_trips_and_four_transactions(
+async def test_a_run_on_a_sqlite_session_makes_three_trips_and_gives_its_lease_back(
         tmp_path: Path, counts: Counts) -> None:
-    session = SQLiteSession("s", tmp_path / "db.sqlite")
+    path = tmp_path / "db.sqlite"
+
+    def leases() -> list[tuple[str]]:
+        with sqlite3.connect(path) as conn:
+            return conn.execute("SELECT session_id FROM leases").fetchall()
+
+    held: list[list[tuple[str]]] = []
+
+    def reply(request: Any) -> Any:
+        held.append(leases())  # the run holds its lease while the model answers
+        if request.messages[-1].content == "fail":
+            raise RuntimeError("the model failed")
+        return text("ok")
+
+    agent = Agent("a", instructions="x", model=FunctionModel(reply))
+    session = SQLiteSession("s", path)
     await _traced(session, counts)
-    counts.trips = 0
     for turn in range(3):
-        result = await Runner.run(AGENT, f"turn {turn}", session=session)
+        result = await Runner.run(agent, f"turn {turn}", session=session)
         assert result.final_output == "ok"
-    # Per run: the lease taken with the log's new events, the run's start, its end, the lease
-    # given back. One run alone has nothing to share its transactions with.
-    assert counts.trips == 3 * 4
-    assert counts.begins == 3 * 4
-    assert len(await session.get_events()) == 3 * 4
+        # The lease taken with the log's new events (the first run reads the session's row
+        # too), the run's start, and its end with the lease row given back in the same
+        # transaction. One run alone has nothing to share its transactions with.
+        assert counts.take() == (3, [
+            "BEGIN", "INSERT", *["SELECT"] * (2 if turn == 0 else 1), "COMMIT",
+            "BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT",
+            "BEGIN", "INSERT", "INSERT", "INSERT", "DELETE", "COMMIT"])
+    with pytest.raises(RuntimeError):  # a failed run's end gives the lease back too
+        await Runner.run(agent, "fail", session=session)
+    trips, statements = counts.take()
+    assert trips == 3 and statements[-2:] == ["DELETE", "COMMIT"]
+    assert held == [[("s",)]] * 4 and leases() == []
+    assert len(await session.get_events()) == 3 * 4 + 3  # the failed run: no answer
+    # Another process's run gets the session at once.
+    other = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", textwrap.dedent(f"""
+        import asyncio
+        from relayrace import Agent, Runner
+        from relayrace.sessions import SQLiteSession
+        from relayrace.testing import FunctionModel, text
+        agent = Agent("a", instructions="x", model=FunctionModel(lambda r: text("there")))
+        print(asyncio.run(Runner.run(agent, "hi", session=SQLiteSession(
+            "s", {str(path)!r}, busy_timeout=0.0))).final_output)
+        """)], capture_output=True, text=True, timeout=120)
+    assert other.stdout.strip() == "there", other.stderr
+    assert leases() == []
 
 
 def _hold(db: _sqlitefile.Database) -> threading.Event:
@@ -108,8 +156,8 @@ async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
     gate.set()
     for result in await asyncio.gather(*runs):
         assert result.final_output == "ok"
-    # The twenty leases were taken in one transaction: at most 3 x 20 + 1 in all, not 4 x 20.
-    assert counts.begins <= 3 * 20 + 1
+    # The twenty leases were taken in one transaction: at most 2 x 20 + 1 in all, not 3 x 20.
+    assert counts.begins <= 2 * 20 + 1
     for s in sessions:
         assert len(await SQLiteSession(s.session_id, path).get_events()) == 4
 

@@ -15,9 +15,9 @@ Events carry their position in the log (``seq``, unique per session): an append 
 log as its session object last saw it, or is refused with `SessionConflictError`. A run holds
 the session's lease (a row with an owner and an expiry, renewed while the run lives), so a
 second run, in this process or another, is refused or waits; a crashed holder's lease lapses.
-A run costs four trips to the file's thread: the lease taken together with the log's new
-events, two appends (the run's start, before the model is called, and its end), the lease
-given back.
+A run costs three trips to the file's thread: the lease taken together with the log's new
+events, and two appends (the run's start, before the model is called, and its end, which
+gives the lease row back in the same transaction).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.events import AgentEvent, dump_events, load_events
+from ..core.events import AgentEvent, RunFinishedEvent, dump_events, load_events
 from ..core.exceptions import SessionConflictError, SessionStoreBusy
 from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
 from ._sqlitefile import Database as _Database
@@ -90,6 +90,7 @@ _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?,
                "expires_at = excluded.expires_at "
                "WHERE leases.expires_at <= ? OR leases.owner LIKE ?")
 
+_DROP_LEASE = "DELETE FROM leases WHERE session_id = ? AND owner = ?"
 # Take over the lease of a holder that died on this machine: the row as it was read.
 _TAKE_DEAD = "UPDATE leases SET owner = ?, expires_at = ? WHERE session_id = ? AND owner = ?"
 
@@ -298,13 +299,16 @@ class SQLiteSession(Session):
         this batch.
         """
         if events:
+            # The batch that ends a run gives the run's lease row back in its own transaction:
+            # the run writes nothing after it (a batch refused keeps the lease, as before).
+            ends = self._run_owner if type(events[-1]) is RunFinishedEvent else ""
             # Once submitted, the batch is written whole or not at all even if this task is
             # cancelled: the worker records the outcome either way.
-            await self._grouped(self._write, events, dump_events(events), writes=True,
+            await self._grouped(self._write, events, dump_events(events), ends, writes=True,
                                 always=True)
 
     def _write(self, conn: sqlite3.Connection, events: Sequence[AgentEvent],
-               lines: list[str]) -> Callable[[], None]:
+               lines: list[str], ends: str) -> Callable[[], None]:
         if self._failed is not None:
             raise self._failed
         sid, seq, info = self.session_id, self._seq, self.info
@@ -324,11 +328,16 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
+        row_owner = self._rows.get(ends) if ends else None
+        if row_owner is not None:
+            conn.execute(_DROP_LEASE, (sid, row_owner))
         # Now, in the file's thread: a later batch of this object in the same group goes
         # after this one (if the group's commit fails, ``_stopped`` forgets it).
         self._seq = last = seq + len(events)
 
         def written() -> None:
+            if row_owner is not None:  # gone with the batch: no longer renewed nor given back
+                self._forget_lease(ends, row_owner)
             self._folded(events)
             info.updated_at = events[-1].time
             info.event_count = last
@@ -392,19 +401,26 @@ class SQLiteSession(Session):
     async def release_lease(self, owner: str) -> None:
         self._fresh = False
         try:
-            await self._grouped(self._drop_lease, owner, writes=True, always=True)
+            # A trip only if the row was not given back with the run's end (the file's
+            # thread forgot it once that batch committed, before the batch's answer).
+            if owner in self._rows:
+                await self._grouped(self._drop_lease, owner, writes=True, always=True)
         except SessionStoreBusy:
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
             await super().release_lease(owner)
 
     def _drop_lease(self, conn: sqlite3.Connection, owner: str) -> Callable[[], None]:
-        row_owner = self._rows.pop(owner, None)
+        row_owner = self._rows.get(owner)
         if row_owner is not None:  # no longer renewed, whether or not the row goes now
-            self._db.worker.held.pop((self.session_id, row_owner), None)
-            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
-                         (self.session_id, row_owner))
+            self._forget_lease(owner, row_owner)
+            conn.execute(_DROP_LEASE, (self.session_id, row_owner))
         return _nothing
+
+    def _forget_lease(self, owner: str, row_owner: str) -> None:
+        """Stop renewing ``owner``'s lease row and holding it here (the file's thread only)."""
+        self._rows.pop(owner, None)
+        self._db.worker.held.pop((self.session_id, row_owner), None)
 
     async def _record_fork(self) -> None:
         info = self.info
