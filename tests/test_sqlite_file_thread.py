@@ -91,11 +91,12 @@ async def test_a_run_on_a_sqlite_session_makes_three_trips_and_gives_its_lease_b
         assert result.final_output == "ok"
         # The lease taken with the log's new events (the first run reads the session's row
         # too), the run's start, and its end with the lease row given back in the same
-        # transaction. One run alone has nothing to share its transactions with.
+        # transaction; a batch's events are one statement, then its session's row. One run
+        # alone has nothing to share its transactions with.
         assert counts.take() == (3, [
             "BEGIN", "INSERT", *["SELECT"] * (2 if turn == 0 else 1), "COMMIT",
-            "BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT",
-            "BEGIN", "INSERT", "INSERT", "INSERT", "DELETE", "COMMIT"])
+            "BEGIN", "INSERT", "INSERT", "COMMIT",
+            "BEGIN", "INSERT", "INSERT", "DELETE", "COMMIT"])
     with pytest.raises(RuntimeError):  # a failed run's end gives the lease back too
         await Runner.run(agent, "fail", session=session)
     trips, statements = counts.take()
@@ -156,8 +157,9 @@ async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
     gate.set()
     for result in await asyncio.gather(*runs):
         assert result.final_output == "ok"
-    # The twenty leases were taken in one transaction: at most 2 x 20 + 1 in all, not 3 x 20.
-    assert counts.begins <= 2 * 20 + 1
+    # The twenty leases were taken in one transaction: at most 2 x 20 + 1 in all, not 3 x 20,
+    # and with no savepoint per job.
+    assert counts.begins <= 2 * 20 + 1 and "SAVEPOINT" not in counts.statements
     for s in sessions:
         assert len(await SQLiteSession(s.session_id, path).get_events()) == 4
 
@@ -185,6 +187,41 @@ async def test_a_refused_batch_in_a_shared_transaction_leaves_the_others_written
     fresh = SQLiteSession("x", path)
     assert [e.message.content for e in await fresh.get_events()] == ["one"]
     assert [e.message.content for e in await SQLiteSession("y", path).get_events()] == ["three"]
+
+
+async def test_a_job_failing_after_it_wrote_undoes_its_transaction_and_the_rest_run_anew(
+        tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    before, after = SQLiteSession("before", path), SQLiteSession("after", path)
+    for s in (before, after):
+        await s.view()
+
+    def half(conn: sqlite3.Connection) -> Any:
+        conn.execute("INSERT INTO leases VALUES ('half', 'x', 0)")
+        raise RuntimeError("failed half way")
+
+    db = _sqlitefile.Database.get(path)
+    gate = _hold(db)
+    first = asyncio.create_task(before.append([MessageEvent(agent="a",
+                                                            message=Message.user("one"))]))
+    await _queued(db, 1)
+    broken = asyncio.ensure_future(db.grouped(half, (), before._settings(), writes=True))
+    third = asyncio.create_task(after.append([MessageEvent(agent="a",
+                                                           message=Message.user("two"))]))
+    await _queued(db, 3)
+    gate.set()
+    done = await asyncio.gather(first, broken, third, return_exceptions=True)
+    # The batch before it went with the transaction; the one after was written in a new one.
+    assert [type(d) for d in done] == [RuntimeError, RuntimeError, type(None)]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT session_id FROM events").fetchall() == [("after",)]
+        assert conn.execute("SELECT * FROM leases").fetchall() == []
+    with pytest.raises(RuntimeError):  # it may not build on a batch that is not there
+        await before.append([MessageEvent(agent="a", message=Message.user("again"))])
+    assert await before.get_events() == []
+    await before.append([MessageEvent(agent="a", message=Message.user("again"))])
+    assert [e.message.content for e in await SQLiteSession("before", path).get_events()] == [
+        "again"]  # type: ignore[attr-defined]
 
 
 async def test_a_session_chooses_sqlites_synchronous_level(tmp_path: Path) -> None:

@@ -2,10 +2,12 @@
 
 The worker runs the file's jobs in the order they were queued. The session jobs found waiting
 together (leases taken and given back, reads, appends, of any session on the file) run in one
-transaction, each in a savepoint of its own, and are answered once that transaction commits:
-one commit, and so at ``synchronous=FULL`` one sync of the disk, for all of them (group
-commit). A job that fails is rolled back to its savepoint alone; a commit that fails fails
-every job of the group, and none of their effects is kept. An answer is handed to the event
+transaction and are answered once that transaction commits: one commit, and so at
+``synchronous=FULL`` one sync of the disk, for all of them (group commit). A job is refused,
+if it is, by its first write statement, which SQLite undoes alone: the others stand, with no
+savepoint per job (each statement a job runs costs the worker the interpreter's lock again,
+taken back from the event loop). A commit that fails fails every job of the group, and none
+of their effects is kept. An answer is handed to the event
 loop of whoever waits for it in one callback per group, with no intermediate future.
 
 The worker also renews the lease rows its sessions hold, every third of the shortest
@@ -122,6 +124,10 @@ def _settle(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
                 future.set_result(result)
             else:
                 future.set_exception(error)
+
+
+def _nothing() -> None:
+    """The finish of a job that failed the transaction (never called)."""
 
 
 def _wanted(job: _Job) -> bool:
@@ -301,7 +307,13 @@ class _Worker:
         return True
 
     def _group(self, group: list[_Job]) -> None:
-        """Run ``group`` in one transaction, a savepoint each (when more than one)."""
+        """Run ``group`` in one transaction.
+
+        No savepoint per job: a job is refused before it has written anything (SQLite undoes
+        a failed statement alone, and the transaction goes on), so the others stand. A job
+        that fails having written, or with the transaction gone, undoes the transaction: it
+        and the jobs before it fail as if the commit had, and the rest run in a new one.
+        """
         live = [job for job in group if job[4] or _wanted(job)]
         if not live:
             return
@@ -313,35 +325,31 @@ class _Worker:
         except BaseException as exc:
             self._fail(live, exc)
             return
-        alone = len(live) == 1
-        ran = 0  # jobs of live that ran (answered, or in done)
+        ran = 0  # jobs of live that ran (answered, in done, or failing the transaction)
         try:
             for job in live:
-                if not alone:
-                    conn.execute("SAVEPOINT job")
+                changes = conn.total_changes
+                ran += 1
                 try:
                     finish = job[0](conn, *job[1])
                 except BaseException as exc:
+                    if conn.total_changes != changes or not conn.in_transaction:
+                        done.append((job, _nothing))  # written in part, or all undone
+                        raise
                     answers.append((job, None, exc))
-                    ran += 1
-                    conn.execute("ROLLBACK" if alone else "ROLLBACK TO job")
-                    if not alone:
-                        conn.execute("RELEASE job")
                     continue
                 done.append((job, finish))
-                ran += 1
-                if not alone:
-                    conn.execute("RELEASE job")
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        except BaseException as exc:  # the commit (or a savepoint) failed: nothing is kept
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the commit failed, or a job half way: nothing is kept
             try:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # SQLite rolled it back itself
             self._answer(answers)
-            self._fail([job for job, _ in done] + live[ran:], exc)
+            self._fail([job for job, _ in done], exc)
+            if ran < len(live):
+                self._group(live[ran:])
             return
         for job, finish in done:
             try:

@@ -23,6 +23,7 @@ gives the lease row back in the same transaction).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sqlite3
 import time
@@ -82,7 +83,15 @@ _TOUCH = (f"INSERT INTO sessions ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?,
           "ON CONFLICT(session_id) DO UPDATE SET updated_at = "
           "MAX(sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
-_INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
+_ROWS = 150  # events in one INSERT at most (5 parameters each: below SQLite's 999 of old)
+
+
+@functools.cache
+def _insert(rows: int) -> str:
+    """The statement inserting ``rows`` events (one statement: atomic, one step)."""
+    return ("INSERT INTO events (session_id, seq, kind, time, data) VALUES "
+            + ", ".join(["(?, ?, ?, ?, ?)"] * rows))
+
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
 # lease is free here, so the row outlived a release that found the file locked).
 _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?, ?) "
@@ -313,14 +322,16 @@ class SQLiteSession(Session):
             raise self._failed
         sid, seq, info = self.session_id, self._seq, self.info
         try:
-            conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
-                                  info.key, info.created_at, info.owner,
-                                  max(e.time for e in events)))
             if seq is None:  # nothing read or written yet: append at the end
                 seq = conn.execute(_LAST, (sid,)).fetchone()[0]
-            conn.executemany(_INSERT, [
-                (sid, seq + i, e.kind, e.time, line)  # type: ignore[attr-defined]
-                for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)])
+            # The events first, in one statement: if another writer holds these positions,
+            # SQLite undoes that statement alone and nothing of this batch is written (the
+            # file's thread runs the batches waiting together with no savepoint each).
+            values = [v for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)
+                      for v in (sid, seq + i, e.kind, e.time, line)]  # type: ignore[attr-defined]
+            for at in range(0, len(values), _ROWS * 5):
+                chunk = values[at:at + _ROWS * 5]
+                conn.execute(_insert(len(chunk) // 5), chunk)
         except sqlite3.IntegrityError as exc:  # another writer holds these positions
             found = conn.execute(_LAST, (sid,)).fetchone()[0]
             self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
@@ -328,6 +339,9 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
+        conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
+                              info.key, info.created_at, info.owner,
+                              max(e.time for e in events)))
         row_owner = self._rows.get(ends) if ends else None
         if row_owner is not None:
             conn.execute(_DROP_LEASE, (sid, row_owner))
