@@ -203,24 +203,29 @@ class SQLiteSession(Session):
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` alone in the file's thread."""
-        return await self._answer(self._db.run(fn, *args))
+        try:
+            return await self._db.run(fn, *args)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            raise self._store_busy() from exc
 
     async def _grouped(self, fn: Callable[..., Callable[[], T]], *args: Any, writes: bool,
                        always: bool = False) -> T:
         """``fn(connection, *args)`` in a transaction the file's thread may share with other
         jobs (with ``always``, to its end even if this task is cancelled)."""
-        return await self._answer(self._db.grouped(
-            fn, args, self._settings(), writes=writes, always=always, failed=self._stopped))
-
-    async def _answer(self, future: asyncio.Future[T]) -> T:
-        """The job's answer; SQLite giving up on another writer's lock is `SessionStoreBusy`."""
         try:
-            return await future
+            return await self._db.grouped(fn, args, (self.busy_timeout, self.synchronous),
+                                          writes=writes, always=always, failed=self._stopped)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
-                                   store=f"the SQLite file {self.path}") from exc
+            raise self._store_busy() from exc
+
+    def _store_busy(self) -> SessionStoreBusy:
+        """SQLite giving up on another writer's lock, as relayrace says it."""
+        return SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
+                                store=f"the SQLite file {self.path}")
 
     def _stopped(self, exc: BaseException) -> None:
         """A group's commit failed: what this object wrote in it may be built on no longer,
