@@ -125,7 +125,7 @@ def _hold(db: _sqlitefile.Database) -> threading.Event:
         holding.set()
         gate.wait()
 
-    db.worker.jobs.put((hold, (), (0.0, ""), 0, True, None, _Done(), None))
+    db.worker.jobs.put((hold, (), (0.0, ""), 0, True, None, _Done(), None, None))
     holding.wait()  # the thread runs it: the jobs queued from now on wait together
     return gate
 
@@ -157,11 +157,43 @@ async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
     gate.set()
     for result in await asyncio.gather(*runs):
         assert result.final_output == "ok"
-    # The twenty leases were taken in one transaction: at most 2 x 20 + 1 in all, not 3 x 20,
-    # and with no savepoint per job.
-    assert counts.begins <= 2 * 20 + 1 and "SAVEPOINT" not in counts.statements
+    # The twenty leases were taken in one transaction, with no savepoint each: at most
+    # 2 x 20 + 1 transactions in all, not 3 x 20.
+    assert counts.statements[:62] == ["BEGIN", *["INSERT", "SELECT", "SELECT"] * 20, "COMMIT"]
+    assert counts.begins <= 2 * 20 + 1
     for s in sessions:
         assert len(await SQLiteSession(s.session_id, path).get_events()) == 4
+
+
+async def test_appends_queued_together_are_written_with_one_statement_a_table(
+        tmp_path: Path, counts: Counts) -> None:
+    path = tmp_path / "db.sqlite"
+    sessions = [SQLiteSession(f"s{i}", path) for i in range(10)]
+    for s in sessions:
+        await s.view()
+    await _traced(sessions[0], counts)
+    db = _sqlitefile.Database.get(path)
+    gate = _hold(db)
+    writes = [asyncio.create_task(s.append([MessageEvent(agent="a", message=Message.user(
+        f"{s.session_id} one")), MessageEvent(agent="a", message=Message.user("two"))]))
+        for s in sessions]
+    await _queued(db, 10)
+    again = asyncio.create_task(sessions[0].append([MessageEvent(
+        agent="a", message=Message.user("three"))]))  # after its first batch, in the same group
+    await _queued(db, 11)
+    gate.set()
+    await asyncio.gather(*writes, again)
+    # Eleven batches of ten sessions: one statement for their events, one for their rows
+    # (each made), instead of two each.
+    assert counts.take() == (11, ["BEGIN", "SAVEPOINT", "INSERT", "INSERT", "RELEASE",
+                                  "COMMIT"])
+    for s in sessions:
+        stored = await SQLiteSession(s.session_id, path).get_events()
+        assert [e.message.content for e in stored] == [  # type: ignore[attr-defined]
+            f"{s.session_id} one", "two", *(["three"] if s is sessions[0] else [])]
+        assert (await s.view()).size == len(stored)
+    infos = {i.session_id: i.event_count for i in SQLiteSession.list_sessions(path)}
+    assert infos == {s.session_id: 3 if s is sessions[0] else 2 for s in sessions}
 
 
 async def test_a_refused_batch_in_a_shared_transaction_leaves_the_others_written(

@@ -17,6 +17,7 @@ The worker also renews the lease rows its sessions hold, every third of the shor
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
 import sqlite3
@@ -30,7 +31,8 @@ from typing import Any, ClassVar, TypeVar
 
 from ..core.exceptions import UserError
 
-__all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Settings", "busy", "check_synchronous"]
+__all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Rows", "Settings", "busy",
+           "check_synchronous", "drop_leases", "touch_sessions", "write_events"]
 
 T = TypeVar("T")
 
@@ -43,13 +45,23 @@ _GROUP = 256  # jobs in one transaction at most: a long group delays its first a
 Settings = tuple[float, str]
 """What a job needs of the connection: its busy timeout (seconds) and ``synchronous`` level."""
 
+Rows = tuple[list[Any], tuple[Any, ...], tuple[str, str] | None,
+             Callable[[], Callable[[], Any]]]
+"""An append's rows, to be written together with those of the appends queued next to it: its
+events' values (5 a row, as `write_events` takes them), its session row's (8, as
+`touch_sessions`), the lease row it gives back (session id, owner) or None, and what records
+the append as written (in the file's thread; it returns the job's finish)."""
+
 # A job: the function, its arguments, the connection settings, its kind (_PLAIN: runs on its
 # own; _READ / _WRITE: in a group's transaction), whether it runs even if its waiter gave up,
-# the waiter's loop (None: a concurrent future) and future, and what undoes a session's state
-# when a group's commit fails.
+# the waiter's loop (None: a concurrent future) and future, what undoes a session's state
+# when a group's commit fails, and for an append, what gives its `Rows` (or None).
 _Job = tuple[Callable[..., Any], tuple[Any, ...], Settings, int, bool,
-             asyncio.AbstractEventLoop | None, Any, Callable[[BaseException], None] | None]
+             asyncio.AbstractEventLoop | None, Any, Callable[[BaseException], None] | None,
+             Callable[..., Rows | None] | None]
 _PLAIN, _READ, _WRITE = 0, 1, 2
+# Rows in one statement at most: below SQLite's 999 parameters of old (8 a session row).
+_ROWS = 120
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -101,6 +113,49 @@ _ADDED_COLUMNS = (
     ("sessions", "updated_at", "REAL NOT NULL DEFAULT 0"),
 )
 _RENEW = "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?"
+
+
+@functools.cache
+def _statement(head: str, width: int, rows: int, tail: str = "") -> str:
+    """``head`` with ``rows`` rows of ``width`` parameters, then ``tail``."""
+    row = "(" + ", ".join(["?"] * width) + ")"
+    return f"{head} {', '.join([row] * rows)}{tail}"
+
+
+def _write_rows(conn: sqlite3.Connection, head: str, width: int, values: list[Any],
+                tail: str = "") -> None:
+    """Run ``head VALUES ...`` over ``values`` (``width`` a row): one statement a chunk."""
+    step = _ROWS * width
+    for at in range(0, len(values), step):
+        chunk = values[at:at + step]
+        conn.execute(_statement(head, width, len(chunk) // width, tail), chunk)
+
+
+_EVENTS = "INSERT INTO events (session_id, seq, kind, time, data) VALUES"
+# Each batch writes its session's row: made with the first events, later its last activity
+# (the latest event time, as the events say; a fork's events keep their origin's times).
+_TOUCH = ("INSERT INTO sessions (session_id, parent_id, parent_tool_call_id, path, child_key, "
+          "created_at, owner, updated_at) VALUES")
+_TOUCHED = (" ON CONFLICT(session_id) DO UPDATE SET updated_at = "
+            "MAX(sessions.updated_at, excluded.updated_at)")
+_DROP = "DELETE FROM leases WHERE (session_id, owner) IN (VALUES"
+
+
+def write_events(conn: sqlite3.Connection, values: list[Any]) -> None:
+    """Insert events: (session id, seq, kind, time, data) a row, flattened. Up to `_ROWS`
+    events are one statement, which SQLite undoes alone if a position is taken."""
+    _write_rows(conn, _EVENTS, 5, values)
+
+
+def touch_sessions(conn: sqlite3.Connection, values: list[Any] | tuple[Any, ...]) -> None:
+    """Make or touch session rows: (id, parent id, parent tool call id, path, child key,
+    created at, owner, updated at) a row, flattened; ``updated_at`` only moves forward."""
+    _write_rows(conn, _TOUCH, 8, list(values), _TOUCHED)
+
+
+def drop_leases(conn: sqlite3.Connection, values: list[Any] | tuple[Any, ...]) -> None:
+    """Delete lease rows: (session id, owner) a row, flattened."""
+    _write_rows(conn, _DROP, 2, list(values), ")")
 
 
 def busy(exc: sqlite3.OperationalError) -> bool:
@@ -294,7 +349,7 @@ class _Worker:
             if job[3] != _PLAIN:
                 group.append(job)
                 continue
-            fn, args, _, _, always, _, _, _ = job
+            fn, args, _, _, always, _, _, _, _ = job
             if not always and not _wanted(job):
                 continue
             try:
@@ -326,8 +381,25 @@ class _Worker:
             self._fail(live, exc)
             return
         ran = 0  # jobs of live that ran (answered, in done, or failing the transaction)
+        tried = 0  # appends from here on were tried together already
         try:
-            for job in live:
+            while ran < len(live):
+                job = live[ran]
+                if ran >= tried and job[8] is not None:
+                    tried = ran + 1
+                    while tried < len(live) and live[tried][8] is not None:
+                        tried += 1
+                    try:
+                        written = self._joint(conn, live[ran:tried]) if tried - ran > 1 \
+                            else None
+                    except BaseException:  # the transaction is gone: they fail with it
+                        done += [(j, _nothing) for j in live[ran:tried]]
+                        ran = tried
+                        raise
+                    if written is not None:
+                        done += written
+                        ran = tried
+                        continue
                 changes = conn.total_changes
                 ran += 1
                 try:
@@ -357,6 +429,36 @@ class _Worker:
             except BaseException as exc:
                 answers.append((job, None, exc))
         self._answer(answers)
+
+    @staticmethod
+    def _joint(conn: sqlite3.Connection, jobs: list[_Job]
+               ) -> list[tuple[_Job, Callable[[], Any]]] | None:
+        """Write appends queued next to each other with one statement a table (a chunk), not
+        two or three each; None, nothing of them written, if they cannot all be (one is
+        refused, or knows no position to write at): each is then written on its own."""
+        pending: dict[Any, int] = {}  # where each session object's log ends, so far
+        plans: list[Rows] = []
+        for job in jobs:
+            try:
+                rows = job[8](pending, *job[1])  # type: ignore[misc]
+            except Exception:  # written on its own, which says what is wrong
+                return None
+            if rows is None:
+                return None
+            plans.append(rows)
+        conn.execute("SAVEPOINT joint")
+        try:
+            write_events(conn, [v for plan in plans for v in plan[0]])
+            touch_sessions(conn, [v for plan in plans for v in plan[1]])
+            drops = [v for plan in plans if plan[2] is not None for v in plan[2]]
+            if drops:
+                drop_leases(conn, drops)
+        except sqlite3.Error:
+            conn.execute("ROLLBACK TO joint")  # raises if the transaction is gone: all fail
+            conn.execute("RELEASE joint")
+            return None
+        conn.execute("RELEASE joint")
+        return [(job, plan[3]()) for job, plan in zip(jobs, plans, strict=True)]
 
     def _fail(self, jobs: list[_Job], exc: BaseException) -> None:
         """Fail ``jobs`` with ``exc``, nothing of theirs written."""
@@ -423,26 +525,30 @@ class Database:
         """``fn(*args)`` alone in the file's thread, to await; the loop goes on meanwhile."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None, None))
         return future
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the file's thread, waiting for it (for code without a loop)."""
         future: Future[T] = Future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None, None))
         return future.result()
 
     def grouped(self, fn: Callable[..., Callable[[], T]], args: tuple[Any, ...],
                 settings: Settings, *, writes: bool, always: bool = False,
-                failed: Callable[[BaseException], None] | None = None) -> asyncio.Future[T]:
+                failed: Callable[[BaseException], None] | None = None,
+                rows: Callable[..., Rows | None] | None = None) -> asyncio.Future[T]:
         """``fn(connection, *args)`` in a group's transaction; its answer is what the function
         it returns gives once the transaction has committed.
 
         With ``always``, the job runs even if its waiter is cancelled first; ``failed`` is
-        called (in the file's thread) with the error when the group's commit fails.
+        called (in the file's thread) with the error when the group's commit fails. An append
+        gives ``rows``: ``rows(pending, *args)`` is its `Rows` (None: written by ``fn`` alone),
+        written together with the appends queued next to it; ``pending`` maps each session
+        object to where its log ends with the appends before it.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, args, settings, _WRITE if writes else _READ, always, loop, future,
-                        failed))
+                        failed, rows))
         return future

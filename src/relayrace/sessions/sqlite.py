@@ -23,7 +23,6 @@ gives the lease row back in the same transaction).
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import sqlite3
 import time
@@ -35,7 +34,8 @@ from ..core.events import AgentEvent, RunFinishedEvent, dump_events, load_events
 from ..core.exceptions import SessionConflictError, SessionStoreBusy
 from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
 from ._sqlitefile import Database as _Database
-from ._sqlitefile import Settings, check_synchronous
+from ._sqlitefile import Rows as _Rows
+from ._sqlitefile import Settings, check_synchronous, drop_leases, touch_sessions, write_events
 from ._sqlitefile import busy as _busy
 from .base import (
     LeaseHolder,
@@ -77,21 +77,7 @@ _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created
 _SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
            "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
            "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
-# Every batch writes its session's row: made with the first events, later its last activity
-# (the latest event time, as the events say; a fork's events keep their origin's times).
-_TOUCH = (f"INSERT INTO sessions ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT(session_id) DO UPDATE SET updated_at = "
-          "MAX(sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
-_ROWS = 150  # events in one INSERT at most (5 parameters each: below SQLite's 999 of old)
-
-
-@functools.cache
-def _insert(rows: int) -> str:
-    """The statement inserting ``rows`` events (one statement: atomic, one step)."""
-    return ("INSERT INTO events (session_id, seq, kind, time, data) VALUES "
-            + ", ".join(["(?, ?, ?, ?, ?)"] * rows))
-
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
 # lease is free here, so the row outlived a release that found the file locked).
 _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?, ?) "
@@ -99,7 +85,6 @@ _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?,
                "expires_at = excluded.expires_at "
                "WHERE leases.expires_at <= ? OR leases.owner LIKE ?")
 
-_DROP_LEASE = "DELETE FROM leases WHERE session_id = ? AND owner = ?"
 # Take over the lease of a holder that died on this machine: the row as it was read.
 _TAKE_DEAD = "UPDATE leases SET owner = ?, expires_at = ? WHERE session_id = ? AND owner = ?"
 
@@ -211,12 +196,15 @@ class SQLiteSession(Session):
             raise self._store_busy() from exc
 
     async def _grouped(self, fn: Callable[..., Callable[[], T]], *args: Any, writes: bool,
-                       always: bool = False) -> T:
+                       always: bool = False,
+                       rows: Callable[..., _Rows | None] | None = None) -> T:
         """``fn(connection, *args)`` in a transaction the file's thread may share with other
-        jobs (with ``always``, to its end even if this task is cancelled)."""
+        jobs (with ``always``, to its end even if this task is cancelled; with ``rows``, an
+        append written together with those queued next to it)."""
         try:
             return await self._db.grouped(fn, args, (self.busy_timeout, self.synchronous),
-                                          writes=writes, always=always, failed=self._stopped)
+                                          writes=writes, always=always, failed=self._stopped,
+                                          rows=rows)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
@@ -319,24 +307,39 @@ class SQLiteSession(Session):
             # Once submitted, the batch is written whole or not at all even if this task is
             # cancelled: the worker records the outcome either way.
             await self._grouped(self._write, events, dump_events(events), ends, writes=True,
-                                always=True)
+                                always=True, rows=self._rows_of)
+
+    def _rows_of(self, pending: dict[Any, int], events: Sequence[AgentEvent],
+                 lines: list[str], ends: str) -> _Rows | None:
+        """The batch's rows, to write with the appends queued next to it (``pending``: where
+        their session objects' logs end); None to write it alone (it may be refused then)."""
+        seq = pending.get(self, self._seq)
+        if seq is None or self._failed is not None:
+            return None
+        sid, info = self.session_id, self.info
+        row_owner = self._rows.get(ends) if ends else None
+        last = pending[self] = seq + len(events)
+
+        def record() -> Callable[[], None]:
+            self._seq = last
+            return self._written(events, last, ends, row_owner)
+
+        return (_values(sid, seq, events, lines),
+                (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
+                 info.created_at, info.owner, max(e.time for e in events)),
+                None if row_owner is None else (sid, row_owner), record)
 
     def _write(self, conn: sqlite3.Connection, events: Sequence[AgentEvent],
                lines: list[str], ends: str) -> Callable[[], None]:
+        """The batch alone: its events (the one statement that may be refused, before
+        anything else is written), its session's row, the run's lease row it gives back."""
         if self._failed is not None:
             raise self._failed
-        sid, seq, info = self.session_id, self._seq, self.info
+        sid, seq = self.session_id, self._seq
         try:
             if seq is None:  # nothing read or written yet: append at the end
                 seq = conn.execute(_LAST, (sid,)).fetchone()[0]
-            # The events first, in one statement: if another writer holds these positions,
-            # SQLite undoes that statement alone and nothing of this batch is written (the
-            # file's thread runs the batches waiting together with no savepoint each).
-            values = [v for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)
-                      for v in (sid, seq + i, e.kind, e.time, line)]  # type: ignore[attr-defined]
-            for at in range(0, len(values), _ROWS * 5):
-                chunk = values[at:at + _ROWS * 5]
-                conn.execute(_insert(len(chunk) // 5), chunk)
+            write_events(conn, _values(sid, seq, events, lines))
         except sqlite3.IntegrityError as exc:  # another writer holds these positions
             found = conn.execute(_LAST, (sid,)).fetchone()[0]
             self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
@@ -344,15 +347,22 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
-        conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
+        info = self.info
+        touch_sessions(conn, (sid, info.parent_id, info.parent_tool_call_id, info.path,
                               info.key, info.created_at, info.owner,
                               max(e.time for e in events)))
         row_owner = self._rows.get(ends) if ends else None
         if row_owner is not None:
-            conn.execute(_DROP_LEASE, (sid, row_owner))
+            drop_leases(conn, (sid, row_owner))
         # Now, in the file's thread: a later batch of this object in the same group goes
         # after this one (if the group's commit fails, ``_stopped`` forgets it).
         self._seq = last = seq + len(events)
+        return self._written(events, last, ends, row_owner)
+
+    def _written(self, events: Sequence[AgentEvent], last: int, ends: str,
+                 row_owner: str | None) -> Callable[[], None]:
+        """What records a batch once its transaction has committed (in the file's thread)."""
+        info = self.info
 
         def written() -> None:
             if row_owner is not None:  # gone with the batch: no longer renewed nor given back
@@ -433,7 +443,7 @@ class SQLiteSession(Session):
         row_owner = self._rows.get(owner)
         if row_owner is not None:  # no longer renewed, whether or not the row goes now
             self._forget_lease(owner, row_owner)
-            conn.execute(_DROP_LEASE, (self.session_id, row_owner))
+            drop_leases(conn, (self.session_id, row_owner))
         return _nothing
 
     def _forget_lease(self, owner: str, row_owner: str) -> None:
@@ -491,6 +501,12 @@ class SQLiteSession(Session):
 
 
 _DEFAULTS: Settings = (_BUSY_TIMEOUT, "NORMAL")
+
+
+def _values(sid: str, seq: int, events: Sequence[AgentEvent], lines: list[str]) -> list[Any]:
+    """A batch's event rows for `write_events`, from position ``seq + 1`` on."""
+    return [v for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)
+            for v in (sid, seq + i, e.kind, e.time, line)]  # type: ignore[attr-defined]
 
 
 def _nothing() -> None:
