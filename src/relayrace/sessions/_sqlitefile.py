@@ -5,9 +5,11 @@ together (leases taken and given back, reads, appends, of any session on the fil
 transaction and are answered once that transaction commits: one commit, and so at
 ``synchronous=FULL`` one sync of the disk, for all of them (group commit). A job is refused,
 if it is, by its first write statement, which SQLite undoes alone: the others stand, with no
-savepoint per job (each statement a job runs costs the worker the interpreter's lock again,
-taken back from the event loop). A commit that fails fails every job of the group, and none
-of their effects is kept. An answer is handed to the event
+savepoint per job. Appends queued next to each other are written together, one statement a
+table, in one savepoint; if one of them is refused, that savepoint is undone and each is
+written on its own. Statements are what this thread pays most for: each one gives up the
+interpreter's lock and must take it back from the event loop. A commit that fails fails every
+job of the group, and none of their effects is kept. An answer is handed to the event
 loop of whoever waits for it in one callback per group, with no intermediate future.
 
 The worker also renews the lease rows its sessions hold, every third of the shortest

@@ -1,8 +1,8 @@
 """`SQLiteSession`: sessions in one SQLite file, the embedded default of the CLI.
 
-The database runs in WAL mode and every appended batch is one transaction (its own, or a
-savepoint of a transaction that commits batches of several sessions together), so a process
-that dies between turns loses nothing: an ``append`` returns once its batch is committed. Each
+The database runs in WAL mode and every appended batch is atomic, in one transaction (its own,
+or one that commits the batches of several sessions together), so a process that dies between
+turns loses nothing: an ``append`` returns once its batch is committed. Each
 file has one connection and one worker thread of its own, shared by every session of the
 process on that file: the event loop never waits on the disk or on another process's lock,
 and the file's writes are serialized. A writer waits at most ``busy_timeout`` for another
