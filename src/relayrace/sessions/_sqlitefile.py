@@ -218,8 +218,9 @@ class _Worker:
         conn = self._conn
         if conn is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # Room for the joint writes' statements (one per number of rows) besides the rest.
             conn = sqlite3.connect(self.path, timeout=settings[0], isolation_level=None,
-                                   check_same_thread=False)
+                                   check_same_thread=False, cached_statements=512)
             try:
                 self._use_wal(conn, settings[0])
                 conn.executescript(_TABLES)
