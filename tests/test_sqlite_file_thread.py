@@ -163,6 +163,8 @@ async def test_runs_waiting_together_share_their_transactions(tmp_path: Path,
     assert counts.begins <= 2 * 20 + 1
     for s in sessions:
         assert len(await SQLiteSession(s.session_id, path).get_events()) == 4
+    with sqlite3.connect(path) as conn:  # each given back with its run's end
+        assert conn.execute("SELECT * FROM leases").fetchall() == []
 
 
 async def test_appends_queued_together_are_written_with_one_statement_a_table(
