@@ -35,8 +35,9 @@ from ..core.exceptions import SessionConflictError, SessionStoreBusy
 from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
 from ._sqlitefile import Database as _Database
 from ._sqlitefile import Rows as _Rows
-from ._sqlitefile import Settings, check_synchronous, drop_leases, touch_sessions, write_events
+from ._sqlitefile import Settings, check_synchronous
 from ._sqlitefile import busy as _busy
+from ._sqlitewrites import drop_leases, touch_sessions, write_events
 from .base import (
     LeaseHolder,
     LogView,
