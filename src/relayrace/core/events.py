@@ -335,11 +335,13 @@ _adapter: TypeAdapter[Event] = TypeAdapter(Event)
 
 def dump_events(events: Iterable[AgentEvent]) -> list[str]:
     """Each event as one line of JSON."""
-    dump = _adapter.dump_json
-    return [dump(e).decode() for e in events]  # type: ignore[arg-type]
+    # The adapter's serializer itself, with its defaults: what ``dump_json`` calls, without
+    # the keyword arguments it passes on for each event (every batch of every run is here).
+    dump = _adapter.serializer.to_json
+    return [dump(e).decode() for e in events]
 
 
 def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
     """Events back from JSON lines written by :func:`dump_events`."""
-    load = _adapter.validate_json
+    load = _adapter.validator.validate_json  # as above: what ``validate_json`` calls
     return [load(line) for line in lines]

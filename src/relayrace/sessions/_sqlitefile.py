@@ -2,10 +2,14 @@
 
 The worker runs the file's jobs in the order they were queued. The session jobs found waiting
 together (leases taken and given back, reads, appends, of any session on the file) run in one
-transaction, each in a savepoint of its own, and are answered once that transaction commits:
-one commit, and so at ``synchronous=FULL`` one sync of the disk, for all of them (group
-commit). A job that fails is rolled back to its savepoint alone; a commit that fails fails
-every job of the group, and none of their effects is kept. An answer is handed to the event
+transaction and are answered once that transaction commits: one commit, and so at
+``synchronous=FULL`` one sync of the disk, for all of them (group commit). A job is refused,
+if it is, by its first write statement, which SQLite undoes alone: the others stand, with no
+savepoint per job. Appends queued next to each other are written together, one statement a
+table, in one savepoint; if one of them is refused, that savepoint is undone and each is
+written on its own. Statements are what this thread pays most for: each one gives up the
+interpreter's lock and must take it back from the event loop. A commit that fails fails every
+job of the group, and none of their effects is kept. An answer is handed to the event
 loop of whoever waits for it in one callback per group, with no intermediate future.
 
 The worker also renews the lease rows its sessions hold, every third of the shortest
@@ -27,8 +31,10 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..core.exceptions import UserError
+from ._sqlitewrites import drop_leases, touch_sessions, write_events
 
-__all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Settings", "busy", "check_synchronous"]
+__all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Rows", "Settings", "busy",
+           "check_synchronous"]
 
 T = TypeVar("T")
 
@@ -41,12 +47,20 @@ _GROUP = 256  # jobs in one transaction at most: a long group delays its first a
 Settings = tuple[float, str]
 """What a job needs of the connection: its busy timeout (seconds) and ``synchronous`` level."""
 
+Rows = tuple[list[Any], tuple[Any, ...], tuple[str, str] | None,
+             Callable[[], Callable[[], Any]]]
+"""An append's rows, to be written together with those of the appends queued next to it: its
+events' values (5 a row, as `write_events` takes them), its session row's (8, as
+`touch_sessions`), the lease row it gives back (session id, owner) or None, and what records
+the append as written (in the file's thread; it returns the job's finish)."""
+
 # A job: the function, its arguments, the connection settings, its kind (_PLAIN: runs on its
 # own; _READ / _WRITE: in a group's transaction), whether it runs even if its waiter gave up,
-# the waiter's loop (None: a concurrent future) and future, and what undoes a session's state
-# when a group's commit fails.
+# the waiter's loop (None: a concurrent future) and future, what undoes a session's state
+# when a group's commit fails, and for an append, what gives its `Rows` (or None).
 _Job = tuple[Callable[..., Any], tuple[Any, ...], Settings, int, bool,
-             asyncio.AbstractEventLoop | None, Any, Callable[[BaseException], None] | None]
+             asyncio.AbstractEventLoop | None, Any, Callable[[BaseException], None] | None,
+             Callable[..., Rows | None] | None]
 _PLAIN, _READ, _WRITE = 0, 1, 2
 
 _TABLES = """
@@ -124,6 +138,10 @@ def _settle(answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
                 future.set_exception(error)
 
 
+def _nothing() -> None:
+    """The finish of a job that failed the transaction (never called)."""
+
+
 def _wanted(job: _Job) -> bool:
     """Whether someone still waits for ``job`` (a job nobody waits for is not run)."""
     if job[5] is None:
@@ -155,8 +173,9 @@ class _Worker:
         conn = self._conn
         if conn is None:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            # Room for the joint writes' statements (one per number of rows) besides the rest.
             conn = sqlite3.connect(self.path, timeout=settings[0], isolation_level=None,
-                                   check_same_thread=False)
+                                   check_same_thread=False, cached_statements=512)
             try:
                 self._use_wal(conn, settings[0])
                 conn.executescript(_TABLES)
@@ -288,7 +307,7 @@ class _Worker:
             if job[3] != _PLAIN:
                 group.append(job)
                 continue
-            fn, args, _, _, always, _, _, _ = job
+            fn, args, _, _, always, _, _, _, _ = job
             if not always and not _wanted(job):
                 continue
             try:
@@ -301,7 +320,13 @@ class _Worker:
         return True
 
     def _group(self, group: list[_Job]) -> None:
-        """Run ``group`` in one transaction, a savepoint each (when more than one)."""
+        """Run ``group`` in one transaction.
+
+        No savepoint per job: a job is refused before it has written anything (SQLite undoes
+        a failed statement alone, and the transaction goes on), so the others stand. A job
+        that fails having written, or with the transaction gone, undoes the transaction: it
+        and the jobs before it fail as if the commit had, and the rest run in a new one.
+        """
         live = [job for job in group if job[4] or _wanted(job)]
         if not live:
             return
@@ -313,35 +338,48 @@ class _Worker:
         except BaseException as exc:
             self._fail(live, exc)
             return
-        alone = len(live) == 1
-        ran = 0  # jobs of live that ran (answered, or in done)
+        ran = 0  # jobs of live that ran (answered, in done, or failing the transaction)
+        tried = 0  # appends from here on were tried together already
         try:
-            for job in live:
-                if not alone:
-                    conn.execute("SAVEPOINT job")
+            while ran < len(live):
+                job = live[ran]
+                if ran >= tried and job[8] is not None:
+                    tried = ran + 1
+                    while tried < len(live) and live[tried][8] is not None:
+                        tried += 1
+                    try:
+                        written = self._joint(conn, live[ran:tried]) if tried - ran > 1 \
+                            else None
+                    except BaseException:  # the transaction is gone: they fail with it
+                        done += [(j, _nothing) for j in live[ran:tried]]
+                        ran = tried
+                        raise
+                    if written is not None:
+                        done += written
+                        ran = tried
+                        continue
+                changes = conn.total_changes
+                ran += 1
                 try:
                     finish = job[0](conn, *job[1])
                 except BaseException as exc:
+                    if conn.total_changes != changes or not conn.in_transaction:
+                        done.append((job, _nothing))  # written in part, or all undone
+                        raise
                     answers.append((job, None, exc))
-                    ran += 1
-                    conn.execute("ROLLBACK" if alone else "ROLLBACK TO job")
-                    if not alone:
-                        conn.execute("RELEASE job")
                     continue
                 done.append((job, finish))
-                ran += 1
-                if not alone:
-                    conn.execute("RELEASE job")
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        except BaseException as exc:  # the commit (or a savepoint) failed: nothing is kept
+            conn.execute("COMMIT")
+        except BaseException as exc:  # the commit failed, or a job half way: nothing is kept
             try:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # SQLite rolled it back itself
             self._answer(answers)
-            self._fail([job for job, _ in done] + live[ran:], exc)
+            self._fail([job for job, _ in done], exc)
+            if ran < len(live):
+                self._group(live[ran:])
             return
         for job, finish in done:
             try:
@@ -349,6 +387,36 @@ class _Worker:
             except BaseException as exc:
                 answers.append((job, None, exc))
         self._answer(answers)
+
+    @staticmethod
+    def _joint(conn: sqlite3.Connection, jobs: list[_Job]
+               ) -> list[tuple[_Job, Callable[[], Any]]] | None:
+        """Write appends queued next to each other with one statement a table (a chunk), not
+        two or three each; None, nothing of them written, if they cannot all be (one is
+        refused, or knows no position to write at): each is then written on its own."""
+        pending: dict[Any, int] = {}  # where each session object's log ends, so far
+        plans: list[Rows] = []
+        for job in jobs:
+            try:
+                rows = job[8](pending, *job[1])  # type: ignore[misc]
+            except Exception:  # written on its own, which says what is wrong
+                return None
+            if rows is None:
+                return None
+            plans.append(rows)
+        conn.execute("SAVEPOINT joint")
+        try:
+            write_events(conn, [v for plan in plans for v in plan[0]])
+            touch_sessions(conn, [v for plan in plans for v in plan[1]])
+            drops = [v for plan in plans if plan[2] is not None for v in plan[2]]
+            if drops:
+                drop_leases(conn, drops)
+        except sqlite3.Error:
+            conn.execute("ROLLBACK TO joint")  # raises if the transaction is gone: all fail
+            conn.execute("RELEASE joint")
+            return None
+        conn.execute("RELEASE joint")
+        return [(job, plan[3]()) for job, plan in zip(jobs, plans, strict=True)]
 
     def _fail(self, jobs: list[_Job], exc: BaseException) -> None:
         """Fail ``jobs`` with ``exc``, nothing of theirs written."""
@@ -415,26 +483,30 @@ class Database:
         """``fn(*args)`` alone in the file's thread, to await; the loop goes on meanwhile."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None, None))
         return future
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the file's thread, waiting for it (for code without a loop)."""
         future: Future[T] = Future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None, None))
         return future.result()
 
     def grouped(self, fn: Callable[..., Callable[[], T]], args: tuple[Any, ...],
                 settings: Settings, *, writes: bool, always: bool = False,
-                failed: Callable[[BaseException], None] | None = None) -> asyncio.Future[T]:
+                failed: Callable[[BaseException], None] | None = None,
+                rows: Callable[..., Rows | None] | None = None) -> asyncio.Future[T]:
         """``fn(connection, *args)`` in a group's transaction; its answer is what the function
         it returns gives once the transaction has committed.
 
         With ``always``, the job runs even if its waiter is cancelled first; ``failed`` is
-        called (in the file's thread) with the error when the group's commit fails.
+        called (in the file's thread) with the error when the group's commit fails. An append
+        gives ``rows``: ``rows(pending, *args)`` is its `Rows` (None: written by ``fn`` alone),
+        written together with the appends queued next to it; ``pending`` maps each session
+        object to where its log ends with the appends before it.
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, args, settings, _WRITE if writes else _READ, always, loop, future,
-                        failed))
+                        failed, rows))
         return future

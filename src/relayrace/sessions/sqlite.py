@@ -1,8 +1,8 @@
 """`SQLiteSession`: sessions in one SQLite file, the embedded default of the CLI.
 
-The database runs in WAL mode and every appended batch is one transaction (its own, or a
-savepoint of a transaction that commits batches of several sessions together), so a process
-that dies between turns loses nothing: an ``append`` returns once its batch is committed. Each
+The database runs in WAL mode and every appended batch is atomic, in one transaction (its own,
+or one that commits the batches of several sessions together), so a process that dies between
+turns loses nothing: an ``append`` returns once its batch is committed. Each
 file has one connection and one worker thread of its own, shared by every session of the
 process on that file: the event loop never waits on the disk or on another process's lock,
 and the file's writes are serialized. A writer waits at most ``busy_timeout`` for another
@@ -15,9 +15,9 @@ Events carry their position in the log (``seq``, unique per session): an append 
 log as its session object last saw it, or is refused with `SessionConflictError`. A run holds
 the session's lease (a row with an owner and an expiry, renewed while the run lives), so a
 second run, in this process or another, is refused or waits; a crashed holder's lease lapses.
-A run costs four trips to the file's thread: the lease taken together with the log's new
-events, two appends (the run's start, before the model is called, and its end), the lease
-given back.
+A run costs three trips to the file's thread: the lease taken together with the log's new
+events, and two appends (the run's start, before the model is called, and its end, which
+gives the lease row back in the same transaction).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core.events import AgentEvent, dump_events, load_events
+from ..core.events import AgentEvent, RunFinishedEvent, dump_events, load_events
 from ..core.exceptions import SessionConflictError, SessionStoreBusy
 from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
 from ._sqlitefile import Database as _Database
+from ._sqlitefile import Rows as _Rows
 from ._sqlitefile import Settings, check_synchronous
 from ._sqlitefile import busy as _busy
+from ._sqlitewrites import drop_leases, touch_sessions, write_events
 from .base import (
     LeaseHolder,
     LogView,
@@ -76,13 +78,7 @@ _COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created
 _SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
            "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
            "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
-# Every batch writes its session's row: made with the first events, later its last activity
-# (the latest event time, as the events say; a fork's events keep their origin's times).
-_TOUCH = (f"INSERT INTO sessions ({_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT(session_id) DO UPDATE SET updated_at = "
-          "MAX(sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
-_INSERT = "INSERT INTO events (session_id, seq, kind, time, data) VALUES (?, ?, ?, ?, ?)"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
 # lease is free here, so the row outlived a release that found the file locked).
 _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?, ?) "
@@ -193,24 +189,32 @@ class SQLiteSession(Session):
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` alone in the file's thread."""
-        return await self._answer(self._db.run(fn, *args))
-
-    async def _grouped(self, fn: Callable[..., Callable[[], T]], *args: Any, writes: bool,
-                       always: bool = False) -> T:
-        """``fn(connection, *args)`` in a transaction the file's thread may share with other
-        jobs (with ``always``, to its end even if this task is cancelled)."""
-        return await self._answer(self._db.grouped(
-            fn, args, self._settings(), writes=writes, always=always, failed=self._stopped))
-
-    async def _answer(self, future: asyncio.Future[T]) -> T:
-        """The job's answer; SQLite giving up on another writer's lock is `SessionStoreBusy`."""
         try:
-            return await future
+            return await self._db.run(fn, *args)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 raise
-            raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
-                                   store=f"the SQLite file {self.path}") from exc
+            raise self._store_busy() from exc
+
+    async def _grouped(self, fn: Callable[..., Callable[[], T]], *args: Any, writes: bool,
+                       always: bool = False,
+                       rows: Callable[..., _Rows | None] | None = None) -> T:
+        """``fn(connection, *args)`` in a transaction the file's thread may share with other
+        jobs (with ``always``, to its end even if this task is cancelled; with ``rows``, an
+        append written together with those queued next to it)."""
+        try:
+            return await self._db.grouped(fn, args, (self.busy_timeout, self.synchronous),
+                                          writes=writes, always=always, failed=self._stopped,
+                                          rows=rows)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+            raise self._store_busy() from exc
+
+    def _store_busy(self) -> SessionStoreBusy:
+        """SQLite giving up on another writer's lock, as relayrace says it."""
+        return SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
+                                store=f"the SQLite file {self.path}")
 
     def _stopped(self, exc: BaseException) -> None:
         """A group's commit failed: what this object wrote in it may be built on no longer,
@@ -298,25 +302,45 @@ class SQLiteSession(Session):
         this batch.
         """
         if events:
+            # The batch that ends a run gives the run's lease row back in its own transaction:
+            # the run writes nothing after it (a batch refused keeps the lease, as before).
+            ends = self._run_owner if type(events[-1]) is RunFinishedEvent else ""
             # Once submitted, the batch is written whole or not at all even if this task is
             # cancelled: the worker records the outcome either way.
-            await self._grouped(self._write, events, dump_events(events), writes=True,
-                                always=True)
+            await self._grouped(self._write, events, dump_events(events), ends, writes=True,
+                                always=True, rows=self._rows_of)
+
+    def _rows_of(self, pending: dict[Any, int], events: Sequence[AgentEvent],
+                 lines: list[str], ends: str) -> _Rows | None:
+        """The batch's rows, to write with the appends queued next to it (``pending``: where
+        their session objects' logs end); None to write it alone (it may be refused then)."""
+        seq = pending.get(self, self._seq)
+        if seq is None or self._failed is not None:
+            return None
+        sid, info = self.session_id, self.info
+        row_owner = self._rows.get(ends) if ends else None
+        last = pending[self] = seq + len(events)
+
+        def record() -> Callable[[], None]:
+            self._seq = last
+            return self._written(events, last, ends, row_owner)
+
+        return (_values(sid, seq, events, lines),
+                (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
+                 info.created_at, info.owner, max(e.time for e in events)),
+                None if row_owner is None else (sid, row_owner), record)
 
     def _write(self, conn: sqlite3.Connection, events: Sequence[AgentEvent],
-               lines: list[str]) -> Callable[[], None]:
+               lines: list[str], ends: str) -> Callable[[], None]:
+        """The batch alone: its events (the one statement that may be refused, before
+        anything else is written), its session's row, the run's lease row it gives back."""
         if self._failed is not None:
             raise self._failed
-        sid, seq, info = self.session_id, self._seq, self.info
+        sid, seq = self.session_id, self._seq
         try:
-            conn.execute(_TOUCH, (sid, info.parent_id, info.parent_tool_call_id, info.path,
-                                  info.key, info.created_at, info.owner,
-                                  max(e.time for e in events)))
             if seq is None:  # nothing read or written yet: append at the end
                 seq = conn.execute(_LAST, (sid,)).fetchone()[0]
-            conn.executemany(_INSERT, [
-                (sid, seq + i, e.kind, e.time, line)  # type: ignore[attr-defined]
-                for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)])
+            write_events(conn, _values(sid, seq, events, lines))
         except sqlite3.IntegrityError as exc:  # another writer holds these positions
             found = conn.execute(_LAST, (sid,)).fetchone()[0]
             self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
@@ -324,11 +348,26 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
+        info = self.info
+        touch_sessions(conn, (sid, info.parent_id, info.parent_tool_call_id, info.path,
+                              info.key, info.created_at, info.owner,
+                              max(e.time for e in events)))
+        row_owner = self._rows.get(ends) if ends else None
+        if row_owner is not None:
+            drop_leases(conn, (sid, row_owner))
         # Now, in the file's thread: a later batch of this object in the same group goes
         # after this one (if the group's commit fails, ``_stopped`` forgets it).
         self._seq = last = seq + len(events)
+        return self._written(events, last, ends, row_owner)
+
+    def _written(self, events: Sequence[AgentEvent], last: int, ends: str,
+                 row_owner: str | None) -> Callable[[], None]:
+        """What records a batch once its transaction has committed (in the file's thread)."""
+        info = self.info
 
         def written() -> None:
+            if row_owner is not None:  # gone with the batch: no longer renewed nor given back
+                self._forget_lease(ends, row_owner)
             self._folded(events)
             info.updated_at = events[-1].time
             info.event_count = last
@@ -392,19 +431,26 @@ class SQLiteSession(Session):
     async def release_lease(self, owner: str) -> None:
         self._fresh = False
         try:
-            await self._grouped(self._drop_lease, owner, writes=True, always=True)
+            # A trip only if the row was not given back with the run's end (the file's
+            # thread forgot it once that batch committed, before the batch's answer).
+            if owner in self._rows:
+                await self._grouped(self._drop_lease, owner, writes=True, always=True)
         except SessionStoreBusy:
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
             await super().release_lease(owner)
 
     def _drop_lease(self, conn: sqlite3.Connection, owner: str) -> Callable[[], None]:
-        row_owner = self._rows.pop(owner, None)
+        row_owner = self._rows.get(owner)
         if row_owner is not None:  # no longer renewed, whether or not the row goes now
-            self._db.worker.held.pop((self.session_id, row_owner), None)
-            conn.execute("DELETE FROM leases WHERE session_id = ? AND owner = ?",
-                         (self.session_id, row_owner))
+            self._forget_lease(owner, row_owner)
+            drop_leases(conn, (self.session_id, row_owner))
         return _nothing
+
+    def _forget_lease(self, owner: str, row_owner: str) -> None:
+        """Stop renewing ``owner``'s lease row and holding it here (the file's thread only)."""
+        self._rows.pop(owner, None)
+        self._db.worker.held.pop((self.session_id, row_owner), None)
 
     async def _record_fork(self) -> None:
         info = self.info
@@ -456,6 +502,12 @@ class SQLiteSession(Session):
 
 
 _DEFAULTS: Settings = (_BUSY_TIMEOUT, "NORMAL")
+
+
+def _values(sid: str, seq: int, events: Sequence[AgentEvent], lines: list[str]) -> list[Any]:
+    """A batch's event rows for `write_events`, from position ``seq + 1`` on."""
+    return [v for i, (e, line) in enumerate(zip(events, lines, strict=True), 1)
+            for v in (sid, seq + i, e.kind, e.time, line)]  # type: ignore[attr-defined]
 
 
 def _nothing() -> None:
