@@ -64,22 +64,25 @@ class Budget:
         if response is None:
             return
         used = response.usage
-        # Tokens of every kind; the request was counted when it was admitted. A remote agent's
-        # run behind the response adds its other requests and its tool calls.
-        added = Usage()
-        added.add_tokens(used)
-        if response.remote is not None:
-            added.requests = max(0, response.remote.requests - 1)
-            added.tool_calls = response.remote.tool_calls
-        self.usage.total.add(added)
-        self.usage.per_agent[path].add(added)
-        if local is not None:
-            local.add(added)
+        usage = self.usage
+        remote = response.remote
+        if remote is None:  # the request's own tokens (it was counted when it was admitted)
+            usage.total.add_tokens(used)
+            usage.per_agent[path].add_tokens(used)
+            if local is not None:
+                local.add_tokens(used)
+        else:  # a remote agent's run behind the response: its other requests and tool calls
+            added = Usage(requests=max(0, remote.requests - 1), tool_calls=remote.tool_calls)
+            added.add_tokens(used)
+            usage.total.add(added)
+            usage.per_agent[path].add(added)
+            if local is not None:
+                local.add(added)
         served = response.served
-        if not served:
-            served = {model: Usage(requests=1)}
-            served[model].add_tokens(used)
-        self.usage.count_served(path, served)
+        if served:
+            usage.count_served(path, served)
+        else:
+            usage.count_model(path, model, used)
 
     def check_tokens(self) -> None:
         """Raise if a token budget is used up."""

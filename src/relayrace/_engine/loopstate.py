@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ..core.messages import Message
     from ..sessions.base import Session
     from ..tracing import Span
-    from .offer import Offer
     from .state import Toolset
 
 __all__ = ["Calls", "Control", "EventLog", "Place", "Scope", "Transfers", "Views"]
@@ -41,8 +40,8 @@ DEFAULT_MAX_TURNS = 25
 class Place:
     """Where a loop sits in the run tree; fixed when the loop is made."""
 
-    __slots__ = ("depth", "entry", "extra_tools", "local", "memories", "offers", "parent_span",
-                 "prefix", "suffix", "toolsets", "variables")
+    __slots__ = ("depth", "entry", "extra_tools", "local", "memories", "parent_span", "prefix",
+                 "suffix", "toolsets", "variables")
 
     def __init__(self, entry: Agent[Any], prefix: str, parent_span: Span | None, depth: int,
                  suffix: str, variables: dict[str, Any] | None,
@@ -64,8 +63,6 @@ class Place:
         ``submit_report``)."""
         self.toolsets: dict[str, Toolset] = {}
         """Agent name -> what it is offered (``_state.toolset_of``), looked up once per loop."""
-        self.offers: dict[str, Offer] = {}
-        """Agent name -> its offer when that is what it has (``Pieces.plain_offer``)."""
         self.memories: dict[str, Message | None] = {}
         """Agent name -> what it recalls of its memory, read once per loop."""
         self.local: Usage | None = Usage() if depth else None

@@ -23,6 +23,7 @@ from ..teams.meta_tools import build_meta_tools
 from ..tracing import Trace
 from .budget import Budget
 from .decisions import Decisions
+from .offer import plain
 
 Emit = Callable[[AgentEvent], None]
 
@@ -91,7 +92,7 @@ class Toolset:
     toolsets list the same tools (see ``toolset_of``)."""
 
     __slots__ = ("agent", "definitions", "enabled", "gated", "handoffs", "listed",
-                 "permissions", "refused", "source", "tools")
+                 "permissions", "plain", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
                  extra: Sequence[Tool] = ()) -> None:
@@ -120,6 +121,8 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
+        self.plain = plain(self)
+        """The offer of a turn that changes nothing of what it has (``Pieces.plain_offer``)."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],

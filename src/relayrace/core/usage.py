@@ -57,9 +57,10 @@ class Usage:
         """Add ``other``'s tokens of every kind (not its requests or tool calls), in place."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.reasoning_tokens += other.reasoning_tokens
+        if other.cache_read_tokens or other.cache_write_tokens or other.reasoning_tokens:
+            self.cache_read_tokens += other.cache_read_tokens
+            self.cache_write_tokens += other.cache_write_tokens
+            self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass(slots=True)
@@ -85,6 +86,19 @@ class RunUsage:
         if usage is None:
             usage = self.per_agent[path] = Usage()
         return usage
+
+    def count_model(self, path: str, model: str, used: Usage) -> None:
+        """Count one request of ``path`` that ``model`` served, with ``used``'s tokens (what
+        `count_served` counts for ``{model: Usage(requests=1, ...)}``, with no table built)."""
+        by_model = self.per_agent_model.get(path)
+        if by_model is None:
+            by_model = self.per_agent_model[path] = {}
+        for table in (self.per_model, by_model):
+            entry = table.get(model)
+            if entry is None:
+                entry = table[model] = Usage()
+            entry.requests += 1
+            entry.add_tokens(used)
 
     def count_served(self, path: str, served: Mapping[str, Usage]) -> None:
         """Count what each model of ``served`` (by name) used for a request of ``path``."""
