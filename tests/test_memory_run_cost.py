@@ -1,0 +1,78 @@
+"""What a run on a memory session does once, counted: its lease is taken and given back without
+an await (no ``acquire_lease``/``release_lease`` coroutine), while a store with a shared lease
+record still goes through them; the log gets one append per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relayrace import Agent, Runner
+from relayrace.core.exceptions import SessionInUseError
+from relayrace.core.usage import Usage
+from relayrace.sessions import MemorySession, SQLiteSession
+from relayrace.sessions.base import _leases
+from relayrace.testing import FunctionModel, text
+
+
+def _chat() -> Agent[Any]:
+    return Agent("a0", instructions="Chat.", model=FunctionModel(lambda r: text("ok")))
+
+
+class _Counted:
+    """Counts the lease coroutines and appends a session object goes through."""
+
+    def __init__(self, session: Any) -> None:
+        self.calls = {"acquire_lease": 0, "release_lease": 0, "append": 0}
+        for name in self.calls:
+            real = getattr(session, name)
+
+            async def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+                self.calls[_name] += 1
+                return await _real(*args)
+
+            setattr(session, name, counted)
+
+
+async def test_a_memory_run_takes_its_lease_without_the_lease_coroutines() -> None:
+    session = MemorySession()
+    counted = _Counted(session)
+    for turn in range(3):
+        result = await Runner.run(_chat(), f"t{turn}", session=session)
+        assert result.final_output == "ok"
+    assert counted.calls == {"acquire_lease": 0, "release_lease": 0, "append": 3}
+    assert session not in _leases  # given back
+
+
+async def test_a_sqlite_run_still_takes_its_lease_row(tmp_path: Path) -> None:
+    session = SQLiteSession("s", tmp_path / "s.db")
+    counted = _Counted(session)
+    for turn in range(3):
+        await Runner.run(_chat(), f"t{turn}", session=session)
+    # The input is written before the model is called, then the answer and the run's end.
+    assert counted.calls == {"acquire_lease": 3, "release_lease": 3, "append": 6}
+
+
+async def test_a_held_memory_lease_still_refuses_or_waits() -> None:
+    session = MemorySession()
+    lease = session.lease()
+    assert lease.take()
+    try:
+        with pytest.raises(SessionInUseError):
+            await Runner.run(_chat(), "x", session=session)
+    finally:
+        lease.give_back()
+    assert (await Runner.run(_chat(), "y", session=session)).final_output == "ok"
+
+
+def test_a_request_counts_its_tokens_without_a_temporary_usage() -> None:
+    from relayrace.core.usage import RunUsage
+
+    usage = RunUsage()
+    used = Usage(input_tokens=3, output_tokens=2)
+    usage.count_request("a0", "m", used)
+    usage.count_request("a0", "m", used)
+    assert usage.per_model["m"] == Usage(requests=2, input_tokens=6, output_tokens=4)
+    assert usage.per_agent_model["a0"]["m"] == usage.per_model["m"]
