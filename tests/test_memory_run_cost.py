@@ -67,6 +67,47 @@ async def test_a_held_memory_lease_still_refuses_or_waits() -> None:
     assert (await Runner.run(_chat(), "y", session=session)).final_output == "ok"
 
 
+class _CountedLock:
+    """Stands in for the process's lease lock, counting who takes it."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def __enter__(self) -> None:
+        self.taken += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+async def test_a_memory_run_takes_no_lock_for_its_lease(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    lock = _CountedLock()
+    monkeypatch.setattr("relayrace.sessions.base._leases_lock", lock)
+    session = MemorySession()
+    for turn in range(3):
+        assert (await Runner.run(_chat(), f"t{turn}", session=session)).final_output == "ok"
+    assert lock.taken == 0
+    assert session not in _leases
+    # A store whose lease key is its own (a file and an id) still takes the lock.
+    await Runner.run(_chat(), "x", session=SQLiteSession("s", tmp_path / "s.db"))
+    assert lock.taken == 2  # held, then given back
+
+
+def test_a_session_with_its_own_equality_takes_its_lease_the_locked_way() -> None:
+    class Equal(MemorySession):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Equal) and other.session_id == self.session_id
+
+        __hash__ = MemorySession.__hash__  # type: ignore[assignment]
+
+        def _lease_key(self) -> Any:
+            return ("equal", self.session_id)
+
+    assert MemorySession._lease_here and not Equal._lease_here
+    assert not Equal("a").lease().take()  # then entered with ``async with``
+
+
 def test_a_request_counts_its_tokens_without_a_temporary_usage() -> None:
     from relayrace.core.usage import RunUsage
 

@@ -281,7 +281,8 @@ class Session(ABC):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls._lease_here = cls.acquire_lease is Session.acquire_lease and \
-            cls.release_lease is Session.release_lease
+            cls.release_lease is Session.release_lease and \
+            cls._lease_key is Session._lease_key and cls.__hash__ is object.__hash__
         old = cls.__dict__.get("durable")
         if isinstance(old, bool):  # a subclass written before the rename says it the old way
             warnings.warn(_DURABLE_RENAMED, DeprecationWarning, stacklevel=2)
@@ -382,8 +383,9 @@ class Session(ABC):
     back in that batch's own write."""
 
     _lease_here = True
-    """Whether the lease lives only in this process (``acquire_lease`` and ``release_lease``
-    are `Session`'s): then a free one is taken and given back without an await."""
+    """Whether the lease lives only in this process and is keyed by this object (the lease
+    methods and the key are `Session`'s, the hash is identity): then a free one is taken and
+    given back without an await or a lock (`Lease.take`)."""
 
     async def acquire_lease(self, owner: str) -> bool:
         """Take the session's write lease for ``owner``; ``False`` if another owner holds it
@@ -483,14 +485,18 @@ class Lease:
 
     def take(self) -> bool:
         """Take the lease now if it is free and lives only in this process (see
-        ``Session.acquire_lease``); then `give_back` gives it up. ``False``: enter it with
+        ``Session._lease_here``); then `give_back` gives it up. ``False``: enter it with
         ``async with`` instead, which waits or refuses, and takes a store's shared record."""
         session = self._session
-        return session._lease_here and session._hold(self)
+        # Keyed by the session object (identity hash and equality): one dict operation that
+        # runs no Python code takes it, so no other thread can come between; no lock needed.
+        return session._lease_here and _leases.setdefault(session, self) is self
 
     def give_back(self) -> None:
         """Give up the lease `take` took."""
-        self._session._unhold(self)
+        session = self._session
+        if _leases.get(session) is self:  # only the holder removes its entry: no race
+            del _leases[session]
 
     async def __aenter__(self) -> str:
         session = self._session
