@@ -4,13 +4,15 @@ record still goes through them; the log gets one append per run."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from relayrace import Agent, Runner
-from relayrace.core.exceptions import SessionInUseError
+from relayrace import Agent, RunContext, Runner, tool
+from relayrace.agents.delegation import run_child
+from relayrace.core.exceptions import SessionInUseError, UserError
 from relayrace.core.usage import Usage
 from relayrace.sessions import MemorySession, SQLiteSession
 from relayrace.sessions.base import _leases
@@ -117,3 +119,43 @@ def test_a_request_counts_its_tokens_without_a_temporary_usage() -> None:
     usage.count_request("a0", "m", used)
     assert usage.per_model["m"] == Usage(requests=2, input_tokens=6, output_tokens=4)
     assert usage.per_agent_model["a0"]["m"] == usage.per_model["m"]
+
+
+async def test_a_memory_run_leaves_no_cycles_for_the_garbage_collector() -> None:
+    # A run's state (its loop and the loop's child runner, a session and its store) is freed
+    # by reference counting when the run ends; cycles would leave it all to the collector,
+    # which then ran every few runs of a busy process.
+    agent = _chat()
+    await Runner.run(agent, "warm", session=MemorySession())
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(5):
+            session = MemorySession()
+            for turn in range(3):
+                assert (await Runner.run(agent, f"t{turn}", session=session)).final_output == "ok"
+        del session
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+async def test_a_child_started_after_its_run_ended_is_refused() -> None:
+    kept: list[RunContext[Any]] = []
+
+    @tool
+    def keep(ctx: RunContext[Any]) -> str:
+        """Keep the context."""
+        kept.append(ctx)
+        return "kept"
+
+    def answer(request: Any) -> Any:
+        from relayrace.testing import tool_call
+
+        done = any(m.role == "tool" for m in request.messages)
+        return text("ok") if done else tool_call("keep", {})
+
+    agent = Agent("a0", instructions="Chat.", model=FunctionModel(answer), tools=[keep])
+    assert (await Runner.run(agent, "go")).final_output == "ok"
+    with pytest.raises(UserError, match="the run whose context started it has ended"):
+        await run_child(kept[0], _chat(), "late")

@@ -14,11 +14,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+from weakref import ref
 
 from ..agents.approvals import Interrupted
 from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
 from ..core.events import AgentEvent, DelegationEvent, MessageEvent, RunFinishedEvent
-from ..core.exceptions import UsageLimitExceeded
+from ..core.exceptions import UsageLimitExceeded, UserError
 from ..core.messages import Message
 from ..core.reports import (
     DEFAULT_REPORT_SUFFIX,
@@ -213,9 +214,16 @@ class ChildRuns:
     __slots__ = ("_pieces", "_spawn")
 
     def __init__(self, pieces: Pieces, spawn: Spawn) -> None:
-        self._pieces, self._spawn = pieces, spawn
+        # Weakly: the loop holds this object, and a cycle between them would leave every run's
+        # state to the garbage collector instead of freeing it when the run ends.
+        self._pieces, self._spawn = ref(pieces), spawn
 
     async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
                         options: ChildOptions) -> ChildResult:
         """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
-        return await run_child(self._pieces, self._spawn, ctx, agent, task, options)
+        pieces = self._pieces()
+        if pieces is None:
+            raise UserError(f"{agent.name!r} cannot start as a delegated child: the run whose "
+                            "context started it has ended. Start child runs while the tool "
+                            "that was given that context runs.")
+        return await run_child(pieces, self._spawn, ctx, agent, task, options)

@@ -48,8 +48,8 @@ __all__ = ["Pieces", "outcome_unknown"]
 class Pieces:
     """A loop's pieces, shared by the steps of its turns (see the module's docstring)."""
 
-    __slots__ = ("calls", "children", "control", "log", "place", "scope", "state", "transfers",
-                 "views")
+    __slots__ = ("__weakref__", "calls", "children", "control", "log", "place", "scope", "state",
+                 "transfers", "views")
 
     children: ChildRunner
     """What starts delegated children (``RunContext.children``); the loop sets it."""

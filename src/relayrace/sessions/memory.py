@@ -29,14 +29,24 @@ class MemorySession(Session):
     def __init__(self, session_id: str | None = None, *, info: SessionInfo | None = None,
                  store: dict[str, MemorySession] | None = None) -> None:
         self.session_id = session_id or (info.session_id if info else new_session_id())
-        self.store: dict[str, MemorySession] = {} if store is None else store
-        """The sessions that can open one another by id, this one included."""
-        self.store.setdefault(self.session_id, self)
+        self._store = store
+        if store is not None:
+            store.setdefault(self.session_id, self)
         now = time.time()
         self.info = info or SessionInfo(session_id=self.session_id, created_at=now, updated_at=now)
         self.events: list[AgentEvent] = []
         self.child_sessions: list[MemorySession] = []
         self._seen = 0  # the log's length as this object last saw it
+
+    @property
+    def store(self) -> dict[str, MemorySession]:
+        """The sessions that can open one another by id, this one included."""
+        store = self._store
+        if store is None:
+            # Made when first asked for: it holds this session, which holds it, and a session
+            # that never opens another (most) is then freed with no garbage collection.
+            store = self._store = {self.session_id: self}
+        return store
 
     async def get_events(self) -> list[AgentEvent]:
         if len(self.events) != self._seen:  # what this object saw: appends extend this log
