@@ -159,3 +159,16 @@ async def test_a_child_started_after_its_run_ended_is_refused() -> None:
     assert (await Runner.run(agent, "go")).final_output == "ok"
     with pytest.raises(UserError, match="the run whose context started it has ended"):
         await run_child(kept[0], _chat(), "late")
+
+
+async def test_an_agent_that_ran_is_freed_once_dropped() -> None:
+    # The engine keeps what it derives from an agent (its offered tools, whether its tree
+    # has memory) on the agent: a map keyed by agents kept every agent ever run alive.
+    import weakref
+
+    agent = _chat()
+    assert (await Runner.run(agent, "x", session=MemorySession())).final_output == "ok"
+    gone = weakref.ref(agent)
+    del agent
+    gc.collect()
+    assert gone() is None
