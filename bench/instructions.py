@@ -2,6 +2,7 @@
 
     python bench/instructions.py                    # this checkout's src/
     python bench/instructions.py --src OTHER/src    # another version, to compare
+    python bench/instructions.py --free             # each run's cyclic garbage freed and counted
 
 Each figure is differential: the same workload at two sizes, the difference divided by the
 extra work, so one-off costs cancel out. Callgrind counts only inside the measured runs (they
@@ -39,6 +40,7 @@ from relayrace import Agent, Runner, tool
 from relayrace.testing import FunctionModel, text, tool_call
 
 kind, size, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+free = sys.argv[4:] == ["free"]
 
 
 @tool
@@ -69,6 +71,8 @@ else:
 async def main(n):
     for _ in range(n):
         await Runner.run(agent, "go", max_turns=size + 5, max_handoffs=size + 5)
+        if free:  # what the run left in reference cycles is freed (and counted) here
+            gc.collect(0)
 
 asyncio.run(main(1))  # warm: first-time paths and caches are not what is measured
 gc.collect()
@@ -98,15 +102,19 @@ def count(src: Path, script: Path, *args: int | str) -> int:
     return int(found.group(1))
 
 
-def measure(src: Path) -> dict[str, int]:
-    """Instructions per tool turn, per handoff and per run."""
+def measure(src: Path, free: bool = False) -> dict[str, int]:
+    """Instructions per tool turn, per handoff and per run (``free``: each run followed by a
+    young-generation collection, so what it left in reference cycles is freed and counted)."""
+    more = ("free",) if free else ()
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "workload.py"
         script.write_text(WORKLOAD)
-        turn = (count(src, script, "turns", 6, 20) - count(src, script, "turns", 2, 20)) // 80
-        long = count(src, script, "handoff", 20, 3)
-        handoff = (long - count(src, script, "handoff", 10, 3)) // 30
-        run = (count(src, script, "turns", 1, 60) - count(src, script, "turns", 1, 20)) // 40
+        turn = (count(src, script, "turns", 6, 20, *more)
+                - count(src, script, "turns", 2, 20, *more)) // 80
+        long = count(src, script, "handoff", 20, 3, *more)
+        handoff = (long - count(src, script, "handoff", 10, 3, *more)) // 30
+        run = (count(src, script, "turns", 1, 60, *more)
+               - count(src, script, "turns", 1, 20, *more)) // 40
     return {"per tool turn": turn, "per handoff": handoff, "per run": run}
 
 
@@ -114,8 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, default=HERE.parent / "src",
                         help="the src/ directory of the relayrace to measure")
+    parser.add_argument("--free", action="store_true",
+                        help="follow each run with gc.collect(0) inside the measured region: "
+                             "count freeing what a run left in reference cycles, which with "
+                             "the collector off is otherwise never paid")
     args = parser.parse_args()
-    for name, figure in measure(args.src.resolve()).items():
+    for name, figure in measure(args.src.resolve(), args.free).items():
         print(f"{name:14} {figure:>10,} instructions")
 
 

@@ -104,3 +104,13 @@ def test_handoff_side_times_the_relayrace_chain(monkeypatch: pytest.MonkeyPatch)
     seconds = asyncio.run(handoff_side.timed(runs, 2))
     assert sorted(seconds) == [2, 4] and all(s > 0 for s in seconds.values())
     assert handoff_side.per_handoff({10: 0.001, 20: 0.002}) == pytest.approx(100.0)  # µs
+
+
+def test_s4_memory_counts_cycles_and_collector_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/s4_memory.py's counts that need no valgrind: a run leaves nothing in cycles."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import s4_memory  # the benchmark module, found via bench/
+
+    figures = s4_memory.measure(BENCH.parent / "src", callgrind=False)
+    assert figures["objects left in cycles per run"] == "0.0"
+    assert int(figures["collector passes, 1,000 conversations"]) >= 0

@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 import relayrace._engine.toolexec as toolexec
-from relayrace import Agent, RunContext, Runner, UserError, handoff, tool
+from relayrace import Agent, RunContext, Runner, handoff, tool
 from relayrace._engine.turn import Transfer
-from relayrace.agents.delegation import run_child
 from relayrace.sessions import MemorySession
-from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
+from relayrace.testing import FunctionModel, text, tool_call
 from relayrace.tracing import InMemoryTraceProcessor
 
 
@@ -118,24 +117,3 @@ async def test_a_run_leaves_no_garbage_for_the_collector() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
-
-
-async def test_a_context_kept_past_its_run_cannot_start_a_child() -> None:
-    """The delegation a tool's context offers belongs to the loop running that call (held
-    without a cycle): once the run has ended, starting a child says so."""
-    kept: list[RunContext[Any]] = []
-
-    @tool
-    def note(ctx: RunContext[Any]) -> str:
-        """Note the context."""
-        kept.append(ctx)
-        return "noted"
-
-    helper = Agent("helper", instructions="x", model=FunctionModel(lambda _: text("helped")))
-    lead = Agent("lead", instructions="x", tools=[note], model=ScriptedModel([
-        tool_call("note", {}), text("done")]))
-    assert (await Runner.run(lead, "go")).final_output == "done"
-    gc.collect()
-    with pytest.raises(UserError, match="the run whose tool call this context served has "
-                                        "ended"):
-        await run_child(kept[0], helper, "help")

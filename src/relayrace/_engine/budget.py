@@ -64,21 +64,20 @@ class Budget:
         if response is None:
             return
         used = response.usage
-        # Tokens of every kind; the request was counted when it was admitted. A remote agent's
-        # run behind the response adds its other requests and its tool calls.
         usage = self.usage
-        sums = (usage.total, usage.per_agent[path], local)
-        if response.remote is None:  # every model turn: tokens only, no Usage made for them
-            for entry in sums:
-                if entry is not None:
-                    entry.add_tokens(used)
-        else:
-            added = Usage(requests=max(0, response.remote.requests - 1),
-                          tool_calls=response.remote.tool_calls)
+        remote = response.remote
+        if remote is None:  # the request's own tokens (it was counted when it was admitted)
+            usage.total.add_tokens(used)
+            usage.per_agent[path].add_tokens(used)
+            if local is not None:
+                local.add_tokens(used)
+        else:  # a remote agent's run behind the response: its other requests and tool calls
+            added = Usage(requests=max(0, remote.requests - 1), tool_calls=remote.tool_calls)
             added.add_tokens(used)
-            for entry in sums:
-                if entry is not None:
-                    entry.add(added)
+            usage.total.add(added)
+            usage.per_agent[path].add(added)
+            if local is not None:
+                local.add(added)
         served = response.served
         if served:
             usage.count_served(path, served)

@@ -184,18 +184,22 @@ def fast_frozen(cls: type[_T]) -> type[_T]:
     ``object.__setattr__`` by name); the class stays frozen, and its signature the same.
     For the values the engine makes on every turn and handoff (``turn``, ``offer``)."""
     params: list[str] = []
+    keywords: list[str] = []  # keyword-only, as the dataclass orders them: after the others
     body: list[str] = []
     names: dict[str, Any] = {}
     for f in fields(cls):  # type: ignore[arg-type]
         if f.default_factory is not MISSING:
             raise TypeError(f"{cls.__name__}.{f.name}: a default factory is not supported")
         names[f"_set_{f.name}"] = getattr(cls, f.name).__set__  # the slot's descriptor
+        into = keywords if f.kw_only else params
         if f.default is MISSING:
-            params.append(f.name)
+            into.append(f.name)
         else:
             names[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
+            into.append(f"{f.name}=_default_{f.name}")
         body.append(f"    _set_{f.name}(self, {f.name})")
+    if keywords:
+        params += ["*", *keywords]
     source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass")
     exec(source, names)  # as dataclasses makes __init__, with the setters bound here
     init = names["__init__"]

@@ -11,10 +11,10 @@ then, so the parent's log accounts for every child.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+from weakref import ref
 
 from ..agents.approvals import Interrupted
 from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
@@ -214,17 +214,16 @@ class ChildRuns:
     __slots__ = ("_pieces", "_spawn")
 
     def __init__(self, pieces: Pieces, spawn: Spawn) -> None:
-        # The loop holds this object, so a strong reference back would make a cycle: every
-        # run's state (its events, messages, usage) would wait for the garbage collector
-        # instead of going when the run does.
-        self._pieces, self._spawn = weakref.ref(pieces), spawn
+        # Weakly: the loop holds this object, and a cycle between them would leave every run's
+        # state to the garbage collector instead of freeing it when the run ends.
+        self._pieces, self._spawn = ref(pieces), spawn
 
     async def run_child(self, ctx: RunContext[Any], agent: Agent[Any], task: str,
                         options: ChildOptions) -> ChildResult:
         """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves."""
         pieces = self._pieces()
         if pieces is None:
-            raise UserError(f"{agent.name!r} cannot be delegated to: the run whose tool call "
-                            "this context served has ended. Delegate from a tool while its "
-                            "call runs.")
+            raise UserError(f"{agent.name!r} cannot start as a delegated child: the run whose "
+                            "context started it has ended. Start child runs while the tool "
+                            "that was given that context runs.")
         return await run_child(pieces, self._spawn, ctx, agent, task, options)

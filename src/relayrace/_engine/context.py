@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
-from weakref import WeakKeyDictionary
 
 from ..agents.compression import (
     READ_RESULT,
@@ -254,15 +253,13 @@ def _turn_of(pieces: Pieces, agent: Agent[Any], memory: Memory) -> list[Message]
     return turn if len(turn) <= _TURN_MESSAGES else [turn[0], *turn[1 - _TURN_MESSAGES:]]
 
 
-_remembering: WeakKeyDictionary[Agent[Any], tuple[Agent[Any], bool]] = WeakKeyDictionary()
-
-
 def remembers(entry: Agent[Any]) -> bool:
-    """Whether an agent of ``entry``'s tree has memory (looked up once per tree and root)."""
+    """Whether an agent of ``entry``'s tree has memory (looked up once per tree and root, and
+    kept on ``entry``)."""
     root = entry.root
-    known = _remembering.get(entry)
+    known = entry._remembers
     if known is None or known[0] is not root:
-        known = _remembering[entry] = root, any(a.memory is not None for a in root.walk())
+        known = entry._remembers = root, any(a.memory is not None for a in root.walk())
     return known[1]
 
 

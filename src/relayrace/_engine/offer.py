@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..models.interface import Model, OutputMode, OutputSchema
     from .state import Toolset
 
-__all__ = ["Offer", "offer_of", "output_tool", "plain"]
+__all__ = ["Offer", "offer_of", "output_tool"]
 
 
 @fast_frozen
@@ -49,15 +49,6 @@ class Offer:
     """What the request asks the answer to be (``None``: text)."""
     output_mode: OutputMode | None = None
     """How the agent's ``output_type`` is asked for (``None``: it has none)."""
-
-
-def plain(ts: Toolset) -> Offer:
-    """The offer of a turn that changes nothing of what the agent has (the usual one): one
-    value per toolset, kept with it across turns and runs."""
-    offer: Offer | None = ts.plain
-    if offer is None:
-        offer = ts.plain = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
-    return offer
 
 
 def finish_task_definition() -> dict[str, Any]:
@@ -93,7 +84,7 @@ async def offer_of(ts: Toolset, *, finish_task: bool, refuse_handoffs: bool,
     if not (handoffs.dynamic or finish_task or hide_handoffs or ts.gated or spec is not None
             or refuse_handoffs):
         # The common case: the offer is what the agent has.
-        return plain(ts)
+        return ts.plain
     ctx = context() if ts.gated or handoffs.dynamic else None
     off: set[str] = set()
     for name, t in ts.gated.items():

@@ -29,7 +29,7 @@ from .loopstate import (
     Transfers,
     Views,
 )
-from .offer import Offer, offer_of, plain
+from .offer import Offer, offer_of
 from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, unanswered_calls
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class Pieces:
         ts = self.toolset(agent)
         if ts.gated or ts.handoffs.dynamic:
             return None
-        return plain(ts)
+        return ts.plain
 
     async def offer(self, agent: Agent[Any]) -> Offer:
         """What ``agent`` is offered this turn, its gates asked once: the request carries it,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from ..agents.agent import Agent
 from ..agents.handoffs import FINISH_TASK, HandoffSet
@@ -23,6 +22,7 @@ from ..teams.meta_tools import build_meta_tools
 from ..tracing import Trace
 from .budget import Budget
 from .decisions import Decisions
+from .offer import Offer
 
 Emit = Callable[[AgentEvent], None]
 
@@ -120,9 +120,9 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
-        self.plain: Any = None
-        """The `Offer` of a turn that takes these tools as they are (``offer.plain``), made
-        on first use and kept while this toolset is: most turns of most runs offer it."""
+        self.plain = Offer(self, self.definitions, frozenset(), self.enabled, False, False)
+        """The `Offer` of a turn that takes these tools as they are (``Pieces.plain_offer``,
+        ``offer_of``), made with them: most turns of most runs offer it."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
@@ -145,17 +145,14 @@ def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
             owners[t.name] = f"the {here}"
 
 
-_toolsets: WeakKeyDictionary[Agent[Any], Toolset] = WeakKeyDictionary()
-
-
 def toolset_of(agent: Agent[Any]) -> Toolset:
-    """The tools ``agent`` is offered, built once and again only when its transfers change
-    (an agent placed under a parent gains its parent and peers) or its permissions do, or,
-    with toolsets, when one lists anew (see ``listed_toolset_of``)."""
-    ts = _toolsets.get(agent)
+    """The tools ``agent`` is offered, built once (kept on the agent) and again only when its
+    transfers change (an agent placed under a parent gains its parent and peers) or its
+    permissions do, or, with toolsets, when one lists anew (see ``listed_toolset_of``)."""
+    ts: Toolset | None = agent._toolset
     if ts is None or ts.source is not agent.handoff_set() or \
             ts.permissions is not agent.permissions:
-        ts = _toolsets[agent] = Toolset(agent, ts.listed if ts is not None else ())
+        ts = agent._toolset = Toolset(agent, ts.listed if ts is not None else ())
     return ts
 
 
@@ -167,5 +164,5 @@ async def listed_toolset_of(agent: Agent[Any]) -> Toolset:
     ts = toolset_of(agent)
     if len(ts.listed) != len(listed) or any(a is not b for a, b in zip(ts.listed, listed,
                                                                         strict=False)):
-        ts = _toolsets[agent] = Toolset(agent, listed)
+        ts = agent._toolset = Toolset(agent, listed)
     return ts

@@ -265,6 +265,11 @@ class Agent(Generic[TContext, TOutput]):
         )
         self._templated = isinstance(instructions, str) and is_template(instructions)
         self._handoff_cache: HandoffSet | None = None
+        # What the engine derived from this agent, kept with it (not in maps keyed by agents,
+        # whose values would keep every agent ever run alive): its tools as offered, and
+        # whether its tree has memory (with the root that was looked at).
+        self._toolset: Any = None
+        self._remembers: tuple[Agent[Any], bool] | None = None
         for h in self.handoffs:
             child = h.agent
             if child is self:

@@ -57,9 +57,10 @@ class Usage:
         """Add ``other``'s tokens of every kind (not its requests or tool calls), in place."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
-        self.cache_read_tokens += other.cache_read_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.reasoning_tokens += other.reasoning_tokens
+        if other.cache_read_tokens or other.cache_write_tokens or other.reasoning_tokens:
+            self.cache_read_tokens += other.cache_read_tokens
+            self.cache_write_tokens += other.cache_write_tokens
+            self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass(slots=True)

@@ -125,7 +125,7 @@ def process_tag() -> str:
 
 # The write leases held in this process: a log's lease key -> the owner holding it. A lock,
 # not an asyncio primitive: runs on the same log may live in different threads' event loops.
-_leases: dict[Hashable, str] = {}
+_leases: dict[Hashable, object] = {}
 _leases_lock = threading.Lock()
 
 
@@ -213,6 +213,12 @@ class LogView:
                     self._order = None
             elif kind is ToolResultEvent:
                 self._place(e.message)  # type: ignore[attr-defined]
+            elif kind is RunStartedEvent:  # every run's start and end: checked early
+                self.run_id, self.ended = e.run_id, None  # type: ignore[attr-defined]
+                if e.agent != self.active:
+                    self.active, self.handoff = e.agent, None
+            elif kind is RunFinishedEvent:
+                self.ended = e  # type: ignore[assignment]
             elif kind is ToolStartedEvent:
                 self.started[e.tool_call_id] = e  # type: ignore[attr-defined,assignment]
                 self.asked.discard(e.tool_call_id)  # type: ignore[attr-defined]
@@ -227,12 +233,6 @@ class LogView:
                         returns.pop()
                 elif e.returns_to:  # type: ignore[attr-defined]
                     returns.append(e.returns_to)  # type: ignore[attr-defined]
-            elif kind is RunStartedEvent:
-                self.run_id, self.ended = e.run_id, None  # type: ignore[attr-defined]
-                if e.agent != self.active:
-                    self.active, self.handoff = e.agent, None
-            elif kind is RunFinishedEvent:
-                self.ended = e  # type: ignore[assignment]
             elif kind is ContextCompactedEvent:
                 self.compactions[e.agent] = e  # type: ignore[assignment]
                 self.archives += 1
@@ -280,6 +280,9 @@ class Session(ABC):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
+        cls._lease_here = cls.acquire_lease is Session.acquire_lease and \
+            cls.release_lease is Session.release_lease and \
+            cls._lease_key is Session._lease_key and cls.__hash__ is object.__hash__
         old = cls.__dict__.get("durable")
         if isinstance(old, bool):  # a subclass written before the rename says it the old way
             warnings.warn(_DURABLE_RENAMED, DeprecationWarning, stacklevel=2)
@@ -308,14 +311,23 @@ class Session(ABC):
         """The conversation derived from the log, cached and brought up to date when read."""
         view = self._view
         if view is None:
-            view = LogView()
-            view.fold(await self.get_events())
-            self._view, self._unfolded = view, None
-        elif self._unfolded:
-            for batch in self._unfolded:
-                view.fold(batch)
-            self._unfolded = None
+            return self._read(await self.get_events())
+        if self._unfolded:
+            self._catch_up(view)
         return view
+
+    def _read(self, events: Sequence[AgentEvent]) -> LogView:
+        """A new view of the whole log, ``events``, now the cached one."""
+        view = LogView()
+        view.fold(events)
+        self._view, self._unfolded = view, None
+        return view
+
+    def _catch_up(self, view: LogView) -> None:
+        """Fold what was appended since the cached ``view`` was read into it."""
+        for batch in self._unfolded or ():
+            view.fold(batch)
+        self._unfolded = None
 
     def _folded(self, events: Sequence[AgentEvent]) -> None:
         """Note ``events`` as appended, for the cached view to take in when next read.
@@ -370,6 +382,11 @@ class Session(ABC):
     batch that ends it (its last event a `RunFinishedEvent`), so a store may give the lease
     back in that batch's own write."""
 
+    _lease_here = True
+    """Whether the lease lives only in this process and is keyed by this object (the lease
+    methods and the key are `Session`'s, the hash is identity): then a free one is taken and
+    given back without an await or a lock (`Lease.take`)."""
+
     async def acquire_lease(self, owner: str) -> bool:
         """Take the session's write lease for ``owner``; ``False`` if another owner holds it
         (``holder`` then says who).
@@ -377,14 +394,22 @@ class Session(ABC):
         The default lease lives in this process, on this session object. A store whose log is
         shared by other objects or processes extends it (`SQLiteSession` keeps a lease row).
         """
-        with _leases_lock:
-            if _leases.setdefault(self._lease_key(), owner) == owner:
-                return True
+        if self._hold(owner):
+            return True
         self.holder = "held by another run in this process"
         return False
 
     async def release_lease(self, owner: str) -> None:
         """Give up ``owner``'s lease (nothing happens if ``owner`` does not hold it)."""
+        self._unhold(owner)
+
+    def _hold(self, owner: object) -> bool:
+        """Take the process's lease on this log for ``owner``; ``False`` if another holds it."""
+        with _leases_lock:
+            return _leases.setdefault(self._lease_key(), owner) == owner
+
+    def _unhold(self, owner: object) -> None:
+        """Give up ``owner``'s hold on the process's lease on this log, if it has it."""
         key = self._lease_key()
         with _leases_lock:
             if _leases.get(key) == owner:
@@ -398,7 +423,8 @@ class Session(ABC):
         sessions are written only through it). Another holder means `SessionInUseError`, at
         once or, with ``wait`` seconds, once they have passed without the lease coming free.
         """
-        check_wait(wait)
+        if wait is not None:
+            check_wait(wait)
         return Lease(self, wait)
 
     async def fork(self, *, at: int) -> Session:
@@ -442,8 +468,12 @@ _owner_numbers = itertools.count()
 
 class Lease:
     """``Session.lease()``: takes the lease on entry (waiting if asked), gives it up on exit.
+
     A ``run``'s lease (``Runner``'s) ends no later than the batch that ends the run, for a
-    store that gives it back with that batch (`Session._run_owner`)."""
+    store that gives it back with that batch (`Session._run_owner`). A lease that lives only
+    in this process can also be taken without an await (`take`, then `give_back`): a run on a
+    `MemorySession` does that (its store has no batch to give it back with).
+    """
 
     __slots__ = ("_owner", "_run", "_session", "_wait")
 
@@ -451,10 +481,26 @@ class Lease:
         self._session = session
         self._wait = wait
         self._run = run
-        self._owner = f"{_owner_prefix}-{next(_owner_numbers)}"
+        self._owner = ""  # named on entry (``take`` holds the lease as this object)
+
+    def take(self) -> bool:
+        """Take the lease now if it is free and lives only in this process (see
+        ``Session._lease_here``); then `give_back` gives it up. ``False``: enter it with
+        ``async with`` instead, which waits or refuses, and takes a store's shared record."""
+        session = self._session
+        # Keyed by the session object (identity hash and equality): one dict operation that
+        # runs no Python code takes it, so no other thread can come between; no lock needed.
+        return session._lease_here and _leases.setdefault(session, self) is self
+
+    def give_back(self) -> None:
+        """Give up the lease `take` took."""
+        session = self._session
+        if _leases.get(session) is self:  # only the holder removes its entry: no race
+            del _leases[session]
 
     async def __aenter__(self) -> str:
-        session, owner = self._session, self._owner
+        session = self._session
+        owner = self._owner = f"{_owner_prefix}-{next(_owner_numbers)}"
         if not await session.acquire_lease(owner):  # the common case: free
             deadline = time.monotonic() + (self._wait or 0.0)
             while not await session.acquire_lease(owner):

@@ -40,11 +40,11 @@ class MemorySession(Session):
 
     @property
     def store(self) -> dict[str, MemorySession]:
-        """The sessions that can open one another by id, this one included. Made when first
-        asked for (``open``, ``child``): a session on its own then refers to nothing that
-        refers back to it, so its events go when it does, not at a garbage collection."""
+        """The sessions that can open one another by id, this one included."""
         store = self._store
         if store is None:
+            # Made when first asked for: it holds this session, which holds it, and a session
+            # that never opens another (most) is then freed with no garbage collection.
             store = self._store = {self.session_id: self}
         return store
 
@@ -55,20 +55,24 @@ class MemorySession(Session):
         return list(self.events)
 
     async def view(self) -> LogView:
-        if len(self.events) != self._seen:  # changed behind this object's back: read afresh
-            self._view = None
-            self._seen = len(self.events)
-        return await super().view()
+        # Session.view's steps without a second coroutine: this runs once per run.
+        mine, view = self.events, self._view
+        if view is None or len(mine) != self._seen:  # new, or changed behind this object's back
+            self._seen = len(mine)
+            return self._read(mine)
+        if self._unfolded:
+            self._catch_up(view)
+        return view
 
     async def append(self, events: Sequence[AgentEvent]) -> None:
-        if len(self.events) != self._seen:
-            raise SessionConflictError(self.session_id, expected=self._seen,
-                                       found=len(self.events))
-        self.events.extend(events)
-        self._seen = len(self.events)
-        self.info.event_count = len(self.events)
+        mine = self.events
+        if len(mine) != self._seen:
+            raise SessionConflictError(self.session_id, expected=self._seen, found=len(mine))
+        mine.extend(events)
+        info = self.info
+        info.event_count = self._seen = len(mine)
         if events:
-            self.info.updated_at = events[-1].time
+            info.updated_at = events[-1].time
         self._folded(events)
 
     def child(self, *, path: str, tool_call_id: str, key: str = "") -> MemorySession:
