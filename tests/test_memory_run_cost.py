@@ -110,7 +110,7 @@ def test_a_session_with_its_own_equality_takes_its_lease_the_locked_way() -> Non
     assert not Equal("a").lease().take()  # then entered with ``async with``
 
 
-def test_a_request_counts_its_tokens_without_a_temporary_usage() -> None:
+def test_a_request_adds_its_tokens_to_its_model_and_to_its_agent_under_that_model() -> None:
     from relayrace.core.usage import RunUsage
 
     usage = RunUsage()
