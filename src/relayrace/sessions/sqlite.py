@@ -317,7 +317,7 @@ class SQLiteSession(Session):
         seq = pending.get(self, self._seq)
         if seq is None or self._failed is not None:
             return None
-        sid, info = self.session_id, self.info
+        sid = self.session_id
         row_owner = self._rows.get(ends) if ends else None
         last = pending[self] = seq + len(events)
 
@@ -325,10 +325,14 @@ class SQLiteSession(Session):
             self._seq = last
             return self._written(events, last, ends, row_owner)
 
-        return (_values(sid, seq, events, lines),
-                (sid, info.parent_id, info.parent_tool_call_id, info.path, info.key,
-                 info.created_at, info.owner, max(e.time for e in events)),
+        return (_values(sid, seq, events, lines), self._session_row(events),
                 None if row_owner is None else (sid, row_owner), record)
+
+    def _session_row(self, events: Sequence[AgentEvent]) -> tuple[Any, ...]:
+        """The session's row as a batch of ``events`` writes it (`touch_sessions`)."""
+        info = self.info
+        return (self.session_id, info.parent_id, info.parent_tool_call_id, info.path, info.key,
+                info.created_at, info.owner, max(e.time for e in events))
 
     def _write(self, conn: sqlite3.Connection, events: Sequence[AgentEvent],
                lines: list[str], ends: str) -> Callable[[], None]:
@@ -348,10 +352,7 @@ class SQLiteSession(Session):
         except BaseException as exc:
             self._failed = exc
             raise
-        info = self.info
-        touch_sessions(conn, (sid, info.parent_id, info.parent_tool_call_id, info.path,
-                              info.key, info.created_at, info.owner,
-                              max(e.time for e in events)))
+        touch_sessions(conn, self._session_row(events))
         row_owner = self._rows.get(ends) if ends else None
         if row_owner is not None:
             drop_leases(conn, (sid, row_owner))
