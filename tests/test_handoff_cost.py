@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 
 import relayrace._engine.toolexec as toolexec
-from relayrace import Agent, RunContext, Runner, handoff, tool
+from relayrace import Agent, RunContext, Runner, handoff, tool, tracing
 from relayrace._engine.turn import Transfer
 from relayrace.sessions import MemorySession
 from relayrace.testing import FunctionModel, text, tool_call
-from relayrace.tracing import InMemoryTraceProcessor
+from relayrace.tracing import (
+    UNSEEN,
+    InMemoryTraceProcessor,
+    get_trace_processors,
+    set_trace_processors,
+)
 
 
 def chain(size: int, *, hooked: list[str] | None = None) -> Agent[Any]:
@@ -117,3 +122,59 @@ async def test_a_run_leaves_no_garbage_for_the_collector() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+async def test_a_run_with_no_trace_processor_makes_no_spans(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """Spans are made for the processors that record them: with none registered, a run's
+    steps share one placeholder (`UNSEEN`), which a tool may write on without keeping
+    anything; with one, every step has its own span again."""
+    made: list[object] = []
+    real_new = tracing._new
+
+    def counted(cls: type) -> object:
+        obj = real_new(cls)
+        made.append(obj)
+        return obj
+
+    monkeypatch.setattr(tracing, "_new", counted)
+    seen: list[tracing.Span | None] = []
+
+    @tool
+    def note(ctx: RunContext[Any]) -> str:
+        """Note the span the call runs in."""
+        seen.append(ctx.span)
+        assert ctx.span is not None
+        ctx.span.attributes["server"] = "s"  # as an MCP tool writes on its span
+        ctx.span.attributes.update(more=1)
+        return "noted"
+
+    def turn(req: Any) -> Any:
+        if req.agent == "a0":
+            return tool_call("transfer_to_a1", {"reason": "r"})
+        done = any(m.role == "tool" and m.name == "note" for m in req.messages)
+        return text("done") if done else tool_call("note")
+
+    target = Agent("a1", instructions="x", model=FunctionModel(turn), tools=[note])
+    agent = Agent("a0", instructions="x", model=FunctionModel(turn), sub_agents=[target])
+    saved = get_trace_processors()
+    set_trace_processors([])
+    try:
+        result = await Runner.run(agent, "go")
+    finally:
+        set_trace_processors(saved)
+    assert result.final_output == "done" and [h.to_agent for h in result.handoffs] == ["a1"]
+    assert made == [] and seen == [UNSEEN]
+    assert UNSEEN.attributes == {} and UNSEEN.end_ns == 0 and UNSEEN.error is None
+
+    processor = InMemoryTraceProcessor()
+    set_trace_processors([processor])
+    try:
+        result = await Runner.run(agent, "go")
+    finally:
+        set_trace_processors(saved)
+    assert processor.outline(result.trace_id) == [
+        "run:a0", "  agent:a0", "    model:function", "    handoff:a0 -> a1",
+        "  agent:a1", "    model:function", "    tool:note", "    model:function"]
+    assert len(made) == 8 and seen[1] is not UNSEEN
+    assert seen[1].kind == "tool" and seen[1].attributes["server"] == "s"

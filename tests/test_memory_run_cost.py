@@ -115,10 +115,18 @@ def test_a_request_adds_its_tokens_to_its_model_and_to_its_agent_under_that_mode
 
     usage = RunUsage()
     used = Usage(input_tokens=3, output_tokens=2)
+    local = Usage()
     usage.count_request("a0", "m", used)
-    usage.count_request("a0", "m", used)
-    assert usage.per_model["m"] == Usage(requests=2, input_tokens=6, output_tokens=4)
+    usage.count_request("a0", "m", Usage(input_tokens=3, output_tokens=2, cache_read_tokens=1),
+                        local)
+    assert usage.per_model["m"] == Usage(requests=2, input_tokens=6, output_tokens=4,
+                                         cache_read_tokens=1)
     assert usage.per_agent_model["a0"]["m"] == usage.per_model["m"]
+    # The requests themselves are counted when admitted (``Budget.open_request``); the tokens
+    # go to the total, the agent and a delegated loop's own tally here.
+    assert usage.total == usage.per_agent["a0"] == Usage(input_tokens=6, output_tokens=4,
+                                                         cache_read_tokens=1)
+    assert local == Usage(input_tokens=3, output_tokens=2, cache_read_tokens=1)
 
 
 async def test_a_memory_run_leaves_no_cycles_for_the_garbage_collector() -> None:

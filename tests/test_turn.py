@@ -16,7 +16,15 @@ from relayrace import Agent, Message, ToolCall, TransferPolicy, tool
 from relayrace._engine.loop import AgentLoop
 from relayrace._engine.state import RunState
 from relayrace._engine.toolexec import Route, run_tools
-from relayrace._engine.turn import Answer, Blocked, Finished, Move, RunAgain, TeamRoute, Yield
+from relayrace._engine.turn import (
+    Answer,
+    Blocked,
+    Finished,
+    RunAgain,
+    TeamRoute,
+    Transfer,
+    Yield,
+)
 from relayrace.agents.guardrails import TopicDenyListGuardrail
 from relayrace.core.exceptions import HandoffLoopError, MaxHandoffsExceeded
 from relayrace.sessions import MemorySession
@@ -196,15 +204,15 @@ async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
     loop = new_loop(triage)
     loop.push(Message.user("hi"))
     span = loop.state.trace.start("agent", "triage", None)
-    again = await loop.take_turn(triage, span, [], False)
-    assert type(again.next) is RunAgain and again.message is not None
-    assert again.message.tool_calls[0].name == "lookup"
-    finished = await loop.take_turn(triage, span, [], False)
-    assert type(finished.next) is Finished and finished.next.text == "all wrapped up"
-    moved = await loop.take_turn(triage, span, [], False)
-    assert type(moved.next) is Move and moved.next.route.target is billing
-    answered = await loop.take_turn(billing, span, [], False)
-    assert answered.next == Answer("All set.")
+    message, again = await loop.take_turn(triage, span, [], False)
+    assert type(again) is RunAgain and message is not None
+    assert message.tool_calls[0].name == "lookup"
+    _, finished = await loop.take_turn(triage, span, [], False)
+    assert type(finished) is Finished and finished.text == "all wrapped up"
+    _, moved = await loop.take_turn(triage, span, [], False)
+    assert type(moved) is Transfer and moved.target is billing
+    _, answered = await loop.take_turn(billing, span, [], False)
+    assert answered == Answer("All set.")
     assert loop.control.turns == 4
 
 
@@ -215,10 +223,10 @@ async def test_a_single_turn_agent_that_answers_yields_to_its_caller() -> None:
     loop = new_loop(triage)
     loop.push(Message.user("balance?"))
     loop.transfers.resume(["triage"])  # triage handed the question to helper
-    turn = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None), [],
-                                False)
-    assert turn.next == Yield(triage)
-    assert turn.message is not None and turn.message.content == "Your balance is 42."
+    message, step = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None),
+                                         [], False)
+    assert step == Yield(triage)
+    assert message is not None and message.content == "Your balance is 42."
 
 
 async def test_in_a_team_a_tools_transfer_request_ends_the_turn_for_the_team() -> None:
@@ -227,8 +235,8 @@ async def test_in_a_team_a_tools_transfer_request_ends_the_turn_for_the_team() -
     loop = new_loop(triage)
     loop.push(Message.user("hi"))
     loop.scope.speaker_turn(True)  # as a team's speaker (turns_of does this)
-    turn = await loop.take_turn(triage, loop.state.trace.start("agent", "desk", None), [], True)
-    assert type(turn.next) is TeamRoute and turn.next.route.name == "billing"
+    _, step = await loop.take_turn(triage, loop.state.trace.start("agent", "desk", None), [], True)
+    assert type(step) is TeamRoute and step.route.name == "billing"
     assert RAN == ["pass_on"]
 
 
@@ -238,10 +246,10 @@ async def test_an_output_guardrail_that_blocks_the_answer_ends_the_turn_blocked(
                   output_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
     loop.push(Message.user("hi"))
-    turn = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
+    _, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
     # The block's answer replaces the text, and the run ends with it.
-    assert type(turn.next) is Answer and turn.next.text.startswith("I'm sorry, I can't share")
-    assert "Here is how" not in turn.next.text and loop.control.blocked == turn.next.text
+    assert type(step) is Answer and step.text.startswith("I'm sorry, I can't share")
+    assert "Here is how" not in step.text and loop.control.blocked == step.text
 
 
 async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked() -> None:
@@ -250,6 +258,7 @@ async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked
                   input_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
     loop.push(Message.user("I want a refund"))
-    turn = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
-    assert type(turn.next) is Blocked and turn.message is None
+    message, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [],
+                                         False)
+    assert type(step) is Blocked and message is None
     assert model.remaining == 1  # the model was never asked

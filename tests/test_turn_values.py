@@ -15,7 +15,7 @@ from relayrace._engine.loop import AgentLoop
 from relayrace._engine.state import RunState
 from relayrace._engine.steps import Finishing, Redirected, Returned, _attempts
 from relayrace._engine.toolexec import run_tools
-from relayrace._engine.turn import Answer, End, Move, Transfer
+from relayrace._engine.turn import End, Transfer
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.tracing import Trace
@@ -42,9 +42,12 @@ async def test_what_a_turn_decides_cannot_be_changed_after_it_is_made() -> None:
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
     loop.push(Message.user("hello"))
     turn = await loop.take_turn(triage, loop.state.trace.start("agent", "t", None), [], False)
-    assert type(turn.next) is Move and type(turn.next.route) is Transfer
+    step = turn[1]
+    assert type(turn) is tuple and type(step) is Transfer
+    with pytest.raises(TypeError):
+        turn[1] = End(step.call, "changed")  # type: ignore[index]
     with pytest.raises(dataclasses.FrozenInstanceError):
-        turn.next = Answer("changed")  # type: ignore[misc]
+        step.reason = "changed"  # type: ignore[misc]
 
 
 def test_a_durable_step_recorded_before_the_variants_replays_as_the_same_outcome() -> None:

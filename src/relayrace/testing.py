@@ -11,7 +11,6 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from types import CoroutineType
 from typing import Any, TypeAlias
 
 from pydantic_core import to_jsonable_python
@@ -79,6 +78,9 @@ Turn: TypeAlias = str | Part | Sequence[str | Part] | Message | BaseException
 (``final_output(...)``), several parts (one message), a whole message, or an exception to
 raise."""
 
+_TURN_TYPES = frozenset((str, TextPart, ToolCallPart, OutputPart))
+"""The types a turn function returns most often, known not to be awaitable."""
+
 _TURNS = ("text (a string or text(...)), tool_call(...), final_output(...), a list of these, "
           "a Message, or an exception to raise")
 
@@ -88,6 +90,10 @@ def text(content: str) -> TextPart:
     return TextPart(content)
 
 
+_encode = json.JSONEncoder().encode
+"""``json.dumps`` with its defaults, without matching its keyword arguments on each call."""
+
+
 def tool_call(
     name: str, args: dict[str, Any] | str | None = None, *, id: str | None = None
 ) -> ToolCallPart:
@@ -95,7 +101,7 @@ def tool_call(
 
     ``args`` is a dict (sent as JSON) or a raw string, to script malformed arguments.
     """
-    raw = args if isinstance(args, str) else json.dumps(args) if args else "{}"
+    raw = args if isinstance(args, str) else _encode(args) if args else "{}"
     return ToolCallPart(name, raw, id)
 
 
@@ -399,8 +405,7 @@ class FunctionModel(_TestModelBase):
         if self.delay:
             await asyncio.sleep(self.delay)
         result = self.fn(request)
-        # A coroutine (the common case) or any other awaitable, such as a future.
-        if isinstance(result, CoroutineType) or (type(result) is not str
-                                                 and inspect.isawaitable(result)):
+        # A coroutine or any other awaitable, such as a future (a turn's own types are not).
+        if type(result) not in _TURN_TYPES and inspect.isawaitable(result):
             result = await result
-        return self._response(result, request, chars)
+        return self._response(result, request, chars)  # type: ignore[arg-type]  # awaited

@@ -24,65 +24,59 @@ Estimate = tuple[int, int] | None
 class Budget:
     """Usage and limits of one run tree (``local`` is a delegated loop's own tally)."""
 
-    __slots__ = ("_agent_calls", "_gate", "limits", "usage")
+    __slots__ = ("_agent_calls", "gate", "limits", "usage")
 
     def __init__(self, limits: UsageLimits | None = None) -> None:
         self.usage = RunUsage()
         """What the run used: the total and by agent path, children included."""
         self.limits = limits
         """The run's budgets, if any."""
-        self._gate = TokenGate(limits) if limits is not None and limits.has_token_budget else None
+        self.gate = TokenGate(limits) if limits is not None and limits.has_token_budget else None
+        """With token budgets: where concurrent requests wait until they fit."""
         self._agent_calls = 0
 
-    async def open_request(self, request: ModelRequest, path: str,
-                           local: Usage | None) -> Estimate:
-        """Admit one model request against the budgets and count it, or raise.
+    def open_request(self, path: str, local: Usage | None) -> None:
+        """Count one model request of ``path``, or raise if it would pass a budget.
 
-        With token budgets, waits until the request fits beside those in flight; returns the
-        estimate to hand back to ``close_request``.
+        With token budgets, the request waits for the token ``gate`` first (``admit``: it
+        reserves the request, and its estimate goes back to ``close_request``).
         """
         total = self.usage.total
-        estimate: Estimate = None
-        if self._gate is not None:
-            estimate = await self._gate.admit(request, total)
-        elif self.limits is not None:
+        if self.gate is None and self.limits is not None:
             self.limits.reserve_request(total)
         total.requests += 1
         per_agent = self.usage.per_agent
         (per_agent.get(path) or self.usage.for_agent(path)).requests += 1
         if local is not None:
             local.requests += 1
-        return estimate
 
     def close_request(self, estimate: Estimate, path: str, local: Usage | None,
                       response: ModelResponse | None, model: str) -> None:
-        """Count what a request admitted by ``open_request`` used (``None``: it failed), and
+        """Count what a request counted by ``open_request`` used (``None``: it failed), and
         which model served it (``model``, the name of the model asked, unless the response
         says which of its models did)."""
-        if estimate is not None and self._gate is not None:
-            self._gate.leave(estimate, 0 if response is None else response.usage.output_tokens)
+        if estimate is not None and self.gate is not None:
+            self.gate.leave(estimate, 0 if response is None else response.usage.output_tokens)
         if response is None:
             return
         used = response.usage
         usage = self.usage
-        remote = response.remote
-        if remote is None:  # the request's own tokens (it was counted when it was admitted)
+        served = response.served
+        if not served:  # the usual request: one model answered
+            usage.count_request(path, model, used, local)
+        else:  # its tokens (the request was counted when admitted), then each model's share
             usage.total.add_tokens(used)
             usage.per_agent[path].add_tokens(used)
             if local is not None:
                 local.add_tokens(used)
-        else:  # a remote agent's run behind the response: its other requests and tool calls
+            usage.count_served(path, served)
+        remote = response.remote
+        if remote is not None:  # a remote agent's run behind it: its other requests, tool calls
             added = Usage(requests=max(0, remote.requests - 1), tool_calls=remote.tool_calls)
-            added.add_tokens(used)
             usage.total.add(added)
             usage.per_agent[path].add(added)
             if local is not None:
                 local.add(added)
-        served = response.served
-        if served:
-            usage.count_served(path, served)
-        else:
-            usage.count_request(path, model, used)
 
     def check_tokens(self) -> None:
         """Raise if a token budget is used up."""

@@ -203,7 +203,9 @@ async def _summary_of(pieces: Pieces, agent: Agent[Any], model: Model, old: str,
     request = new_request(SUMMARY_INSTRUCTIONS, [Message.user(prompt)], [], None, agent.name)
     budget_ = pieces.state.budget
     path, local = pieces.path(agent), pieces.place.local
-    estimate = await budget_.open_request(request, path, local)
+    gate = budget_.gate
+    estimate = None if gate is None else await gate.admit(request, budget_.usage.total)
+    budget_.open_request(path, local)
     span = pieces.state.trace.start("model", model.name, parent, agent=agent.name,
                                   purpose="summary")
     try:

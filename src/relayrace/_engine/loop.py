@@ -54,7 +54,6 @@ from .turn import (
     End,
     Finished,
     HandBack,
-    Move,
     Return,
     RouteTo,
     RunAgain,
@@ -228,22 +227,22 @@ class AgentLoop(Pieces):
             return Spoke(self.blocked_answer(agent, blocked), agent)
         resumed = self.views.take_remembered()  # for the agent the run starts with, only
         if resumed is None:
-            self.set_view(agent)
+            self.views.show(agent.name)
         else:
-            self.set_view(agent, await self.filtered_view(agent, resumed, self.views.note),
-                          resumed)
+            self.views.show(agent.name,
+                            await self.filtered_view(agent, resumed, self.views.note), resumed)
         agent_span = state.trace.start("agent", agent.name, run_span)
         last_text = ""
         try:
             while True:  # a dispatcher over what each turn decides
-                turn = await self.take_turn(agent, agent_span, pending, team)
+                message, step = await self.take_turn(agent, agent_span, pending, team)
                 pending = []
-                if turn.message is not None and turn.message.content:
-                    last_text = turn.message.content
-                match turn.next:
+                if message is not None and message.content:
+                    last_text = message.content
+                match step:
                     case RunAgain():
                         continue
-                    case Move(route=route):
+                    case Transfer() | Return() as route:
                         transfer = self._log_move(agent, route)
                         # The call's result and the move: one batch, so a crash cannot leave
                         # a persistent log with the old agent told "Transferred" (or
@@ -302,10 +301,10 @@ class AgentLoop(Pieces):
                                              model_of(agent, self.state.model_override),
                                              Message("assistant", "", tuple(calls)))
                 if answer is not None:
-                    return TurnResult(None, Answer(answer))
+                    return None, Answer(answer)
                 if not given:
                     await self.flush()
-                    return TurnResult(None, RUN_AGAIN)
+                    return None, RUN_AGAIN
                 calls = list(given)
             offer = self.plain_offer(agent) or await self.offer(agent)
         elif agent.is_human:  # a person's turn: no model call
@@ -319,13 +318,13 @@ class AgentLoop(Pieces):
                 blocked = input_block(self, agent)
                 if blocked is not None:
                     self.control.block(blocked)
-                    return TurnResult(None, Blocked(blocked))
+                    return None, Blocked(blocked)
                 if len(self.views.redact.get(agent.name, ())) != known:
                     source = self.views.filter
                     if source is None:
-                        self.set_view(agent)
+                        self.views.show(agent.name)
                     else:
-                        self.set_view(agent, await self.filtered_view(
+                        self.views.show(agent.name, await self.filtered_view(
                             agent, source, self.views.note), source)
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
@@ -339,13 +338,13 @@ class AgentLoop(Pieces):
                                              message)
                 if answer is None and not given:  # the model was told what to fix
                     await self.flush()
-                    return TurnResult(message, RUN_AGAIN)
+                    return message, RUN_AGAIN
             if not given:
                 assert answer is not None
                 caller = self.caller() if agent.mode == "single_turn" else None
                 if caller is not None and not self.control.blocked:
-                    return TurnResult(message, Yield(caller))
-                return TurnResult(message, Answer(answer))
+                    return message, Yield(caller)
+                return message, Answer(answer)
             calls = list(given)
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
@@ -353,20 +352,20 @@ class AgentLoop(Pieces):
         blocked = self.control.blocked
         if blocked is not None:
             await self.flush()
-            return TurnResult(message, Blocked(blocked))
+            return message, Blocked(blocked)
         match route:
             case None:
                 if self.log.session.persistent:  # a memory log is written before tools run
                     await self.flush()
-                return TurnResult(message, RUN_AGAIN)
+                return message, RUN_AGAIN
             case Transfer() | Return():  # its result is written with the move (``turns_of``)
-                return TurnResult(message, Move(route))
+                return message, route
             case End(summary=summary):
                 await self.flush()
-                return TurnResult(message, Finished(summary, route))
+                return message, Finished(summary, route)
             case RouteTo():  # in a team; elsewhere it became a transfer by name
                 await self.flush()
-                return TurnResult(message, TeamRoute(route))
+                return message, TeamRoute(route)
 
     def _log_move(self, agent: Agent[Any], route: Transfer | Return) -> Transfer | None:
         """Log a transfer or a task's return that ``agent``'s turn confirmed (the call's
@@ -437,9 +436,9 @@ class AgentLoop(Pieces):
         if route is not None and route.note is not None:
             self.views.keep_note(route.note)
         if route is None or route.view is None:
-            self.set_view(target)
+            self.views.show(target.name)
         else:
-            self.set_view(target, route.view, route.handoff)
+            self.views.show(target.name, route.view, route.handoff)
         return target, self.state.trace.start("agent", target.name, run_span)
 
 

@@ -163,8 +163,14 @@ class Views:
         if self.view is not self.transcript:
             self.view.append(message)
 
-    def show(self, view: list[Message], source: Handoff | None) -> None:
-        """From now on the active agent sees ``view`` (shaped by ``source``'s filter, if any)."""
+    def show(self, agent: str, view: list[Message] | None = None,
+             source: Handoff | None = None) -> None:
+        """What ``agent``, active from now on, sees: all (redacted for it), or ``view``, what
+        the input filter of ``source`` kept of it (``Pieces.filtered_view``)."""
+        if view is None:
+            redact = self.redact.get(agent)
+            transcript = self.transcript
+            view = [redact.get(id(m), m) for m in transcript] if redact else transcript
         self.view, self.filter = view, source
 
     def remember(self, source: Handoff | None) -> None:

@@ -17,6 +17,7 @@ from ..models.interface import (
     OutputDelta,
     StatusUpdate,
 )
+from ..tracing import UNSEEN
 from .builders import new_message_event, new_request
 from .context import request_messages
 from .guarding import GuardedStream, cost_block, guard_finish, guard_text
@@ -75,7 +76,9 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
                           offer.output,
                           info.parent_id or info.session_id)
     budget, local = state.budget, pieces.place.local
-    estimate = await budget.open_request(request, path, local)
+    gate = budget.gate
+    estimate = None if gate is None else await gate.admit(request, budget.usage.total)
+    budget.open_request(path, local)
     span = state.trace.start("model", model.name, parent, agent=name)
     guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
@@ -98,11 +101,12 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         raise
     u = response.usage
     budget.close_request(estimate, path, local, response, model.name)
-    attributes = span.attributes
-    attributes["input_tokens"] = u.input_tokens
-    attributes["output_tokens"] = u.output_tokens
-    attributes["response_model"] = response.model
-    state.trace.end(span)
+    if span is not UNSEEN:  # a span someone records
+        attributes = span.attributes
+        attributes["input_tokens"] = u.input_tokens
+        attributes["output_tokens"] = u.output_tokens
+        attributes["response_model"] = response.model
+        state.trace.end(span)
     message = response.message
     content, calls = message.content, message.tool_calls
     if not calls:

@@ -109,8 +109,12 @@ class Pieces:
         return CallKey(self.log.session.session_id, self.calls.batch_at, call)
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent`` (looked up once per loop)."""
-        toolsets = self.place.toolsets
+        """The tools of ``agent``: its own (kept on the agent), or, with toolsets or tools
+        every agent of this loop gets, as this loop last listed them."""
+        place = self.place
+        if not place.extra_tools and not agent.toolsets:
+            return toolset_of(agent)
+        toolsets = place.toolsets
         ts = toolsets.get(agent.name)
         if ts is None:
             ts = toolsets[agent.name] = self.offered(toolset_of(agent))
@@ -199,16 +203,6 @@ class Pieces:
                 self.log.add(ev)
 
     # -- views --------------------------------------------------------------------------
-
-    def set_view(self, agent: Agent[Any], view: list[Message] | None = None,
-                 source: Handoff | None = None) -> None:
-        """What ``agent`` sees from now on: all (redacted for it), or ``view``, what the
-        input filter of ``source`` kept of it (see ``filtered_view``)."""
-        if view is None:
-            redact = self.views.redact.get(agent.name)
-            transcript = self.views.transcript
-            view = [redact.get(id(m), m) for m in transcript] if redact else transcript
-        self.views.show(view, source)
 
     async def filtered_view(self, agent: Agent[Any], source: Handoff, note: Message | None,
                             extra: Sequence[Message] = ()) -> list[Message]:

@@ -150,7 +150,9 @@ def toolset_of(agent: Agent[Any]) -> Toolset:
     transfers change (an agent placed under a parent gains its parent and peers) or its
     permissions do, or, with toolsets, when one lists anew (see ``listed_toolset_of``)."""
     ts: Toolset | None = agent._toolset
-    if ts is None or ts.source is not agent.handoff_set() or \
+    # ``_handoff_cache``: ``handoff_set()``'s, set when ``ts`` was built, replaced (never
+    # cleared) when the agent is placed anew.
+    if ts is None or ts.source is not agent._handoff_cache or \
             ts.permissions is not agent.permissions:
         ts = agent._toolset = Toolset(agent, ts.listed if ts is not None else ())
     return ts

@@ -51,5 +51,5 @@ async def human_turn(pieces: Pieces, agent: Agent[Any]) -> TurnResult:
     if given.hand_back:
         target = pieces.place.entry.find_agent(given.hand_back)
         assert target is not None  # checked by bind_reply
-        return TurnResult(message, HandBack(target, given.text))
-    return TurnResult(message, Answer(given.text))
+        return message, HandBack(target, given.text)
+    return message, Answer(given.text)

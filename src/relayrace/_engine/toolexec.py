@@ -280,8 +280,10 @@ async def _transfer(
     if refusal is None and h is not None:
         if h.input_filter is not None:
             view = await _filter_view(pieces, agent, call, target, h, results, index)
-        if h.on_handoff is None:  # no hook to run: its span alone
-            pieces.state.trace.end(_handoff_span(pieces, agent, target, reason, parent))
+        if h.on_handoff is None:  # no hook to run: its span alone, if spans are recorded
+            trace = pieces.state.trace
+            if trace.processors:
+                trace.end(_handoff_span(pieces, agent, target, reason, parent))
         else:
             failure = await _on_handoff(pieces, agent, call, h, reason, value, parent)
             if failure is not None:
@@ -311,7 +313,7 @@ def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:
 
     A result recorded when its call finished (persistent logs) is not recorded again.
     """
-    push, add, logged = pieces.push, pieces.log.add, pieces.log.logged
+    push, add, logged = pieces.views.push, pieces.log.add, pieces.log.logged
     for i, ev in enumerate(results):
         if ev is not None:
             push(ev.message)

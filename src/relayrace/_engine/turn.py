@@ -3,7 +3,7 @@
 A tool call that asks to move control gives a `Route`: a transfer tool's `Transfer`, a task's
 `Return` (``finish_task``), a tool's typed ``TransferTo`` (`RouteTo`; outside a team it becomes
 a `Transfer` by name) or typed ``Finish`` (`End`). ``AgentLoop.take_turn`` makes a `TurnResult`
-whose ``next`` says what happens after the turn (`Next`), and ``AgentLoop.turns_of`` a
+(the turn's message, and `Next`: what happens after it), and ``AgentLoop.turns_of`` a
 dispatcher over it, ends with `Spoke`. Every tool call of a turn is answered (and logged)
 before its result is made, whatever comes next. Each value is never changed once made; code
 that reads one matches on its type.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..agents.handoffs import Handoff
     from ..core.messages import Message, ToolCall
 
-__all__ = ["RUN_AGAIN", "Answer", "Blocked", "End", "Finished", "HandBack", "Move", "Next",
+__all__ = ["RUN_AGAIN", "Answer", "Blocked", "End", "Finished", "HandBack", "Next",
            "Return", "Route", "RouteTo", "RunAgain", "Spoke", "TeamRoute", "Transfer",
            "TurnResult", "Yield"]
 
@@ -110,14 +110,6 @@ class RunAgain:
 
 @fast_frozen
 @dataclass(frozen=True, slots=True)
-class Move:
-    """Control moves: a transfer, or a task agent's return to its caller (``route``)."""
-
-    route: Transfer | Return
-
-
-@fast_frozen
-@dataclass(frozen=True, slots=True)
 class Yield:
     """A ``single_turn`` agent answered and hands control back to ``caller``."""
 
@@ -159,21 +151,16 @@ class HandBack:
     text: str
 
 
-Next = Answer | RunAgain | Move | Yield | Finished | TeamRoute | Blocked | HandBack
-"""What happens after a turn."""
+Next = Answer | RunAgain | Transfer | Return | Yield | Finished | TeamRoute | Blocked | HandBack
+"""What happens after a turn: a confirmed `Transfer` or `Return` moves control."""
 
 RUN_AGAIN = RunAgain()
 """The one `RunAgain`: it carries nothing."""
 
 
-@fast_frozen
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """One turn: the assistant message (``None`` when the turn ran calls left pending by an
-    earlier run), and what happens next."""
-
-    message: Message | None
-    next: Next
+TurnResult = tuple["Message | None", Next]
+"""One turn: the assistant message (``None`` when the turn ran calls left pending by an
+earlier run), and what happens next. (A plain pair: one is made at every turn.)"""
 
 
 @fast_frozen

@@ -63,7 +63,9 @@ class RunContext(Generic[TContext]):
     depth: int = 0
     """How deeply delegated the agent is: 0 for the top-level run, 1 for its children."""
     span: Span | None = None
-    """The trace span of the tool call being served; delegated children nest under it."""
+    """The trace span of the tool call being served; delegated children nest under it. With
+    no trace processor registered, spans are not made: it is ``relayrace.tracing.UNSEEN``, a
+    shared placeholder that keeps nothing written on it."""
     children: ChildRunner
     """Starts delegated child runs of the agent served (see ``relayrace.agents.delegation``)."""
     answers: Sequence[str] = ()

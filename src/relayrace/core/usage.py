@@ -87,17 +87,37 @@ class RunUsage:
             usage = self.per_agent[path] = Usage()
         return usage
 
-    def count_request(self, path: str, model: str, used: Usage) -> None:
-        """Count one request of ``path`` that ``model`` served, with ``used``'s tokens."""
+    def count_request(self, path: str, model: str, used: Usage, local: Usage | None = None
+                      ) -> None:
+        """Count one request of ``path`` that ``model`` served, with ``used``'s tokens: the
+        request and its tokens in ``model``'s entries (overall and ``path``'s), its tokens in
+        the total, in ``path``'s entry and in ``local`` (a delegated loop's own tally), which
+        counted the request when it was admitted. (One frame for every table: it runs at each
+        model turn.)"""
+        per_model = self.per_model
         by_model = self.per_agent_model.get(path)
         if by_model is None:
             by_model = self.per_agent_model[path] = {}
-        for table in (self.per_model, by_model):
-            entry = table.get(model)
-            if entry is None:
-                entry = table[model] = Usage()
-            entry.requests += 1
-            entry.add_tokens(used)
+        served = per_model.get(model)
+        if served is None:
+            served = per_model[model] = Usage()
+        mine = by_model.get(model)
+        if mine is None:
+            mine = by_model[model] = Usage()
+        served.requests += 1
+        mine.requests += 1
+        agent = self.per_agent.get(path) or self.for_agent(path)
+        entries = (self.total, agent, served, mine) if local is None else \
+            (self.total, agent, served, mine, local)
+        i, o = used.input_tokens, used.output_tokens
+        for entry in entries:
+            entry.input_tokens += i
+            entry.output_tokens += o
+        if used.cache_read_tokens or used.cache_write_tokens or used.reasoning_tokens:
+            for entry in entries:
+                entry.cache_read_tokens += used.cache_read_tokens
+                entry.cache_write_tokens += used.cache_write_tokens
+                entry.reasoning_tokens += used.reasoning_tokens
 
     def count_served(self, path: str, served: Mapping[str, Usage]) -> None:
         """Count what each model of ``served`` (by name) used for a request of ``path``."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 __all__ = [
+    "UNSEEN",
     "InMemoryTraceProcessor",
     "Span",
     "SpanKind",
@@ -58,6 +59,25 @@ class Span:
     def duration_ms(self) -> float:
         """How long the span lasted, in milliseconds."""
         return (self.end_ns - self.start_ns) / 1e6 if self.end_ns else 0.0
+
+
+class _Dropped(dict[str, Any]):
+    """Attributes nobody will read: what is written is not kept."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        pass
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        return default
+
+
+UNSEEN = Span(trace_id="", span_id=0, parent_id=None, kind="run", name="", start_ns=0,
+              attributes=_Dropped())
+"""The span a run's steps get when no trace processor is registered: one placeholder, never
+reported and never changed (so a run without tracing makes no spans)."""
 
 
 class TraceProcessor(Protocol):
@@ -131,7 +151,9 @@ class Trace:
     def start(
         self, kind: SpanKind, name: str, parent: Span | None, **attributes: Any
     ) -> Span:
-        """Open a span under ``parent``."""
+        """Open a span under ``parent`` (`UNSEEN` when no processor would see it)."""
+        if not self.processors:  # nothing records spans: a run pays nothing for them
+            return UNSEEN
         # Built field by field: the dataclass's __init__ is a call more, per span.
         span: Span = _new(Span)
         span.trace_id = self.trace_id
@@ -149,6 +171,8 @@ class Trace:
 
     def end(self, span: Span, error: BaseException | str | None = None) -> None:
         """Close ``span``, recording ``error`` if the step failed."""
+        if span is UNSEEN:
+            return
         span.end_ns = _now()
         if error is not None:
             span.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
