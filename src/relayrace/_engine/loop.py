@@ -29,7 +29,7 @@ from ..core.messages import Message, ToolCall
 from ..sessions.base import Session
 from ..teams.routing import Finish, TransferTo
 from ..teams.workflows import SpeakerTurn
-from ..tracing import Span
+from ..tracing import UNSEEN, Span
 from .builders import (
     new_handoff_event,
     new_message_event,
@@ -428,7 +428,9 @@ class AgentLoop(Pieces):
         confirmed; a return is checked here, and a block there ends the run
         (``control.blocked``).
         """
-        self.state.trace.end(agent_span)
+        trace = self.state.trace
+        if trace.processors:  # else both spans are UNSEEN
+            trace.end(agent_span)
         if target.input_guardrails or self.scope.team_input:  # else nothing to check
             blocked = input_block(self, target)
             if blocked is not None:
@@ -439,7 +441,7 @@ class AgentLoop(Pieces):
             self.views.show(target.name)
         else:
             self.views.show(target.name, route.view, route.handoff)
-        return target, self.state.trace.start("agent", target.name, run_span)
+        return target, trace.start("agent", target.name, run_span) if trace.processors else UNSEEN
 
 
 def _answered(transcript: Sequence[Message], agent: Agent[Any]) -> bool:

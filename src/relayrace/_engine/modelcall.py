@@ -79,7 +79,8 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     gate = budget.gate
     estimate = None if gate is None else await gate.admit(request, budget.usage.total)
     budget.open_request(path, local)
-    span = state.trace.start("model", model.name, parent, agent=name)
+    trace = state.trace
+    span = trace.start("model", model.name, parent, agent=name) if trace.processors else UNSEEN
     guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
