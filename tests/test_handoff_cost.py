@@ -139,14 +139,20 @@ async def test_a_run_with_no_trace_processor_makes_no_spans(monkeypatch: pytest.
 
     monkeypatch.setattr(tracing, "_new", counted)
     seen: list[tracing.Span | None] = []
+    found: list[dict[str, Any]] = []
 
     @tool
     def note(ctx: RunContext[Any]) -> str:
-        """Note the span the call runs in."""
-        seen.append(ctx.span)
-        assert ctx.span is not None
-        ctx.span.attributes["server"] = "s"  # as an MCP tool writes on its span
-        ctx.span.attributes.update(more=1)
+        """Note the span the call runs in, and write on it every way a dict allows."""
+        span = ctx.span
+        assert span is not None
+        seen.append(span)
+        found.append(dict(span.attributes))
+        span.attributes["server"] = "s"  # as an MCP tool writes on its span
+        span.attributes |= {"user": f"u{len(seen)}"}
+        span.attributes.update(more=1)
+        span.attributes.setdefault("kept", 1)
+        span.error, span.name = "mine", "renamed"
         return "noted"
 
     def turn(req: Any) -> Any:
@@ -160,12 +166,15 @@ async def test_a_run_with_no_trace_processor_makes_no_spans(monkeypatch: pytest.
     saved = get_trace_processors()
     set_trace_processors([])
     try:
-        result = await Runner.run(agent, "go")
+        for _ in range(2):  # nothing one run writes on the placeholder reaches the next
+            result = await Runner.run(agent, "go")
+            assert result.final_output == "done"
+            assert [h.to_agent for h in result.handoffs] == ["a1"]
     finally:
         set_trace_processors(saved)
-    assert result.final_output == "done" and [h.to_agent for h in result.handoffs] == ["a1"]
-    assert made == [] and seen == [UNSEEN]
+    assert made == [] and seen == [UNSEEN, UNSEEN] and found == [{}, {}]
     assert UNSEEN.attributes == {} and UNSEEN.end_ns == 0 and UNSEEN.error is None
+    assert UNSEEN.name == "" and UNSEEN.span_id == 0
 
     processor = InMemoryTraceProcessor()
     set_trace_processors([processor])
@@ -175,6 +184,7 @@ async def test_a_run_with_no_trace_processor_makes_no_spans(monkeypatch: pytest.
         set_trace_processors(saved)
     assert processor.outline(result.trace_id) == [
         "run:a0", "  agent:a0", "    model:function", "    handoff:a0 -> a1",
-        "  agent:a1", "    model:function", "    tool:note", "    model:function"]
-    assert len(made) == 8 and seen[1] is not UNSEEN
-    assert seen[1].kind == "tool" and seen[1].attributes["server"] == "s"
+        "  agent:a1", "    model:function", "    tool:renamed", "    model:function"]
+    assert len(made) == 8 and seen[2] is not UNSEEN
+    assert found[2] == {"call_id": seen[2].attributes["call_id"], "agent": "a1"}
+    assert seen[2].kind == "tool" and seen[2].attributes["user"] == "u3"

@@ -262,3 +262,39 @@ async def test_a_gate_inside_a_meta_tool_delegation_waits_for_the_person() -> No
     assert len(requests_of(model, "lead")) == 1
     rejected = await Runner.resume(first.pending, approvals={"call_funds": False})
     assert CALLED == [] and rejected.final_output == "done"
+
+
+@pytest.mark.parametrize("extra", [False, True], ids=["own tools", "with the loop's tools"])
+async def test_a_permission_changed_during_a_run_applies_from_the_agents_next_turn(
+        extra: bool) -> None:
+    """A tool that narrows its agent's permissions: the next turn's offer leaves the denied
+    tool out, and a call of it is refused, whether the loop offers only the agent's own tools
+    (a top-level run) or adds its own (a delegated child's ``submit_report``)."""
+    from relayrace._engine.loop import AgentLoop
+    from relayrace._engine.state import RunState
+    from relayrace.agents.delegation import submit_report
+    from relayrace.core.messages import Message
+    from relayrace.tracing import Trace
+
+    @tool
+    def lock_down() -> str:
+        """Deny deleting from now on."""
+        agent.permissions = Permissions(deny=["delete_*"])
+        return "locked"
+
+    model = ScriptedModel([tool_call("lock_down"), tool_call("delete_file", {"path": "a"})])
+    agent = Agent("clerk", instructions="File things.", model=model,
+                  tools=[read_file, delete_file, lock_down])
+    loop = AgentLoop(RunState(None, Trace()), agent, MemorySession(),
+                     **({"depth": 1, "path_prefix": "lead/", "extra_tools": (submit_report,)}
+                        if extra else {}))
+    loop.push(Message.user("tidy up"))
+    span = loop.state.trace.start("agent", "clerk", None)
+    await loop.take_turn(agent, span, [], False)
+    await loop.take_turn(agent, span, [], False)
+    first, second = (sorted(r.tools) for r in model.requests)
+    assert "delete_file" in first and "delete_file" not in second
+    assert ("submit_report" in second) is extra
+    assert CALLED == []
+    refused = [m for m in loop.transcript if m.role == "tool"][-1]
+    assert refused.name == "delete_file" and "not permitted" in refused.content

@@ -109,15 +109,22 @@ class Pieces:
         return CallKey(self.log.session.session_id, self.calls.batch_at, call)
 
     def toolset(self, agent: Agent[Any]) -> Toolset:
-        """The tools of ``agent``: its own (kept on the agent), or, with toolsets or tools
-        every agent of this loop gets, as this loop last listed them."""
+        """The tools ``agent`` is offered now: its own (kept on the agent, made anew when its
+        transfers or permissions change, so a change applies from its next turn) with the
+        tools every agent of this loop gets; for an agent with toolsets, as this loop's offer
+        last listed them (``offer``)."""
         place = self.place
-        if not place.extra_tools and not agent.toolsets:
-            return toolset_of(agent)
-        toolsets = place.toolsets
-        ts = toolsets.get(agent.name)
-        if ts is None:
-            ts = toolsets[agent.name] = self.offered(toolset_of(agent))
+        if agent.toolsets:
+            ts = place.toolsets.get(agent.name)
+            if ts is not None:
+                return ts
+        own = toolset_of(agent)
+        extra = place.extra_tools
+        if not extra:
+            return own
+        ts = place.toolsets.get(agent.name)
+        if ts is None or ts.source is not own.source or ts.permissions is not own.permissions:
+            ts = place.toolsets[agent.name] = Toolset(own.agent, own.listed, extra)
         return ts
 
     def offered(self, ts: Toolset) -> Toolset:

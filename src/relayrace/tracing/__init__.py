@@ -13,7 +13,7 @@ import itertools
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -61,23 +61,62 @@ class Span:
         return (self.end_ns - self.start_ns) / 1e6 if self.end_ns else 0.0
 
 
-class _Dropped(dict[str, Any]):
-    """Attributes nobody will read: what is written is not kept."""
+class _Dropped(MutableMapping[str, Any]):
+    """The attributes of `UNSEEN`: always empty, whatever is written (nobody reads them, and
+    one run's must not reach another's)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
 
     def __setitem__(self, key: str, value: Any) -> None:
         pass
 
-    def update(self, *args: Any, **kwargs: Any) -> None:
+    def __delitem__(self, key: str) -> None:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __or__(self, other: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(other)
+
+    def __ior__(self, other: Mapping[str, Any]) -> _Dropped:
+        return self
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+class _Unseen(Span):
+    """`UNSEEN`'s class: a span whose fields cannot be changed."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
         pass
 
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        return default
+    def __delattr__(self, name: str) -> None:
+        pass
 
 
-UNSEEN = Span(trace_id="", span_id=0, parent_id=None, kind="run", name="", start_ns=0,
-              attributes=_Dropped())
+def _unseen() -> Span:
+    span: Span = object.__new__(_Unseen)
+    for name, value in (("trace_id", ""), ("span_id", 0), ("parent_id", None), ("kind", "run"),
+                        ("name", ""), ("start_ns", 0), ("end_ns", 0),
+                        ("attributes", _Dropped()), ("error", None)):
+        object.__setattr__(span, name, value)  # past _Unseen's __setattr__, once
+    return span
+
+
+UNSEEN = _unseen()
 """The span a run's steps get when no trace processor is registered: one placeholder, never
-reported and never changed (so a run without tracing makes no spans)."""
+reported, and the same in every run: what is written on it (its attributes, its fields) is not
+kept. So a run without tracing makes no spans."""
 
 
 class TraceProcessor(Protocol):
