@@ -1,13 +1,17 @@
 """Per-handoff cost, warm, side by side: relayrace against LangGraph's ``StateGraph``.
 
-    python3 bench/handoff_side.py [--rounds 3] [--runs 60] [--python PY]
+    python3 bench/handoff_side.py [--rounds 3] [--slices 20] [--runs 3] [--python PY]
 
 A chain of agents, each making one fake model call that hands over to the next. Per handoff is
 differential: (time of a run of the 20-agent chain - time of a run of the 10-agent chain) / 10,
-so what a run costs once (its state, its session, the graph's start) cancels out. Each side is
-built once per process, run once to warm up, then timed over ``--runs`` runs of each size
-(sizes alternating; relayrace ten times as many, its runs being short). Each side runs in its
-own fresh process; sides alternate within each round. The sides run in the peers' environment
+so what a run costs once (its state, its session, the graph's start) cancels out. Each side runs
+in a warm worker process of its own, built once and run once before timing; in each round the
+sides take turns, ``--slices`` times each, a slice being ``--runs`` runs of each chain size
+(sizes alternating; relayrace twenty times as many, its runs being short, so a slice takes a
+fraction of a second on either side). This machine's speed flips within seconds: slices that
+short and that interleaved give both sides the same mix of fast and slow moments, which a
+side timed whole after the other does not. The ratio is taken per round (fresh workers each
+round), and the median of the rounds reported. The sides run in the peers' environment
 (``bench/compare/.venv``, made by ``bench/compare/run.py``; ``--python`` names another) with
 this checkout's ``src/`` first on the path.
 
@@ -32,6 +36,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -140,35 +145,41 @@ def langgraph_chain(size: int, way: str) -> Any:
 
 
 async def timed(runs: dict[int, Any], repeat: int) -> dict[int, float]:
-    """Seconds per run of each size: one warm-up each, then sizes alternating."""
+    """Seconds spent on ``repeat`` runs of each size, sizes alternating."""
     spent = dict.fromkeys(runs, 0.0)
-    for run in runs.values():
-        await run()
     for _ in range(repeat):
         for size, run in runs.items():
             start = time.perf_counter()
             await run()
             spent[size] += time.perf_counter() - start
-    return {size: total / repeat for size, total in spent.items()}
+    return spent
 
 
-def per_handoff(seconds: dict[int, float]) -> float:
-    """Microseconds per handoff: the difference between the two chain sizes."""
+def per_handoff(seconds: dict[int, float], runs: int) -> float:
+    """Microseconds per handoff: the difference between the two chain sizes, per run."""
     short, long = SIZES
-    return (seconds[long] - seconds[short]) / (long - short) * 1e6
+    return (seconds[long] - seconds[short]) / runs / (long - short) * 1e6
 
 
-def side(name: str, repeat: int) -> dict[str, float]:
-    """Microseconds per handoff for one side (for LangGraph, each way of handing over)."""
+def ways_of(name: str) -> dict[str, dict[int, Any]]:
+    """The chains of one side (for LangGraph, one set per way of handing over)."""
     if name == "relayrace":
-        # Ten times the runs: a relayrace run is short, and the machine's speed flips within
-        # seconds (bench/README.md, "Machine"), so each side is timed over a similar span.
-        repeat *= 10
-        ways = {"relayrace": {n: relayrace_chain(n) for n in SIZES}}
-    else:
-        ways = {f"langgraph-{way}": {n: langgraph_chain(n, way) for n in SIZES}
-                for way in ("command", "edge")}
-    return {way: per_handoff(asyncio.run(timed(runs, repeat))) for way, runs in ways.items()}
+        return {"relayrace": {n: relayrace_chain(n) for n in SIZES}}
+    return {f"langgraph-{way}": {n: langgraph_chain(n, way) for n in SIZES}
+            for way in ("command", "edge")}
+
+
+def serve(name: str, runs: int) -> None:
+    """A worker: one side, warm, timing one slice (``runs`` runs of each size and way) for
+    each line it reads, answering with the seconds spent, by way and size."""
+    ways = ways_of(name)
+    loop = asyncio.new_event_loop()
+    for runs_of in ways.values():  # warm: first-time paths and caches are not measured
+        loop.run_until_complete(timed(runs_of, 1))
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(json.dumps({way: loop.run_until_complete(timed(runs_of, runs))
+                          for way, runs_of in ways.items()}), flush=True)
 
 
 def spread(values: list[float]) -> str:
@@ -178,29 +189,55 @@ def spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=60,
-                        help="timed runs of each chain size (relayrace: ten times as many)")
+    parser.add_argument("--slices", type=int, default=20,
+                        help="turns each side takes per round, the sides alternating")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs of each chain size per slice (relayrace: 20 times as many)")
     parser.add_argument("--python", default=str(PEERS), help="the peers' Python")
     parser.add_argument("--side", choices=("relayrace", "langgraph"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    # A relayrace run is short: twenty times the runs make its slice as long as LangGraph's
+    # (a fraction of a second each), so both sides see the machine's speed flip alike.
+    runs = {"relayrace": 20 * args.runs, "langgraph": args.runs}
     if args.side:  # a worker: one side, one fresh process
-        print(json.dumps(side(args.side, args.runs)))
+        serve(args.side, runs[args.side])
         return
     env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
     figures: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
-        for name in ("relayrace", "langgraph"):
-            done = subprocess.run(
-                [args.python, str(Path(__file__).resolve()), "--side", name,
-                 "--runs", str(args.runs)],
-                env=env, capture_output=True, text=True, check=True)
-            for way, micros in json.loads(done.stdout.splitlines()[-1]).items():
-                figures.setdefault(way, []).append(micros)
+    for _ in range(args.rounds):  # fresh workers each round
+        workers = {name: subprocess.Popen(
+            [args.python, str(Path(__file__).resolve()), "--side", name, "--runs",
+             str(args.runs)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for name in ("relayrace", "langgraph")}
+        spent: dict[str, dict[str, float]] = {}
+        try:
+            for worker in workers.values():
+                assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
+            for _ in range(args.slices):
+                for worker in workers.values():
+                    assert worker.stdin is not None and worker.stdout is not None
+                    worker.stdin.write("go\n")
+                    worker.stdin.flush()
+                    for way, by_size in json.loads(worker.stdout.readline()).items():
+                        total = spent.setdefault(way, {})
+                        for size, seconds in by_size.items():
+                            total[size] = total.get(size, 0.0) + seconds
+        finally:
+            for worker in workers.values():
+                assert worker.stdin is not None
+                worker.stdin.close()
+                if worker.wait(timeout=60):
+                    raise RuntimeError(f"a worker failed (exit {worker.returncode})")
+        for way, total in spent.items():
+            side = "relayrace" if way == "relayrace" else "langgraph"
+            figures.setdefault(way, []).append(per_handoff(
+                {int(size): seconds for size, seconds in total.items()},
+                runs[side] * args.slices))
     ratios = {way: [other / mine for mine, other in zip(figures["relayrace"], values, strict=True)]
               for way, values in figures.items() if way != "relayrace"}
-    print(f"per handoff, warm (chains of {SIZES[0]} and {SIZES[1]}, {args.runs} runs each "
-          f"(relayrace {10 * args.runs}), "
-          f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f})")
+    print(f"per handoff, warm (chains of {SIZES[0]} and {SIZES[1]}; {args.rounds} rounds of "
+          f"{args.slices} slices a side, alternating; a slice is {args.runs} runs of each size "
+          f"(relayrace {runs['relayrace']}); load average {os.getloadavg()[0]:.1f})")
     print("| side | µs per handoff: median (min-max) | LangGraph / relayrace |")
     print("|---|---|---|")
     for way, values in figures.items():
