@@ -77,8 +77,7 @@ class Pieces:
 
     def path(self, agent: Agent[Any]) -> str:
         """The delegation path of ``agent`` in this loop."""
-        prefix = self.place.prefix
-        return prefix + agent.name if prefix else agent.name
+        return self.place.prefix + agent.name  # "" + name is name itself
 
     def push(self, message: Message) -> None:
         """Append a message to the conversation (and to the active agent's own view)."""
