@@ -4,7 +4,7 @@ integrations, on the same DBOS and the same database.
 
     python3 bench/durable_steps.py [--quick] [--runs 200] [--rounds 3] [--concurrency 10]
                                    [--stores postgres,sqlite] [--sides dbos,relayrace,...]
-                                   [--json out.json]
+                                   [--src LABEL=PATH ...] [--json out.json]
     python3 bench/durable_steps.py --recovery [--kills 50]   # bench/durable_recovery.py
 
 Runs in ``bench/compare/.venv`` (bootstrapped by ``bench/compare/run.py``, which installs the
@@ -39,7 +39,9 @@ shared with other work, wall times follow the CPU each side needs), and on Postg
 transactions (``pg_stat_database``) and the statements sent (counted at the psycopg driver)
 per run, each less what the same process does for zero runs (set-up, migrations, launch);
 and every side's ratio to the bare-DBOS limit.
-A side that cannot run the workload says why in its row.
+A side that cannot run the workload says why in its row. ``--src LABEL=PATH`` runs the
+relayrace side once per source tree (e.g. ``before=/tmp/old/src``, ``after=src``), in the same
+rounds, as the row ``relayrace@LABEL``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -404,9 +407,12 @@ def transactions(database: str) -> int:
 
 
 def one_measurement(side: str, store: str, server: str, tmp: Path, runs: int,
-                    concurrency: int) -> dict[str, Any]:
+                    concurrency: int, sources: dict[str, str] | None = None) -> dict[str, Any]:
     """A fresh process on a fresh database; on PostgreSQL also one for zero runs, whose work
-    (set-up, migrations, launch) is taken off the counters."""
+    (set-up, migrations, launch) is taken off the counters. A side ``relayrace@LABEL`` runs
+    with the source tree ``sources[LABEL]`` first on the path."""
+    side, _, label = side.partition("@")
+    env = os.environ | {"PYTHONPATH": (sources or {})[label]} if label else None
     counted: list[dict[str, Any]] = []
     for count in ([runs, 0] if store == "postgres" else [runs]):
         if store == "postgres":
@@ -415,7 +421,7 @@ def one_measurement(side: str, store: str, server: str, tmp: Path, runs: int,
             db = f"sqlite:///{tmp / f'{side}-{time.time_ns()}.sqlite'}"
         done = subprocess.run([sys.executable, __file__, "--side", side, "--db", db,
                                "--runs", str(count), "--concurrency", str(concurrency)],
-                              capture_output=True, text=True, timeout=1800)
+                              capture_output=True, text=True, timeout=1800, env=env)
         line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
         if line is None:
             return {"ok": False, "error": (done.stderr or done.stdout)[-1500:]}
@@ -469,6 +475,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--src", action="append", default=[],
+                        help="LABEL=PATH: the relayrace side once per source tree")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--reinstall", action="store_true")
     parser.add_argument("--recovery", action="store_true",
@@ -499,7 +507,11 @@ def main() -> None:
 
     runs = 40 if args.quick else args.runs
     rounds = 1 if args.quick else args.rounds
-    sides = args.sides.split(",")
+    sources = {label: str(Path(path).resolve())
+               for label, _, path in (x.partition("=") for x in args.src)}
+    sides = [v for side in args.sides.split(",") for v in (
+        [f"relayrace@{label}" for label in sources] if side == "relayrace" and sources
+        else [side])]
     results: dict[str, dict[str, list[dict[str, Any]]]] = {
         store: {side: [] for side in sides} for store in args.stores.split(",")}
     with tempfile.TemporaryDirectory() as tmp:
@@ -511,7 +523,7 @@ def main() -> None:
                     for side in sides:
                         _say(f"[steps] round {r + 1}/{rounds}: {side} on {store}")
                         cell = one_measurement(side, store, url, Path(tmp), runs,
-                                               args.concurrency)
+                                               args.concurrency, sources)
                         by_side[side].append(cell)
                         if not cell.get("ok"):
                             _say(f"  failed: {str(cell.get('error'))[-300:]}")

@@ -448,8 +448,9 @@ async def test_a_waiter_hears_when_the_database_fails() -> None:
 async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_poll(
         tmp_path: Path) -> None:
     """The waiter's sweep of every run waited for comes once a minute here. A run this worker
-    started itself is never swept: its workflow's task hands over what DBOS recorded. A run
-    from the queue (a given run id) is swept once, then its end here hands its outcome over."""
+    started itself is never swept (no poll runs while only such runs are waited for): its
+    workflow's task hands over what DBOS recorded. A run from the queue (a given run id) is
+    swept once, then its end here hands its outcome over."""
     from relayrace.durable.results import _Results
 
     agent = Agent("a", instructions=".", model=ScriptedModel([text("hi"), text("again")]))
@@ -468,6 +469,7 @@ async def test_a_run_that_ends_in_this_process_is_heard_at_once_not_at_the_next_
         run = await durable.submit("hello")
         result = await durable.result(run.run_id, wait=20)
         assert queried == []  # started here: no read at all
+        assert results._task is None  # and no poll waking every interval meanwhile
         queued = await durable.submit("more", run_id="run-queued", session_id=run.session_id)
         second = await durable.result(queued.run_id, wait=20)
         await results.aclose()

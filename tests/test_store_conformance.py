@@ -575,3 +575,54 @@ async def test_many_sessions_starting_at_once_on_postgres_open_one_pool(
     assert [r.final_output for r in results] == ["ok"] * 60
     assert opened <= 11  # the first connection (the schema), then the pool's 10 at most
     await store.aclose()
+
+
+async def test_sessions_waiting_for_a_postgres_connection_wait_for_a_permit_not_in_the_pool(
+        postgres_url: str) -> None:
+    """Many sessions sharing a few connections wait for one in a first-come queue of permits
+    (a future each), not in the pool's own queue (a condition, a task and a timer per waiter):
+    once the pool has opened its connections, no caller waits in the pool's queue."""
+    from relayrace.sessions import postgres
+
+    store = postgres.PostgresStore(postgres_url, pool_size=2)
+    agent = Agent("a0", instructions="Chat.", model=FunctionModel(lambda r: text("ok")))
+
+    async def burst(tag: str) -> None:
+        results = await asyncio.gather(*[Runner.run(agent, "hi", session=store.session(
+            f"{tag}{n}")) for n in range(40)])
+        assert [r.final_output for r in results] == ["ok"] * 40
+
+    await burst("warm")  # the pool opens its two connections
+    pool = postgres._pools._pools[asyncio.get_running_loop()][postgres_url].pool
+    assert pool.get_stats()["pool_size"] == 2
+    queued = pool.get_stats().get("requests_queued", 0)
+    await burst("s")  # 40 runs, 3 checkouts each, on 2 connections
+    assert pool.get_stats().get("requests_queued", 0) == queued  # before: 118 of the 120
+    await store.aclose()
+
+
+async def test_a_postgres_session_waiting_past_busy_timeout_for_a_connection_says_so(
+        postgres_url: str) -> None:
+    """Every connection held past ``busy_timeout``: the waiting session's operation fails with
+    `SessionStoreUnavailable` naming the wait, and the connection's holder is unaffected."""
+    from relayrace.core.exceptions import SessionStoreUnavailable
+    from relayrace.sessions.postgres import PostgresStore
+
+    store = PostgresStore(postgres_url, pool_size=1, busy_timeout=0.3)
+    await store.session("first").get_events()  # the pool and its one connection
+    holding = asyncio.Event()
+
+    async def hold(conn: Any) -> str:
+        holding.set()
+        await asyncio.sleep(1.0)
+        return "held"
+
+    holder = asyncio.create_task(store.session("holder")._run(hold))
+    await holding.wait()
+    started = time.monotonic()
+    with pytest.raises(SessionStoreUnavailable, match="couldn't get a connection after 0.30"):
+        await store.session("waiter").get_events()
+    assert 0.25 <= time.monotonic() - started < 0.9
+    assert await holder == "held"
+    assert await store.session("waiter").get_events() == []  # the permit came back
+    await store.aclose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from dbos import DBOSClient
@@ -79,7 +79,8 @@ class DurableResult:
 
 
 _PLAIN_FIELDS = frozenset(f.name for f in fields(DurableResult)) - {"pending", "usage"}
-_USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
+_USAGE_NAMES = tuple(f.name for f in fields(Usage))  # its counts: plain numbers
+_USAGE_FIELDS = frozenset(_USAGE_NAMES)
 
 
 def output_of(result: RunResult[Any]) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def output_of(result: RunResult[Any]) -> dict[str, Any]:
         "output": output if isinstance(output, str) else to_json(output).decode(),
         "last_agent": result.last_agent.name, "reason": result.reason,
         "pending": result.pending.to_json() if result.pending is not None else None,
-        "usage": asdict(result.usage.total),
+        "usage": {name: getattr(result.usage.total, name) for name in _USAGE_NAMES},
     }
 
 
@@ -112,7 +113,8 @@ class _Results:
     """Waits for runs to end: one query per interval for every run waited for, not one each
     (a server may wait for thousands); a run that ends in this process hands over the outcome
     DBOS recorded, or is looked up at once, by its id alone. A run started in this process
-    (``local``) is not polled at all while it runs: its end always comes from its task."""
+    (``local``) is not polled at all while it runs: its end always comes from its task, and
+    while only such runs are waited for, no poll runs."""
 
     def __init__(self, client: DBOSClient, interval: float = 0.05) -> None:
         self._client = client
@@ -134,9 +136,14 @@ class _Results:
             future = self._waiting[run_id] = self._loop.create_future()
             # Read here, so that a run whose waiters all gave up raises no "never retrieved".
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._poll())
+        if run_id not in self._local:  # a run started here ends from its task, unpolled
+            self._polling()
         return await asyncio.shield(future)  # one waiter's timeout leaves the others waiting
+
+    def _polling(self) -> None:
+        """Make sure the poll runs (it ends when nothing is waited for)."""
+        if self._task is None or self._task.done():
+            self._task = self._loop.create_task(self._poll())
 
     def ended(self, run_id: str, output: dict[str, Any] | None) -> None:
         """The workflow of ``run_id`` ended in this process, with DBOS's recorded ``output``
@@ -150,9 +157,10 @@ class _Results:
             return
         if output is not None:
             self._waiting.pop(run_id).set_result(output)
-        else:
-            self._ended.add(run_id)
+            return
+        self._ended.add(run_id)  # how it ended is read from the database
         self._wake.set()
+        self._polling()
 
     async def _poll(self) -> None:
         try:

@@ -7,6 +7,11 @@ connection of a pool is made here, directly: a refused port, a missing database 
 password is said at once. A database that restarts closes every connection of the pool; the
 operation that finds its connection dead gets one fresh connection (the server may still be
 starting: tried until ``busy_timeout``), where the caller says that running it again is safe.
+
+Callers wait for one of a pool's connections as for a permit (`Pooled.take`): a place in a
+first-come queue, a future each. Waiting in the pool's own queue costs a condition, a task and
+a timer per waiter and per connection handed over, and a thousand sessions sharing ten
+connections wait for one on nearly every statement.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-__all__ = ["Pools", "connect", "refused", "why"]
+__all__ = ["Pooled", "Pools", "connect", "refused", "why"]
 
 _RETRY_INTERVAL = 0.1  # seconds between attempts to reach a server that is starting
 # What a server that was reached says when it turns a connection away for good.
@@ -62,6 +67,46 @@ async def connect(url: str, busy_timeout: float) -> psycopg.AsyncConnection[Any]
         await asyncio.sleep(_RETRY_INTERVAL)
 
 
+class Pooled:
+    """A pool and the permits to take its connections, one per connection it may open: a
+    caller holding a permit finds a connection ready (or the pool opening one), and callers
+    beyond them wait for a permit, first come first served."""
+
+    __slots__ = ("_permits", "pool")
+
+    def __init__(self, pool: AsyncConnectionPool, size: int) -> None:
+        self.pool = pool
+        self._permits = asyncio.Semaphore(size)
+
+    async def take(self, wait: float) -> psycopg.AsyncConnection[Any]:
+        """A connection of the pool, waited for at most ``wait`` seconds (`PoolTimeout`);
+        give it back with `give`."""
+        permits = self._permits
+        if permits.locked():
+            deadline = time.monotonic() + wait
+            try:
+                async with asyncio.timeout(wait):
+                    await permits.acquire()
+            except TimeoutError:
+                raise PoolTimeout(f"couldn't get a connection after {wait:.2f} sec") from None
+            wait = deadline - time.monotonic()
+        else:
+            await permits.acquire()  # a permit is free: taken at once
+        try:
+            conn: psycopg.AsyncConnection[Any] = await self.pool.getconn(max(wait, 0.001))
+            return conn
+        except BaseException:
+            permits.release()
+            raise
+
+    async def give(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Give back a connection `take` gave (the pool rolls back one left in a transaction)."""
+        try:
+            await self.pool.putconn(conn)
+        finally:
+            self._permits.release()
+
+
 class Pools:
     """One connection pool per database URL and event loop, for the whole process; a loop's
     pools are closed when it ends (``asyncio.run`` cancels what is left at its end: a task
@@ -74,16 +119,15 @@ class Pools:
                  ) -> None:
         self._prepare = prepare  # run on a URL's first connection in this process
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                               dict[str, AsyncConnectionPool]] = (
-            weakref.WeakKeyDictionary())
+                                               dict[str, Pooled]] = weakref.WeakKeyDictionary()
         # The pools being made, per loop and URL: every caller waits for the same one.
         self._making: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, asyncio.Task[AsyncConnectionPool]]] = (
+            asyncio.AbstractEventLoop, dict[str, asyncio.Task[Pooled]]] = (
             weakref.WeakKeyDictionary())
         self._prepared: set[str] = set()
         self._closers: set[asyncio.Task[None]] = set()
 
-    async def get(self, url: str, size: int, busy_timeout: float) -> AsyncConnectionPool:
+    async def get(self, url: str, size: int, busy_timeout: float) -> Pooled:
         """The running loop's pool for ``url``; its first connection says what is wrong."""
         loop = asyncio.get_running_loop()
         pools = self._pools.get(loop)
@@ -103,8 +147,8 @@ class Pools:
         # Shielded: a caller cancelled leaves the pool to the others waiting for it.
         return await asyncio.shield(task)
 
-    async def _make(self, pools: dict[str, AsyncConnectionPool], url: str, size: int,
-                    busy_timeout: float) -> AsyncConnectionPool:
+    async def _make(self, pools: dict[str, Pooled], url: str, size: int,
+                    busy_timeout: float) -> Pooled:
         async with await connect(url, busy_timeout) as first:
             if url not in self._prepared:
                 await self._prepare(first)
@@ -113,20 +157,20 @@ class Pools:
                                    timeout=busy_timeout, name="relayrace",
                                    kwargs=_options(busy_timeout))
         await pool.open()
-        pools[url] = pool
-        return pool
+        made = pools[url] = Pooled(pool, size)
+        return made
 
     async def close(self, url: str) -> None:
         """Close the running loop's pool for ``url``."""
-        pool = self._pools.get(asyncio.get_running_loop(), {}).pop(url, None)
-        if pool is not None:
-            await pool.close()
+        made = self._pools.get(asyncio.get_running_loop(), {}).pop(url, None)
+        if made is not None:
+            await made.pool.close()
 
 
-async def _close_at_end(pools: dict[str, AsyncConnectionPool]) -> None:
+async def _close_at_end(pools: dict[str, Pooled]) -> None:
     """Wait for the loop's end (its final cancellation), then close its pools."""
     try:
         await asyncio.Event().wait()
     finally:
         while pools:
-            await pools.popitem()[1].close(timeout=0)
+            await pools.popitem()[1].pool.close(timeout=0)

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Hashable, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -221,13 +222,19 @@ class PostgresSession(Session):
         statement that failed) is replaced once by a fresh one, for ``again`` (default:
         ``fn``), unless the call is not ``safe`` to run twice."""
         try:
-            pool = await _pools.get(self.url, self.pool_size, self.busy_timeout)
-            async with pool.connection() as conn:
-                try:
-                    return await fn(conn)
-                except psycopg.OperationalError:
-                    if not safe or not conn.broken:
-                        raise
+            pooled = await _pools.get(self.url, self.pool_size, self.busy_timeout)
+            # Taken and given back, not ``pool.connection()``: that also enters the connection's
+            # own context, whose commit at the end is a no-op on these autocommit connections
+            # (a lock and a generator a round trip); the pool rolls back a connection returned
+            # inside a transaction all the same.
+            conn = await pooled.take(self.busy_timeout)
+            try:
+                return await fn(conn)
+            except psycopg.OperationalError:
+                if not safe or not conn.broken:
+                    raise
+            finally:
+                await pooled.give(conn)
             async with await connect(self.url, self.busy_timeout) as fresh:
                 return await (again or fn)(fresh)
         except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
@@ -354,7 +361,7 @@ class PostgresSession(Session):
                 await conn.execute(f"WITH touched AS ({_TOUCH}){released} INSERT INTO "
                                    f"relayrace_events (session_id, seq, kind, time, data) "
                                    f"VALUES {values}",
-                                   [*touch, *release, *(v for r in rows for v in r)])
+                                   [*touch, *release, *chain.from_iterable(rows)])
                 return start
 
             async def again(conn: psycopg.AsyncConnection[Any]) -> int:
