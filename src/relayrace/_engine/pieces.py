@@ -138,7 +138,8 @@ class Pieces:
         if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
                 self.transfers.swarm_limit:
             return None
-        ts = self.toolset(agent)
+        # ``toolset``, its own tools' case first (no toolsets here: checked above)
+        ts = toolset_of(agent) if not self.place.extra_tools else self.toolset(agent)
         if ts.gated or ts.handoffs.dynamic:
             return None
         return ts.plain

@@ -107,14 +107,22 @@ class RunUsage:
         served.requests += 1
         mine.requests += 1
         agent = self.per_agent.get(path) or self.for_agent(path)
-        entries = (self.total, agent, served, mine) if local is None else \
-            (self.total, agent, served, mine, local)
+        total = self.total
         i, o = used.input_tokens, used.output_tokens
-        for entry in entries:
-            entry.input_tokens += i
-            entry.output_tokens += o
+        total.input_tokens += i
+        total.output_tokens += o
+        agent.input_tokens += i
+        agent.output_tokens += o
+        served.input_tokens += i
+        served.output_tokens += o
+        mine.input_tokens += i
+        mine.output_tokens += o
+        if local is not None:
+            local.input_tokens += i
+            local.output_tokens += o
         if used.cache_read_tokens or used.cache_write_tokens or used.reasoning_tokens:
-            for entry in entries:
+            for entry in (total, agent, served, mine) if local is None else \
+                    (total, agent, served, mine, local):
                 entry.cache_read_tokens += used.cache_read_tokens
                 entry.cache_write_tokens += used.cache_write_tokens
                 entry.reasoning_tokens += used.reasoning_tokens
