@@ -103,7 +103,23 @@ def test_handoff_side_times_the_relayrace_chain(monkeypatch: pytest.MonkeyPatch)
     runs = {n: handoff_side.relayrace_chain(n) for n in (2, 4)}  # each run checks its handoffs
     seconds = asyncio.run(handoff_side.timed(runs, 2))
     assert sorted(seconds) == [2, 4] and all(s > 0 for s in seconds.values())
-    assert handoff_side.per_handoff({10: 0.001, 20: 0.002}) == pytest.approx(100.0)  # µs
+    # 2 runs of each size: 2 ms more for the 10 extra handoffs of each run, 100 µs each
+    assert handoff_side.per_handoff({10: 0.002, 20: 0.004}, 2) == pytest.approx(100.0)
+
+
+def test_handoff_side_worker_times_a_slice_for_each_line_it_reads() -> None:
+    """The relayrace worker of bench/handoff_side.py: ready once warm, then one slice's seconds
+    by way and chain size for each line, until its input ends."""
+    src = str(BENCH.parent / "src")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "handoff_side.py"), "--side", "relayrace", "--runs", "1"],
+        input="go\ngo\n", capture_output=True, text=True, timeout=120, check=True,
+        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"})
+    ready, *slices = done.stdout.splitlines()
+    assert ready == "ready" and len(slices) == 2
+    for line in slices:
+        spent = json.loads(line)["relayrace"]
+        assert sorted(spent) == ["10", "20"] and all(s > 0 for s in spent.values())
 
 
 def test_s4_memory_counts_cycles_and_collector_passes(monkeypatch: pytest.MonkeyPatch) -> None:
