@@ -123,7 +123,7 @@ class Pieces:
             return own
         ts = place.toolsets.get(agent.name)
         if ts is None or ts.source is not own.source or ts.permissions is not own.permissions:
-            ts = place.toolsets[agent.name] = Toolset(own.agent, own.listed, extra)
+            ts = place.toolsets[agent.name] = self.offered(own)
         return ts
 
     def offered(self, ts: Toolset) -> Toolset:
@@ -138,8 +138,7 @@ class Pieces:
         if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
                 self.transfers.swarm_limit:
             return None
-        # ``toolset``, its own tools' case first (no toolsets here: checked above)
-        ts = toolset_of(agent) if not self.place.extra_tools else self.toolset(agent)
+        ts = self.toolset(agent)
         if ts.gated or ts.handoffs.dynamic:
             return None
         return ts.plain
