@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relayrace.core import templates as _templates
+from relayrace.core import _jinja
 from relayrace.core.exceptions import ConfigError, UserError
 from relayrace.core.templates import (
     ContextTransform,
@@ -112,9 +112,9 @@ def test_instruction_runtime_errors_become_user_errors() -> None:
 def test_instruction_templates_are_compiled_once() -> None:
     source = "Compiled once: {{ n }} (test_instruction_templates_are_compiled_once)"
     render_instructions(source, {"n": 1})
-    misses = _templates._instructions_template.cache_info().misses
+    misses = _jinja._instructions_template.cache_info().misses
     assert render_instructions(source, {"n": 2}).startswith("Compiled once: 2")
-    assert _templates._instructions_template.cache_info().misses == misses
+    assert _jinja._instructions_template.cache_info().misses == misses
 
 
 # --------------------------------------------------------------------------- JSON-text transforms
@@ -427,11 +427,11 @@ def test_non_mapping_data_is_a_context_transform_error() -> None:
 def test_transform_templates_are_compiled_once() -> None:
     source = '{"once": "{{ data.x }}", "test": "test_transform_templates_are_compiled_once"}'
     ContextTransform(source)
-    misses = _templates._json_template.cache_info().misses
+    misses = _jinja._json_template.cache_info().misses
     transform = ContextTransform(source)
     assert transform.render({"x": 1})["once"] == "1"
     assert transform.render({"x": 2})["once"] == "2"
-    assert _templates._json_template.cache_info().misses == misses
+    assert _jinja._json_template.cache_info().misses == misses
 
 
 # --------------------------------------------------------------------------- properties

@@ -56,10 +56,10 @@ def test_a_durable_step_recorded_before_the_variants_replays_as_the_same_outcome
         return json.dumps({"kind": kind, "text": "", "tb": "", "reason": "", "summary": "",
                            "scope": "run", **fields})
 
-    assert _attempts.validate_json(old("value", text="42")) == Returned("42")
-    assert _attempts.validate_json(old("transfer", text="billing", reason="r")) == \
+    assert _attempts().validate_json(old("value", text="42")) == Returned("42")
+    assert _attempts().validate_json(old("transfer", text="billing", reason="r")) == \
         Redirected("billing", "r")
-    assert _attempts.validate_json(old("finish", reason="done", summary="s", scope="loop")) == \
+    assert _attempts().validate_json(old("finish", reason="done", summary="s", scope="loop")) == \
         Finishing("done", "s", "loop")
     assert End(ToolCall("c", "t", "{}"), "done").kind == "finish"
 

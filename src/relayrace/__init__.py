@@ -5,10 +5,12 @@ to children that report back in a structured form. Everything that happens is an
 session log, traced in one tree, with usage rolled up across the whole team.
 """
 
+from typing import TYPE_CHECKING
+
 from ._moved import install as _install_moved
 from ._version import __version__ as __version__
 from .agents.agent import Agent
-from .agents.compression import Compression, read_result
+from .agents.compression import Compression
 from .agents.context import RunContext
 from .agents.handoffs import Handoff, TransferPolicy, handoff
 from .agents.human import HumanAgent, human
@@ -16,8 +18,8 @@ from .agents.input_filters import keep_last, nest_history, remove_tool_traffic
 from .agents.memory import Memory
 from .agents.output import json_schema_type
 from .agents.permissions import Permissions
-from .agents.tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, ask_user, tool
-from .connect.mcp import MCPServer
+from .agents.tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, tool
+from .core._lazy import lazy_names
 from .core.events import (
     AgentEvent,
     ApprovalRequestedEvent,
@@ -78,6 +80,11 @@ from .models import (
     infer_model,
 )
 from .runner import Runner, RunResult, RunStream
+
+if TYPE_CHECKING:
+    from .agents.compression import read_result
+    from .agents.tools import ask_user
+    from .connect.mcp import MCPServer
 
 __all__ = [
     "Agent",
@@ -163,5 +170,10 @@ __all__ = [
     "remove_tool_traffic",
     "tool",
 ]
+
+# Made when first named (see `relayrace.core._lazy`): the MCP client, which `relayrace --help`
+# and teams without MCP never load, and the built-in tools.
+__getattr__ = lazy_names(__name__, {"MCPServer": ".connect.mcp", "ask_user": ".agents.tools",
+                                    "read_result": ".agents.compression"})
 
 _install_moved()  # an old module path fails naming its new one

@@ -7,11 +7,13 @@ from ``relayrace`` itself.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 __all__ = ["MOVED", "install"]
 
@@ -66,11 +68,13 @@ MOVED: dict[str, str] = {
 """Old module path -> the module that holds its code now."""
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder):
-    """Last on ``sys.meta_path``: consulted only for a name no other finder found."""
+class _MovedFinder:
+    """Last on ``sys.meta_path``: consulted only for a name no other finder found. A finder
+    by its method alone: ``importlib.abc`` would import ``importlib.resources`` and the
+    archive modules with it, none of which a run needs."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         new = MOVED.get(fullname)
         if new is None:
             return None

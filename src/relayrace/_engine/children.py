@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from weakref import ref
 
+from ..agents import delegation
 from ..agents.approvals import Interrupted
-from ..agents.delegation import ChildOptions, ChildResult, submit_report, used_sources
+from ..agents.delegation import ChildOptions, ChildResult, used_sources
 from ..core.events import AgentEvent, DelegationEvent, MessageEvent, RunFinishedEvent
 from ..core.exceptions import UsageLimitExceeded, UserError
 from ..core.messages import Message
@@ -90,7 +91,7 @@ async def run_child(
     child = spawn(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
                   max_turns=options.max_turns, depth=ctx.depth + 1,
                   instructions_suffix=instructions_suffix, variables=options.variables,
-                  extra_tools=(submit_report,) if by_tool else ())
+                  extra_tools=(delegation.submit_report,) if by_tool else ())
     used = child.place.local
     assert used is not None  # a delegated loop counts what it uses
     result = ChildResult(agent=agent.name, path=path, ok=False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, TypeAdapter
@@ -130,8 +131,16 @@ async def begin_attempt(steps: StepRunner, log: LogView, input: In, start: A
     return input, start, steps.run_id
 
 
-_attempts: TypeAdapter[Attempt] = TypeAdapter(Attempt)
-_responses: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
+
+
+@cache
+def _attempts() -> TypeAdapter[Attempt]:
+    return TypeAdapter(Attempt)  # built at the first durable step, not at import
+
+
+@cache
+def _responses() -> TypeAdapter[ModelResponse]:
+    return TypeAdapter(ModelResponse)
 
 
 async def _attempt(tool: Tool, ctx: RunContext[Any], call: ToolCall) -> Attempt:
@@ -165,9 +174,9 @@ async def attempt_tool(steps: StepRunner | None, tool: Tool, ctx: RunContext[Any
         except _STOPS as exc:
             stopped.append(exc)
             done = Again()
-        return _attempts.dump_json(done).decode()
+        return _attempts().dump_json(done).decode()
 
-    done = _attempts.validate_json(await steps.step(key.step_key, live))
+    done = _attempts().validate_json(await steps.step(key.step_key, live))
     if stopped:
         raise stopped[0]
     if type(done) is Again:  # it stopped the run last time: it asks (or stops) again
@@ -187,7 +196,7 @@ async def model_step(steps: StepRunner, session_id: str, at: int, agent_name: st
     ``session_id`` whose request shows ``at`` messages."""
 
     async def live() -> str:
-        return _responses.dump_json(await request()).decode()
+        return _responses().dump_json(await request()).decode()
 
     key = f"{session_id}/model/{at}/{agent_name}"
-    return _responses.validate_json(await steps.step(key, live))
+    return _responses().validate_json(await steps.step(key, live))

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from ..core._lazy import lazy_names
 from ..core.events import ContextCompactedEvent, ToolResultEvent
 from ..core.exceptions import UserError
 from ..core.messages import NOTE, Message
 from ..core.usage import CHARS_PER_TOKEN, estimate_tokens
 from ..models.interface import Model
 from .context import RunContext
-from .tools import ToolRetry, tool
+from .tools import FunctionTool, ToolRetry
 
 __all__ = [
     "DEFAULT_MAX_RESULT_TOKENS",
@@ -150,8 +151,7 @@ def _header(name: str, start: int, end: int, total: int) -> str:
     return f"[{name}: characters {start} to {end} of {total}.{more}]\n"
 
 
-@tool(name=READ_RESULT)
-async def read_result(ctx: RunContext[Any], call_id: str, offset: int = 0) -> str:
+async def _read_result(ctx: RunContext[Any], call_id: str, offset: int = 0) -> str:
     """Read back, from the session log, a tool result that was cut or cleared to save context,
     or an archive of summarized turns.
 
@@ -186,3 +186,10 @@ async def read_result(ctx: RunContext[Any], call_id: str, offset: int = 0) -> st
     room = max(limit * CHARS_PER_TOKEN - len(_header(call_id, total, total, total + 1)), 1)
     end = min(offset + room, total)
     return _header(call_id, offset, end, total) + text[offset:end]
+
+
+# ``read_result`` is the tool above, made when first named (see `relayrace.core._lazy`).
+if TYPE_CHECKING:
+    read_result: FunctionTool
+__getattr__ = lazy_names(__name__, {"read_result": lambda: FunctionTool(_read_result,
+                                                                         name=READ_RESULT)})

@@ -13,10 +13,10 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic
 
-import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 from typing_extensions import TypeVar
 
+from ..core._lazy import lazy_names
 from ..core.events import MessageEvent, ToolResultEvent
 from ..core.exceptions import UserError
 from ..core.messages import Message, ToolCall
@@ -33,9 +33,18 @@ from .handoffs import InputFilter, sanitize_tool_name
 from .input_filters import keep_last, remove_tool_traffic
 from .pending import Interrupted, Pending
 from .returns import Finish
-from .tools import RateLimit, Tool, ToolRetry, describe_validation_error, parse_arguments, tool
+from .tools import (
+    FunctionTool,
+    RateLimit,
+    Tool,
+    ToolRetry,
+    describe_validation_error,
+    parse_arguments,
+)
 
 if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
     from ..core.events import AgentEvent
     from .context import RunContext
 
@@ -46,7 +55,8 @@ __all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_childre
 class _Query(BaseModel):
     """The default arguments of an agent tool."""
 
-    model_config = ConfigDict(extra="forbid")
+    # built at an agent tool's first call, not at import (pydantic's first schema is costly)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     query: str
 
 
@@ -65,8 +75,7 @@ SOURCE_ARGUMENTS_CHARS = 400
 """The most characters of a used tool's arguments kept in a report's completed SOURCES."""
 
 
-@tool(name=SUBMIT_REPORT)
-def submit_report(
+def _submit_report(
     summary: str,
     confidence: Confidence,
     confidence_reason: str,
@@ -247,23 +256,25 @@ class AgentTool(Tool, Generic[A]):
         self.name = sanitize_tool_name(name or agent.name)
         self.description = description or agent.description or f"Delegate a task to {agent.name}."
         self._model: type[BaseModel] | None = None
+        self._validator: Draft202012Validator | None = None
         if parameters is None:  # validated by a pydantic model: no schema interpretation
             self._model, self.parameters = _Query, DEFAULT_PARAMETERS
         elif isinstance(parameters, dict):
+            import jsonschema  # only a schema given as a dict needs it
+
             try:
                 jsonschema.Draft202012Validator.check_schema(parameters)
             except jsonschema.SchemaError as exc:
                 raise UserError(f"Agent tool {self.name!r}: invalid parameters schema: "
                                 f"{exc.message}") from exc
             self.parameters = parameters
+            self._validator = jsonschema.Draft202012Validator(parameters)
         elif isinstance(parameters, type) and issubclass(parameters, BaseModel):
             self._model = parameters
             self.parameters = parameters.model_json_schema()
         else:
             raise UserError(f"Agent tool {self.name!r}: parameters must be a JSON Schema dict "
                             f"or a pydantic model class, not {type(parameters).__name__}.")
-        self._validator = (jsonschema.Draft202012Validator(self.parameters)
-                           if self._model is None else None)
         self.transform = (ContextTransform(context_transform, name=f"{self.name}.context_transform")
                           if context_transform else None)
         self.rate_limit = rate_limit
@@ -326,3 +337,10 @@ class AgentTool(Tool, Generic[A]):
                             f"{type(exc).__name__}: {exc}. Fix it: it takes the ChildResult "
                             "and returns the tool result.") from exc
         return extracted
+
+
+# ``submit_report`` is the tool above, made when first named (see `relayrace.core._lazy`).
+if TYPE_CHECKING:
+    submit_report: FunctionTool
+__getattr__ = lazy_names(__name__, {"submit_report": lambda: FunctionTool(_submit_report,
+                                                                           name=SUBMIT_REPORT)})

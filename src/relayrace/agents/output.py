@@ -25,7 +25,6 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import jsonschema
 from pydantic import AfterValidator, TypeAdapter, ValidationError, WithJsonSchema, create_model
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from pydantic_core import from_json
@@ -51,6 +50,8 @@ _PROMPT = ("Give your final answer as one JSON value matching this JSON schema, 
 def json_schema_type(schema: dict[str, Any]) -> Any:
     """An ``output_type`` for a plain JSON Schema: values are checked with ``jsonschema`` and
     come back as JSON data (dicts, lists, ...); the schema is what the model is shown."""
+    import jsonschema  # only a plain JSON Schema output needs it
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:

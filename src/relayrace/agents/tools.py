@@ -11,11 +11,12 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, get_origin, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypeVar, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import from_json, to_json
 
+from ..core._lazy import lazy_names
 from ..core.exceptions import UserError
 from ..models._strict import strict_schema
 from ..models.interface import ToolDefinition
@@ -433,8 +434,12 @@ def _ask_user(ctx: RunContext[Any], question: str, choices: list[str] | None = N
     return ctx.ask_user(question, choices=choices)
 
 
-ask_user: FunctionTool = FunctionTool(_ask_user, name="ask_user", idempotent=True)
-"""A built-in tool that lets a model ask the person behind the run a question:
-``Agent(..., tools=[ask_user])``. The run stops with the question pending (see
-``RunContext.ask_user``) and the answer becomes the call's result when it resumes. Asking
-again changes nothing, so a call a crash cut short simply asks again."""
+# ``ask_user``: a built-in tool that lets a model ask the person behind the run a question:
+# ``Agent(..., tools=[ask_user])``. The run stops with the question pending (see
+# ``RunContext.ask_user``) and the answer becomes the call's result when it resumes. Asking
+# again changes nothing, so a call a crash cut short simply asks again. Made when first
+# named, like every built-in tool: its argument model is pydantic's first schema to build.
+if TYPE_CHECKING:
+    ask_user: FunctionTool
+__getattr__ = lazy_names(__name__, {
+    "ask_user": lambda: FunctionTool(_ask_user, name="ask_user", idempotent=True)})

@@ -8,14 +8,17 @@ import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from ..core.exceptions import RelayraceError
-from ..sessions import DEFAULT_DB_PATH, SessionStore
+from ..sessions import DEFAULT_DB_PATH
+
+if TYPE_CHECKING:
+    from ..sessions import SessionStore
 
 __all__ = ["DEFAULT_DB", "EXIT_APPROVAL", "EXIT_CODES", "AgentOption", "ContextOption",
            "DbOption", "JsonOption", "ModelOption", "TargetArgument", "err_console", "errors",

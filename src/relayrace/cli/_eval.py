@@ -14,9 +14,10 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from .. import sessions
 from ..core.exceptions import UserError
 from ..models import Model
-from ..sessions import SessionStore, new_session_id, open_store
+from ..sessions import new_session_id
 from ..testing import ScriptedModel
 from ._common import errors
 from ._target import load_module, resolve_model, resolve_target
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
     from ..evals import Case, EvalResult, ModelChoice
     from ..evals.baseline import CaseDelta
+    from ..sessions import SessionStore
 
 __all__ = ["eval_app"]
 
@@ -281,8 +283,8 @@ def run_cases(
         if defaults:
             for case in cases:
                 case.context = {**defaults, **(case.context or {})}
-        store = open_store(db)
-        against = _load_result(baseline, open_store(db)) if baseline else None
+        store = sessions.open_store(db)
+        against = _load_result(baseline, sessions.open_store(db)) if baseline else None
         options = {"repeat": repeat, "concurrency": concurrency, "model": _model_choice(model),
                    "judge": _model_choice(judge) if judge else None,
                    "judge_timeout": judge_timeout, "run_timeout": timeout,
@@ -331,8 +333,8 @@ def compare_runs(
     """Compare two eval runs case by case: pass rate, path, tokens, latency."""
     from ..evals.baseline import compare
     with errors():
-        before = _load_result(baseline, open_store(db))
-        after = _load_result(current, open_store(db))
+        before = _load_result(baseline, sessions.open_store(db))
+        after = _load_result(current, sessions.open_store(db))
     _console().print(_baseline_table(compare(before, after), baseline))
 
 
@@ -350,7 +352,7 @@ def capture(
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
     from ..evals.capture import append_case, capture_case, capture_note
     with errors():
-        store = open_store(db)
+        store = sessions.open_store(db)
 
         async def events() -> Any:
             if not await store.exists(session_id):
@@ -398,7 +400,7 @@ def replay_session(
     out = _console()
     with errors():
         agent = resolve_target(team, agent_name)
-        store = open_store(db)
+        store = sessions.open_store(db)
         stored_case_id = f"session-{session_id}"
         choice = _model_choice(model)
 

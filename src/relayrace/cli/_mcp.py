@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from ..agents.agent import Agent
-from ..connect.mcp_server import mcp_server, serve_http, serve_stdio
 from ..core.exceptions import UserError
 from ._common import errors
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
@@ -61,6 +60,8 @@ def serve(
 ) -> None:
     """Offer a team's entry agents as MCP tools: each call runs the agent on its task and
     returns its answer (and its report, as structured content)."""
+    from ..connect.mcp_server import mcp_server, serve_http, serve_stdio
+
     with errors():
         agents = entry_agents(target, agent_names)
         server = mcp_server(agents, name=name, db=db,

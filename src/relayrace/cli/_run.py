@@ -7,18 +7,19 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from .. import sessions
 from ..agents.agent import Agent
 from ..agents.approvals import PendingRun
 from ..core.events import AgentEvent, RunStartedEvent, dump_events
 from ..core.exceptions import RelayraceError, UserError
 from ..runner import Runner, RunResult
-from ..sessions import SessionStore, new_session_id, open_store
+from ..sessions import new_session_id
 from ..tracing import (
     InMemoryTraceProcessor,
     add_trace_processor,
@@ -46,6 +47,9 @@ from ._common import (
 )
 from ._render import EventPrinter, trace_tree, truncate, usage_table
 from ._target import check_credentials, describe_models, resolve_model, resolve_target
+
+if TYPE_CHECKING:
+    from ..sessions import SessionStore
 
 __all__ = ["handoff_tools", "print_pending", "print_run", "resume", "run"]
 
@@ -200,7 +204,7 @@ def resume(
     """Continue a run that stopped for a person: approve or reject its calls, answer its
     questions."""
     with errors():
-        store = open_store(db)
+        store = sessions.open_store(db)
         if not known(store, session):
             raise unknown_session(session, db)
     both = sorted(set(approve or []) & set(reject or []))
@@ -239,9 +243,9 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: str,
         override = resolve_model(model) if model else None
         info.print(Text(describe_models(agent, model=override), style="dim"), soft_wrap=True)
         check_credentials(agent, model=override)  # a missing key leaves no session behind
-        sessions = open_store(db)
-        existed = session is not None and known(sessions, session)
-        store = sessions.session(session_id)
+        stored = sessions.open_store(db)
+        existed = session is not None and known(stored, session)
+        store = stored.session(session_id)
         if session is None:
             info.print(Text.assemble(("session ", "dim"), (session_id, "bold"),
                                      (f"  (continue it with --session {session_id})", "dim")))
@@ -271,7 +275,7 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: str,
         previous = get_trace_processors()
         add_trace_processor(processor)
         try:
-            result = _stream(agent, prompt, options, on_event, sessions)
+            result = _stream(agent, prompt, options, on_event, stored)
         except KeyboardInterrupt:
             printer.close()
             err.print(Text(f"Interrupted; continue with --session {session_id}.",

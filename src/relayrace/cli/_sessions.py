@@ -7,13 +7,13 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
+from .. import sessions
 from ..core.events import HandoffEvent
-from ..sessions import SessionInfo, SessionStore, open_store
 from ._common import (
     DEFAULT_DB,
     DbOption,
@@ -25,6 +25,9 @@ from ._common import (
     unknown_session,
 )
 from ._render import EventPrinter, format_time, session_label, session_tree, sessions_table
+
+if TYPE_CHECKING:
+    from ..sessions import SessionInfo, SessionStore
 
 __all__ = ["sessions_app"]
 
@@ -53,7 +56,7 @@ def list_sessions(db: DbOption = DEFAULT_DB, json_output: JsonOption = False) ->
             out_console().print(f"No sessions yet (no database at {db}).")
         return
     with errors():
-        store = open_store(db)
+        store = sessions.open_store(db)
 
         async def listed() -> list[tuple[SessionInfo, int]]:
             infos = await store.list_sessions(limit=100_000)
@@ -83,7 +86,7 @@ def show_session(
 ) -> None:
     """Show a session's conversation and the tree of its child sessions."""
     with errors():
-        store = open_store(db)
+        store = sessions.open_store(db)
         if not known(store, session_id):
             raise unknown_session(session_id, db)
         session = store.session(session_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -331,17 +332,24 @@ Event = Annotated[
 ]
 """Any event of a session log or a stream."""
 
-_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+@cache
+def _adapter() -> TypeAdapter[Event]:
+    """The events' adapter, built when a session first writes or reads its log: building it
+    is most of what importing this module would otherwise cost."""
+    return TypeAdapter(Event)
+
 
 def dump_events(events: Iterable[AgentEvent]) -> list[str]:
     """Each event as one line of JSON."""
     # The adapter's serializer itself, with its defaults: what ``dump_json`` calls, without
     # the keyword arguments it passes on for each event (every batch of every run is here).
-    dump = _adapter.serializer.to_json
+    dump = _adapter().serializer.to_json
     return [dump(e).decode() for e in events]
 
 
 def load_events(lines: Sequence[str | bytes]) -> list[AgentEvent]:
     """Events back from JSON lines written by :func:`dump_events`."""
-    load = _adapter.validator.validate_json  # as above: what ``validate_json`` calls
+    load = _adapter().validator.validate_json  # as above: what ``validate_json`` calls
     return [load(line) for line in lines]

@@ -133,6 +133,9 @@ async def bounded(items: AsyncIterator[T], when: float) -> AsyncIterator[T]:
     """The items of a stream, each awaited within the deadline ``when`` (loop time).
 
     Only the waits are bounded: the consumer's own work between items never gets cancelled.
+    A body that breaks while it is read counts as unreadable whichever SDK version reads it:
+    newer SDKs (anthropic 2.17, for one) wrap the transport error in their connection error,
+    which would otherwise read as a request that never reached the server.
     """
     while True:
         async with asyncio.timeout_at(when):
@@ -140,6 +143,10 @@ async def bounded(items: AsyncIterator[T], when: float) -> AsyncIterator[T]:
                 item = await anext(items)
             except StopAsyncIteration:
                 return
+            except Exception as e:
+                if isinstance(e.__cause__, httpx2.TransportError) and not isinstance(e, UNREADABLE):
+                    raise e.__cause__ from None
+                raise
         yield item
 
 

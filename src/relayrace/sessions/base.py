@@ -14,6 +14,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.events import (
     AgentEvent,
@@ -31,8 +32,11 @@ from ..core.events import (
 from ..core.exceptions import SessionInUseError, UserError
 from ..core.messages import Message
 
-__all__ = ["Lease", "LeaseHolder", "LogView", "Session", "SessionInfo", "check_wait",
-           "lease_row_owner", "new_session_id", "process_tag"]
+__all__ = ["DEFAULT_DB_PATH", "Lease", "LeaseHolder", "LogView", "Session", "SessionInfo",
+           "check_wait", "lease_row_owner", "new_session_id", "process_tag"]
+
+DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
+"""Where SQLite sessions and stores live unless told otherwise."""
 
 
 def new_session_id() -> str:

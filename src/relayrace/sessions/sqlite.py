@@ -39,6 +39,7 @@ from ._sqlitefile import Settings, check_synchronous
 from ._sqlitefile import busy as _busy
 from ._sqlitewrites import drop_leases, touch_sessions, write_events
 from .base import (
+    DEFAULT_DB_PATH,
     LeaseHolder,
     LogView,
     Session,
@@ -49,8 +50,6 @@ from .base import (
 )
 
 __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
-
-DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
 
 T = TypeVar("T")
 
