@@ -12,11 +12,12 @@ questions there and go on.
 
 This module is the command table; each command lives in a module of its own: ``_run`` (run,
 resume), ``_sessions``, ``_team`` (validate, graph), ``_serve``, ``_mcp``, ``_a2a``,
-``_durable`` (submit, worker) and ``_eval``; what they share is in ``_common``.
+``_durable`` (submit, worker), ``_eval`` and ``_demo``; what they share is in ``_common``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -24,6 +25,7 @@ import typer
 from .._version import __version__
 from ._a2a import a2a_app
 from ._common import EXIT_APPROVAL, EXIT_CODES
+from ._demo import demo
 from ._durable import submit, worker
 from ._eval import eval_app
 from ._mcp import mcp_app
@@ -65,6 +67,7 @@ def _root(
 
 
 # in the order `relayrace --help` lists them
+app.command()(demo)
 app.add_typer(sessions_app, name="sessions")
 app.command(epilog=EXIT_CODES)(run)
 app.command(epilog=EXIT_CODES)(resume)
@@ -78,6 +81,6 @@ app.command(epilog=EXIT_CODES)(submit)
 app.command()(worker)
 
 
-def main() -> None:
-    """The ``relayrace`` console script."""
-    app()
+def main(args: Sequence[str] | None = None) -> None:
+    """The ``relayrace`` console script: ``args``, or the command line's."""
+    app(args=None if args is None else list(args), prog_name="relayrace")

@@ -1,0 +1,5 @@
+"""``python -m relayrace``: the ``relayrace`` command."""
+
+from .cli import main
+
+main()
