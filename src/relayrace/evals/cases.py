@@ -13,6 +13,8 @@ from pydantic import ConfigDict, TypeAdapter
 from pydantic.dataclasses import dataclass
 from pydantic.json_schema import SkipJsonSchema
 
+from .patterns import compile_pattern
+
 __all__ = [
     "CASE_ADAPTER",
     "ArgsMode",
@@ -60,7 +62,8 @@ class Match:
     contains: str | list[str] | None = None
     """Text the value must contain (every one of a list), case-insensitively."""
     regex: str | None = None
-    """A regular expression the value's text must match somewhere (``re.search``)."""
+    """A regular expression (RE2 syntax: no backreferences or lookaround, matched in linear
+    time) the value's text must match somewhere."""
     schema: dict[str, Any] | None = None
     """A JSON Schema the value must satisfy."""
 
@@ -68,6 +71,8 @@ class Match:
         if self.equals is None and self.contains is None and self.regex is None \
                 and self.schema is None:
             raise ValueError("a match needs at least one of equals, contains, regex, schema")
+        if self.regex is not None:
+            compile_pattern(self.regex)  # refused when the case is read, not when it runs
 
 
 @dataclass(config=_STRICT, kw_only=True)
@@ -141,6 +146,8 @@ class ExpectFinal(Match):
                 and self.regex is None and self.schema is None:
             raise ValueError("final needs agent, or at least one of equals, contains, regex, "
                              "schema")
+        if self.regex is not None:
+            compile_pattern(self.regex)
 
 
 @dataclass(config=_STRICT, kw_only=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -30,6 +29,7 @@ from .cases import (
     ExpectTools,
     Match,
 )
+from .patterns import compile_pattern
 from .results import Check, Metrics
 from .trajectory import CallMade
 
@@ -80,9 +80,9 @@ def match_value(match: Match, value: Any) -> str | None:
             return f"{_short(value)} does not contain {', '.join(map(repr, missing))}"
     if match.regex is not None:
         try:
-            found = re.search(match.regex, _text(value))
-        except re.error as exc:
-            return f"the regex {match.regex!r} is invalid: {exc}"
+            found = compile_pattern(match.regex).search(_text(value))
+        except ValueError as exc:  # a Match built without validation
+            return str(exc)
         if found is None:
             return f"{_short(value)} does not match /{match.regex}/"
     if match.schema is not None:
