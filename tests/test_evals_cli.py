@@ -133,12 +133,13 @@ def test_capture_then_replay(db: Path, tmp_path: Path) -> None:
     # Replay on a model that routes elsewhere: where the trajectory diverged.
     replayed = invoke("eval", "replay", session, "--team", TEAM, "--db", db,
                       "--model", f"{MISROUTE}:misroute")
-    assert replayed.exit_code == 0, replayed.output
+    assert replayed.exit_code == 1, replayed.output  # a divergence fails CI
     out = replayed.stdout
     assert "✗ the replay diverged at step 2:" in out
     assert "- → billing   (stored)" in out and "+ → technical   (replayed)" in out
     same = invoke("eval", "replay", session, "--team", TEAM, "--db", db,
                   "--model", f"{MISROUTE}:as_refund")
+    assert same.exit_code == 0, same.output
     assert "✓ the replay took the same" in same.stdout
     missing = invoke("eval", "capture", "nope", "--into", into, "--db", db)
     assert missing.exit_code == 1 and "No session 'nope'" in missing.stderr

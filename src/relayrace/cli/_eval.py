@@ -381,7 +381,8 @@ def _made(factory: Any, case: Case, spec: str | None) -> Model | str:
 def replay_session(
     session_id: Annotated[str, typer.Argument(help="The stored session to replay.")],
     team: Annotated[str, typer.Option("--team", "-t", help="The team to replay on: "
-                                                          "path/to/team.py:variable.")],
+                                                          "path/to/team.py:variable, or a "
+                                                          "YAML team.")],
     agent_name: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to run, "
                                                    "by name.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help=(
@@ -392,7 +393,7 @@ def replay_session(
     context: ContextOption = None,
 ) -> None:
     """Say a stored conversation's user turns again (another model, a changed team) and show
-    where the trajectory diverged from the stored one."""
+    where the trajectory diverged from the stored one: exit 1 if it did, 0 if not."""
     from ..evals.capture import capture_case
     from ..evals.replay import first_divergence, replay
     out = _console()
@@ -426,3 +427,5 @@ def replay_session(
         out.print(Text(f"+ {split.replayed}   (replayed)", style="green"), soft_wrap=True)
     out.print(Text(f"replayed in session {new_id} · stored: {_short_path(before.path)} · "
                    f"replayed: {_short_path(after.path)}", style="dim"), soft_wrap=True)
+    if split is not None:
+        raise typer.Exit(1)  # CI fails on a divergence
