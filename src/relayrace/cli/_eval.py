@@ -150,7 +150,7 @@ def _confusion_table(result: EvalResult) -> Table | None:
     matrix = ConfusionMatrix.of(result.runs)
     if not matrix.counts:
         return None
-    table = Table(title=f"Routing (expected ↓, reached →): {matrix.accuracy:.0%} right",
+    table = Table(title=f"Routing (expected ↓, reached →): {matrix.summary()}",
                   title_justify="left")
     table.add_column("expected")
     for reached in matrix.reached:

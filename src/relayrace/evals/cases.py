@@ -19,6 +19,7 @@ __all__ = [
     "CASE_ADAPTER",
     "ArgsMode",
     "Case",
+    "Decision",
     "Expect",
     "ExpectCall",
     "ExpectDelegation",
@@ -43,6 +44,8 @@ ToolsMode = Literal["strict", "unordered", "subset", "superset"]
 """How the tool calls compare, as ``agentevals`` defines it: ``strict`` the same model turns
 in order (calls within one turn in any order); ``unordered`` the same calls in any order;
 ``subset`` every call made was expected; ``superset`` every expected call was made."""
+Decision = Literal["approve", "reject"]
+"""A person's decision on a tool call that needs approval."""
 ArgsMode = Literal["exact", "ignore", "subset", "superset"]
 """How a call's arguments compare with the expected ones: equal, not at all, the actual
 arguments all among the expected (``subset``), or the expected all among the actual
@@ -198,6 +201,9 @@ class Expect:
     """Bounds on requests, tokens, handoffs, time."""
     rubric: Rubric | str | None = None
     """Criteria for a judge model (text: the criteria, min score 4)."""
+    pending: list[str] | None = None
+    """The tools the run should stop on, waiting for a person (approvals or questions);
+    given, the case passes only when the run stops on exactly these."""
 
     def path_spec(self) -> ExpectPath | None:
         """``path`` as an `ExpectPath`."""
@@ -237,8 +243,16 @@ class Case:
     """What should happen."""
     tags: list[str] = field(default_factory=list)
     """Labels to select and group cases by."""
+    approvals: dict[str, Decision | list[Decision]] = field(default_factory=dict)
+    """A person's decision per tool name, for the calls that need approval; a list decides
+    that tool's pending calls in order (a call past its end stops the run)."""
+    answers: list[str] = field(default_factory=list)
+    """The person's replies to the questions the run asks (``ask_user``), in order."""
     where: SkipJsonSchema[str] = ""
     """Where the case was read from (``file:line``), for messages; set by the loader."""
+    lines: SkipJsonSchema[dict[str, str]] = field(default_factory=dict)
+    """Where the keys checked against the team were read (``approvals.TOOL``,
+    ``expect.pending``: ``file:line``); set by the loader."""
 
     def __post_init__(self) -> None:
         if not self.id.strip():
@@ -247,11 +261,20 @@ class Case:
             raise ValueError("a case has either input (one message) or turns (several)")
         if self.turns is not None and not self.turns:
             raise ValueError("turns holds at least one user message")
+        for tool, decided in self.approvals.items():
+            if isinstance(decided, list) and not decided:
+                raise ValueError(f"approvals.{tool} is a decision (approve or reject) or a "
+                                 "non-empty list of them")
 
     @property
     def messages(self) -> list[str]:
         """The user messages, in order."""
         return list(self.turns) if self.turns is not None else [self.input or ""]
+
+    def where_of(self, key: str) -> str:
+        """Where ``key`` (``approvals.TOOL``, ``expect.pending``) was read, else the case's
+        own place."""
+        return self.lines.get(key) or self.where or self.id
 
     @property
     def label(self) -> str:

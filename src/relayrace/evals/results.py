@@ -88,6 +88,19 @@ class CaseRun:
     """What it used."""
     score: int | None = None
     """The judge's score (1-5), for a case with a rubric."""
+    steps: list[str] = field(default_factory=list)
+    """The trajectory as lines, in order: each agent taking over, each tool call and
+    delegation, and who answered (as far as the run went)."""
+    calls: list[list[str]] = field(default_factory=list)
+    """The tool calls, per model turn that made any, as ``name({args})``."""
+    answer: str = ""
+    """The final answer (a typed agent's: its JSON), cut at 2,000 characters."""
+    decisions: list[str] = field(default_factory=list)
+    """The case's decisions given to the run, in order: ``approve issue_refund (call_1)``."""
+    stopped: str = ""
+    """What the run stopped for without a decision in the case (``""``: it did not)."""
+    pending: list[str] = field(default_factory=list)
+    """The tools it stopped on, waiting for a person."""
 
     @property
     def passed(self) -> bool:

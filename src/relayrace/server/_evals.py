@@ -57,6 +57,7 @@ async def eval_run(request: Request, session_id: str) -> dict[str, Any]:
     data = result.to_dict()
     data["confusion"] = {
         "expected": matrix.expected, "reached": matrix.reached, "accuracy": matrix.accuracy,
+        "summary": matrix.summary(),
         "rows": [[matrix.count(e, r) for r in matrix.reached] for e in matrix.expected]}
     for run in data["runs"]:
         failed = next((c for c in run["checks"] if not c["passed"]), None)

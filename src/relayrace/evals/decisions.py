@@ -1,0 +1,140 @@
+"""A person's decisions in a case: approvals per tool name and answers to questions, checked
+against the team before any case runs, then handed out to each stop of a case run's
+conversation, for ``Runner.resume`` (the resume of the command line and the server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from relayrace import Agent
+from relayrace.agents.approvals import PendingRun
+from relayrace.agents.delegation import AgentTool
+from relayrace.config import suggest
+
+from .cases import Case
+from .loading import CaseFileError
+
+__all__ = ["CaseDecisions", "Stop", "check_decisions", "team_tools"]
+
+
+def team_tools(team: Agent[Any]) -> tuple[set[str], bool]:
+    """The tool and transfer names of every agent a run of ``team`` may reach (delegated
+    children included), and whether any agent has toolsets, whose tools are known only when
+    a run lists them."""
+    names: set[str] = set()
+    dynamic = False
+    seen: set[int] = set()
+    todo = [team.root]
+    while todo:
+        agent = todo.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        names.update(t.name for t in agent.tools)
+        names.update(agent.handoff_set().by_tool)
+        dynamic = dynamic or bool(agent.toolsets)
+        todo.extend(h.agent for h in agent.handoffs)
+        todo.extend(agent.specialists)
+        todo.extend(t.agent for t in agent.tools if isinstance(t, AgentTool))
+    return names, dynamic
+
+
+def check_decisions(team: Agent[Any], cases: Sequence[Case]) -> None:
+    """Raise `CaseFileError` naming every tool in the cases' ``approvals:`` and
+    ``expect.pending`` that ``team`` does not have, each at its ``file:line`` with the
+    closest name; before any case runs."""
+    names, dynamic = team_tools(team)
+    if dynamic:
+        return  # an MCP server's tools are listed only when a run needs them
+    known = sorted(names | {"ask_user"})
+    problems = []
+    for case in cases:
+        for tool in case.approvals:
+            if tool not in names:
+                problems.append(f"{case.where_of(f'approvals.{tool}')}: approvals: the team has "
+                                f"no tool {tool!r}{suggest(tool, known) or ''}")
+        for tool in case.expect.pending or []:
+            if tool not in known:
+                problems.append(f"{case.where_of('expect.pending')}: expect.pending: the team "
+                                f"has no tool {tool!r}{suggest(tool, known) or ''}")
+    if problems:
+        raise CaseFileError("\n".join(problems))
+
+
+@dataclass(slots=True, frozen=True)
+class Stop:
+    """A stop of a case run's conversation that the case gives no decision for."""
+
+    tools: list[str]
+    """The tools the run waits on (a person holding the conversation: their agent)."""
+    reason: str
+    """What the run waits for, in words: ``approval of issue_refund``."""
+    fix: str
+    """What a case gives to go on: ``give approvals: or expect: pending:``."""
+
+
+@dataclass(slots=True)
+class CaseDecisions:
+    """A case's decisions, used up in order as its conversation stops for a person."""
+
+    case: Case
+    taken: dict[str, int] = field(default_factory=dict)
+    """Per tool, how many of its decisions were used."""
+    answered: int = 0
+    """How many answers were used."""
+    made: list[str] = field(default_factory=list)
+    """Each decision given, as a line: ``approve issue_refund (call_1)``."""
+
+    def _decision(self, tool: str) -> bool | None:
+        decided = self.case.approvals.get(tool)
+        if decided is None:
+            return None
+        if isinstance(decided, str):
+            return decided == "approve"
+        n = self.taken.get(tool, 0)
+        if n >= len(decided):
+            return None
+        self.taken[tool] = n + 1
+        return decided[n] == "approve"
+
+    def for_stop(self, pending: PendingRun) -> tuple[dict[str, bool], dict[str, str]] | Stop:
+        """The approvals (call id to decision) and answers (question id to text) for what
+        ``pending`` waits on; a `Stop` if the case has no decision for any of it."""
+        if pending.takeover is not None:
+            return Stop([pending.takeover.agent],
+                        f"a person ({pending.takeover.agent}) holding the conversation",
+                        "a case cannot reply for them; give expect: pending:")
+        approvals: dict[str, bool] = {}
+        undecided = []
+        for request in pending.approvals:
+            decision = self._decision(request.tool_name)
+            if decision is None:
+                undecided.append(request.tool_name)
+            else:
+                approvals[request.call_id] = decision
+        answers: dict[str, str] = {}
+        unanswered = []
+        for question in pending.questions:
+            if self.answered < len(self.case.answers):
+                answers[question.id] = self.case.answers[self.answered]
+                self.answered += 1
+            else:
+                unanswered.append(question.tool_name)
+        if undecided or unanswered:
+            what = [f"approval of {', '.join(undecided)}"] if undecided else []
+            what += [f"an answer to {', '.join(unanswered)}"] if unanswered else []
+            tools = [r.tool_name for r in pending.approvals] + \
+                [q.tool_name for q in pending.questions]
+            keys = ["approvals:"] if undecided else []
+            keys += ["answers:"] if unanswered else []
+            return Stop(tools, " and ".join(what), f"give {' and '.join(keys)} or expect: "
+                                                    "pending:")
+        for request in pending.approvals:
+            verb = "approve" if approvals[request.call_id] else "reject"
+            self.made.append(f"{verb} {request.tool_name} ({request.call_id})")
+        for question in pending.questions:
+            self.made.append(f"answer {question.question!r}: {answers[question.id]!r}")
+        return approvals, answers
