@@ -348,7 +348,7 @@ def capture(
     context: ContextOption = None,
 ) -> None:
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
-    from ..evals.capture import append_case, capture_case, capture_note
+    from ..evals.capture import append_case, capture_case, capture_note, child_logs
     with errors():
         store = open_store(db)
 
@@ -356,11 +356,12 @@ def capture(
             if not await store.exists(session_id):
                 raise UserError(f"No session {session_id!r} in {db}; list them with "
                                 "`relayrace sessions list`.")
-            return await store.session(session_id).get_events()
+            log = await store.session(session_id).get_events()
+            return log, await child_logs(store, log)
 
-        stored = asyncio.run(_close_after(store, events()))
+        stored, children = asyncio.run(_close_after(store, events()))
         case = capture_case(stored, case_id or f"session-{session_id}",
-                            context=_context(context) or None)
+                            context=_context(context) or None, children=children)
         append_case(into, case, note=capture_note(session_id, stored))
     path = case.expect.path_spec()
     _console().print(Text.assemble(("✓ ", "bold green"), f"case {case.id} added to {into}: ",

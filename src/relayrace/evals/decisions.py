@@ -1,11 +1,12 @@
 """A person's decisions in a case: approvals per tool name and answers to questions, checked
 against the team before any case runs, then handed out to each stop of a case run's
-conversation, for ``Runner.resume`` (the resume of the command line and the server).
+conversation, for ``Runner.resume`` (the resume of the command line and the server); and the
+decisions a stored session shows, for a captured case.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,11 +14,21 @@ from relayrace import Agent
 from relayrace.agents.approvals import PendingRun
 from relayrace.agents.delegation import AgentTool
 from relayrace.config import suggest
+from relayrace.core.events import (
+    AgentEvent,
+    ApprovalRequestedEvent,
+    HumanTakeoverEvent,
+    QuestionAskedEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolResultEvent,
+)
 
-from .cases import Case
+from .cases import Case, Decision
 from .loading import CaseFileError
 
-__all__ = ["CaseDecisions", "Stop", "check_decisions", "team_tools"]
+__all__ = ["REJECTED", "CaseDecisions", "Decided", "Stop", "check_decisions", "decided_in",
+           "team_tools"]
 
 
 def team_tools(team: Agent[Any]) -> tuple[set[str], bool]:
@@ -138,3 +149,75 @@ class CaseDecisions:
         for question in pending.questions:
             self.made.append(f"answer {question.question!r}: {answers[question.id]!r}")
         return approvals, answers
+
+
+REJECTED = "Rejected: a human reviewer declined"
+"""How the tool result of a rejected call begins (the runner's own words for it)."""
+
+
+@dataclass(slots=True)
+class Decided:
+    """A person's decisions as a session's log shows them, in a case's terms."""
+
+    approvals: dict[str, Decision | list[Decision]] = field(default_factory=dict)
+    """Per tool: one decision when every call got the same, else each call's in order."""
+    answers: list[str] = field(default_factory=list)
+    """The answers to the questions asked, in order."""
+    pending: list[str] | None = None
+    """The tools the session still waits on (``None``: it does not wait)."""
+
+
+def _results(events: Sequence[AgentEvent]) -> dict[str, str]:
+    """Tool results by call id (the last, for a call that ran again after a question)."""
+    return {e.message.tool_call_id or "": e.message.content for e in events
+            if isinstance(e, ToolResultEvent)}
+
+
+def decided_in(events: Sequence[AgentEvent],
+               children: Mapping[str, Sequence[AgentEvent]] | None = None) -> Decided:
+    """The decisions a session's log (``events``) and its delegated children's logs
+    (``children``, by session id; a child's request is decided in its own log) show."""
+    logs = {"": _results(events)}
+    for session_id, log in (children or {}).items():
+        logs[session_id] = _results(log)
+    per_tool: dict[str, list[Decision]] = {}
+    found = Decided()
+    asked: list[QuestionAskedEvent] = []
+    for e in events:
+        if isinstance(e, ApprovalRequestedEvent):
+            result = logs.get(e.session_id, {}).get(e.tool_call_id)
+            if result is not None:  # else still waiting
+                per_tool.setdefault(e.tool_name, []).append(
+                    "reject" if result.startswith(REJECTED) else "approve")
+        elif isinstance(e, QuestionAskedEvent):
+            asked.append(e)
+    for i, question in enumerate(asked):
+        # A call asking again holds the earlier answers; the built-in tool's result is one.
+        later = next((q for q in asked[i + 1:] if q.tool_call_id == question.tool_call_id
+                      and q.session_id == question.session_id
+                      and len(q.answered) > len(question.answered)), None)
+        if later is not None:
+            found.answers.append(later.answered[len(question.answered)])
+        elif question.tool_name == "ask_user":
+            result = logs.get(question.session_id, {}).get(question.tool_call_id)
+            if result is not None:
+                found.answers.append(result)
+    found.approvals = {tool: made[0] if len(set(made)) == 1 else made
+                       for tool, made in per_tool.items()}
+    found.pending = _waiting(events)
+    return found
+
+
+def _waiting(events: Sequence[AgentEvent]) -> list[str] | None:
+    """The tools the log's last run stopped on, if it stopped for a person."""
+    ends = [i for i, e in enumerate(events) if isinstance(e, RunFinishedEvent)]
+    if not ends or events[ends[-1]].status != "interrupted":  # type: ignore[attr-defined]
+        return None
+    starts = [i for i, e in enumerate(events[:ends[-1]]) if isinstance(e, RunStartedEvent)]
+    tools = []
+    for e in events[starts[-1] if starts else 0:ends[-1]]:
+        if isinstance(e, ApprovalRequestedEvent | QuestionAskedEvent):
+            tools.append(e.tool_name)
+        elif isinstance(e, HumanTakeoverEvent):
+            tools.append(e.agent)
+    return tools
