@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,7 +20,7 @@ from ..core.exceptions import UserError
 from ..models import Model
 from ..sessions import SessionStore, new_session_id, open_store
 from ..testing import ScriptedModel
-from ._common import errors
+from ._common import errors, fail
 from ._target import load_module, resolve_model, resolve_target
 
 if TYPE_CHECKING:
@@ -49,7 +51,31 @@ ContextOption = Annotated[list[str] | None, typer.Option(
 
 
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
+    """Off a terminal (CI logs, a pipe) 200 columns, unless COLUMNS says: rich's 80 would
+    wrap the tables mid-id."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, highlight=False, width=200 if wide else None)
+
+
+def _writable(paths: list[Path | None]) -> None:
+    """Exit 2 unless every output file can be written: checked before any case runs, so a
+    typo never costs a whole eval run."""
+    for path in paths:
+        if path is None or str(path) == "-":
+            continue
+        existed = path.exists()
+        try:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a directory")
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise fail(f"cannot write {path}: {reason}; give a file in a directory that "
+                       "exists and can be written.", code=2) from None
+        if not existed:
+            path.unlink()  # made to try; the results write it
 
 
 def _context(items: list[str] | None) -> dict[str, str]:
@@ -126,8 +152,9 @@ def _short_path(path: list[str]) -> str:
 def _results_table(result: EvalResult) -> Table:
     table = Table(title=f"{result.team}: {result.pass_rate:.0%} of {len(result.runs)} case "
                         "run(s) passed", title_justify="left")
-    for column in ("case", "passed", "path", "tokens", "seconds", "first divergence"):
-        table.add_column(column, overflow="fold")
+    for column in ("case", "passed", "path", "tokens", "ms", "first divergence"):
+        # Ids and counts never wrap; a path or a divergence folds.
+        table.add_column(column, overflow="fold", no_wrap=column in ("case", "passed"))
     for case in result.cases:
         rate = case.pass_rate
         style = "green" if rate == 1 else "red" if rate == 0 else "yellow"
@@ -140,7 +167,7 @@ def _results_table(result: EvalResult) -> Table:
         passed = sum(r.passed for r in case.runs)
         table.add_row(case.case_id, Text(f"{passed}/{len(case.runs)}", style=style),
                       _short_path(case.usual_path), f"{case.mean('tokens'):.0f}",
-                      f"{case.mean('seconds'):.3f}", why)
+                      f"{case.mean('seconds') * 1000:.1f}", why)
     return table
 
 
@@ -170,18 +197,20 @@ def _distribution_table(result: EvalResult) -> Table:
     for column in ("", "mean", "median", "p90", "min", "max"):
         table.add_column(column, justify="right")
     for label, metric, fmt in (("tokens", "tokens", ".0f"), ("requests", "requests", ".1f"),
-                               ("seconds", "seconds", ".3f"), ("cost (USD)", "cost", ".5f")):
+                               ("latency (ms)", "seconds", ".1f"), ("cost (USD)", "cost", ".5f")):
         d = result.distribution(metric)
         if d is None:
             table.add_row(label, "—", "—", "—", "—", "—")
             continue
-        table.add_row(label, *(format(v, fmt) for v in (d.mean, d.p50, d.p90, d.min, d.max)))
+        scale = 1000 if metric == "seconds" else 1
+        table.add_row(label, *(format(v * scale, fmt)
+                               for v in (d.mean, d.p50, d.p90, d.min, d.max)))
     return table
 
 
 def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
     table = Table(title=f"Against {against}", title_justify="left")
-    for column in ("case", "", "pass rate", "path", "tokens", "seconds"):
+    for column in ("case", "", "pass rate", "path", "tokens", "ms"):
         table.add_column(column, overflow="fold")
 
     def rate(v: float | None) -> str:
@@ -190,6 +219,9 @@ def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
     def num(v: float | None, fmt: str) -> str:
         return "—" if v is None else format(v, fmt)
 
+    def ms(v: float | None) -> str:
+        return num(None if v is None else v * 1000, ".1f")
+
     for d in deltas:
         style = {"better": "green", "worse": "bold red"}.get(d.verdict, "dim")
         path = (f"{_short_path(d.path[0])}\n→ {_short_path(d.path[1])}" if d.path_changed
@@ -197,7 +229,7 @@ def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
         table.add_row(d.case_id, Text(d.verdict, style=style),
                       f"{rate(d.pass_rate[0])} → {rate(d.pass_rate[1])}", path,
                       f"{num(d.tokens[0], '.0f')} → {num(d.tokens[1], '.0f')}",
-                      f"{num(d.seconds[0], '.3f')} → {num(d.seconds[1], '.3f')}")
+                      f"{ms(d.seconds[0])} → {ms(d.seconds[1])}")
     return table
 
 
@@ -222,7 +254,8 @@ async def _evaluate(team: Any, cases: list[Case], options: dict[str, Any],
 @eval_app.command("run")
 def run_cases(
     team: Annotated[str, typer.Argument(help="The team: path/to/team.py:variable, or a YAML "
-                                             "team (with --agent).")],
+                                             "team (--agent picks the entry when it has "
+                                             "several).")],
     cases_file: Annotated[Path, typer.Argument(help="The cases: a YAML or JSONL file.")],
     agent_name: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to run, "
                                                    "by name.")] = None,
@@ -239,7 +272,8 @@ def run_cases(
     judge_timeout: Annotated[float, typer.Option("--judge-timeout", min=0.001,
                                                  help="Seconds a judge may take.")] = 60.0,
     timeout: Annotated[float | None, typer.Option(
-        "--timeout", min=0.001, help="Seconds one case run's conversation may take.")] = None,
+        "--timeout", min=0.001, help="Seconds one case run may take, conversation and checks: "
+        "past it, the run is ended and counts as an error.")] = None,
     db: Annotated[str, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)
                   ] = ".relayrace/sessions.db",
     json_out: Annotated[Path | None, typer.Option(
@@ -269,6 +303,7 @@ def run_cases(
     from ..evals.junit import junit_xml
     to_stdout = json_out is not None and str(json_out) == "-"
     out = _console(stderr=to_stdout)
+    _writable([json_out, junit, html])
     with errors():
         agent = resolve_target(team, agent_name)
         if model is None and any(isinstance(a.model, ScriptedModel) for a in agent.root.walk()):
@@ -307,10 +342,17 @@ def run_cases(
         typer.echo(json.dumps(data, indent=2))
     elif json_out is not None:
         json_out.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    written = []
+    if json_out is not None and not to_stdout:
+        written.append(f"results {json_out}")
     if junit is not None:
         junit.write_text(junit_xml(result), encoding="utf-8")
+        written.append(f"JUnit {junit}")
     if html is not None:
         html.write_text(html_report(result, baseline=deltas), encoding="utf-8")
+        written.append(f"report {html}")
+    if written:
+        out.print(Text(f"wrote {' · '.join(written)}", style="dim"), soft_wrap=True)
     stored = ("not stored (memory://)" if "memory://" in db else
               f"each case run is a session: relayrace sessions show {result.run_id}")
     out.print(Text(f"eval run {result.run_id} · {result.seconds:.2f} s · {stored}", style="dim"),

@@ -178,13 +178,18 @@ class CaseSummary:
         return list(counts.most_common(1)[0][0]) if counts else []
 
     def mean(self, metric: str) -> float:
-        """The mean of a metric (``tokens``, ``seconds``, ``requests``...) over the runs."""
-        values = [float(getattr(r.metrics, metric)) for r in self.runs]
+        """The mean of a metric (``tokens``, ``seconds``, ``requests``...) over the runs that
+        did not end in an error (0 if every one did)."""
+        values = [float(getattr(r.metrics, metric)) for r in self.runs if r.status != "error"]
         return statistics.fmean(values) if values else 0.0
 
     def first_failed(self) -> CaseRun | None:
         """The first run that did not pass."""
         return next((r for r in self.runs if not r.passed), None)
+
+    def failed(self) -> list[CaseRun]:
+        """Every run that did not pass, in repetition order."""
+        return [r for r in self.runs if not r.passed]
 
 
 @dataclass(slots=True)
@@ -222,9 +227,10 @@ class EvalResult:
         return sum(r.passed for r in self.runs) / len(self.runs) if self.runs else 0.0
 
     def distribution(self, metric: str) -> Distribution | None:
-        """The figures of a metric (``tokens``, ``seconds``, ``cost``...) over the case runs
-        (runs without the figure, e.g. a cost without prices, left out)."""
-        values = [getattr(r.metrics, metric) for r in self.runs]
+        """The figures of a metric (``tokens``, ``seconds``, ``cost``...) over the case runs;
+        runs that ended in an error, and runs without the figure (a cost without prices), are
+        left out of every metric alike."""
+        values = [getattr(r.metrics, metric) for r in self.runs if r.status != "error"]
         return Distribution.of([float(v) for v in values if v is not None])
 
     def to_dict(self) -> dict[str, Any]:
