@@ -17,6 +17,7 @@ from .patterns import compile_pattern
 
 __all__ = [
     "CASE_ADAPTER",
+    "EXPECT_ADAPTER",
     "ArgsMode",
     "Case",
     "Decision",
@@ -284,6 +285,8 @@ class Case:
 
 CASE_ADAPTER: TypeAdapter[Case] = TypeAdapter(Case)
 """Validates a case's data; dumps a case back to data."""
+EXPECT_ADAPTER: TypeAdapter[Expect] = TypeAdapter(Expect)
+"""The same for a case's expectations alone (kept with the results, for the report)."""
 
 
 def case_schema() -> dict[str, Any]:

@@ -212,6 +212,9 @@ class EvalResult:
     """How long it took."""
     runs: list[CaseRun] = field(default_factory=list)
     """Every case run, in case order then repetition."""
+    expected: dict[str, Any] = field(default_factory=dict)
+    """Each case's expectations (its ``expect`` as JSON data), by case id: what the report
+    shows each run against."""
 
     @property
     def cases(self) -> list[CaseSummary]:
@@ -245,6 +248,7 @@ class EvalResult:
         data["distributions"] = {m: (asdict(d) if (d := self.distribution(m)) else None)
                                  for m in ("tokens", "seconds", "requests", "cost")}
         data["runs"] = [r.to_dict() for r in self.runs]
+        data["expected"] = self.expected
         return data
 
     @classmethod
@@ -252,4 +256,5 @@ class EvalResult:
         """Back from `to_dict`'s data (the derived parts are computed again)."""
         keys = ("run_id", "team", "cases_file", "model", "repeat", "started", "seconds")
         return cls(**{k: data[k] for k in keys if k in data},
-                   runs=[CaseRun.from_dict(r) for r in data.get("runs", [])])
+                   runs=[CaseRun.from_dict(r) for r in data.get("runs", [])],
+                   expected=data.get("expected", {}))

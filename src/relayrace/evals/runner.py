@@ -23,7 +23,7 @@ from relayrace.core.events import HandoffEvent, ToolResultEvent
 from relayrace.core.usage import Usage
 from relayrace.sessions import MemorySession, Session, SessionStore
 
-from .cases import Case
+from .cases import EXPECT_ADAPTER, Case
 from .decisions import CaseDecisions, Stop, check_decisions
 from .judge import JudgeError, judge
 from .matchers import match_delegations, match_final, match_limits, match_path, match_tools
@@ -282,7 +282,9 @@ async def run_eval(team: Agent[Any], cases: Sequence[Case], *, repeat: int = 1,
         getattr(model, "name", "") or getattr(model, "__name__", "custom")
     result = EvalResult(run_id=f"eval-{secrets.token_hex(6)}", team=label or team.name,
                         cases_file=cases_file, model=shown_model, repeat=repeat,
-                        started=time.time())
+                        started=time.time(),
+                        expected={c.id: EXPECT_ADAPTER.dump_python(
+                            c.expect, mode="json", exclude_defaults=True) for c in cases})
     parent = await begin_eval_run(store, result, len(cases)) if store is not None else None
     gate = asyncio.Semaphore(concurrency)
     started = time.perf_counter()
