@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from relayrace import Agent, Model, Runner, UserError
-from relayrace.core.events import HandoffEvent, ToolResultEvent
+from relayrace.core.events import AgentEvent, HandoffEvent, ToolResultEvent
 from relayrace.core.usage import Usage
 from relayrace.sessions import MemorySession, Session, SessionStore
 
@@ -64,6 +64,8 @@ class _Talk:
     decisions: CaseDecisions
     usage: Usage = field(default_factory=Usage)
     """What the runs that returned used (a run cut short: its log says)."""
+    events: list[AgentEvent] = field(default_factory=list)
+    """The events of the runs that returned (a run cut short: the session's log has them)."""
     output: Any = None
     finished: bool = False
     """Whether every message was answered (or the run stopped where the case expects)."""
@@ -110,6 +112,7 @@ async def _converse(settings: _Settings, case: Case, talk: _Talk) -> None:
                                   context=case.context, model=model,
                                   start_agent=case.start_agent if i == 0 else None)
         talk.usage.add(result.usage.total)
+        talk.events.extend(result.new_events)
         while result.pending is not None:
             given = talk.decisions.for_stop(result.pending)
             if isinstance(given, Stop):
@@ -118,19 +121,21 @@ async def _converse(settings: _Settings, case: Case, talk: _Talk) -> None:
             approvals, answers = given
             result = await Runner.resume(result.pending, approvals=approvals, answers=answers)
             talk.usage.add(result.usage.total)
+            talk.events.extend(result.new_events)
         talk.output = result.final_output
     talk.finished = True
 
 
 async def _what_happened(settings: _Settings, talk: _Talk, seconds: float,
                          ) -> tuple[Trajectory, Metrics]:
-    """The trajectory and metrics of the conversation, from its session's log: whole, or as
-    far as it went."""
-    events = await talk.session.get_events()
+    """The trajectory and metrics of the conversation: whole, from its runs' events, or as
+    far as it went, from its session's log."""
+    whole = talk.finished or talk.stop is not None
+    events = talk.events if whole else await talk.session.get_events()
     trajectory = read_trajectory(events, handoffs=settings.handoffs,
                                  final_output=talk.output if talk.finished else None)
     # A run that returned counts as its result says; one cut short, as its log does.
-    total = talk.usage if talk.finished or talk.stop else trajectory.usage
+    total = talk.usage if whole else trajectory.usage
     handoffs = sum(type(e) is HandoffEvent for e in events)
     tool_calls = total.tool_calls or sum(
         type(e) is ToolResultEvent and e.tool_name not in settings.handoffs
