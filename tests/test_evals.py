@@ -110,6 +110,27 @@ def test_jsonl_cases_and_their_errors_have_lines(tmp_path: Path) -> None:
     assert [c.messages for c in load_cases(path)] == [["hi"], ["x", "y"]]
 
 
+def test_deep_or_huge_case_files_are_refused_at_their_line_all_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = '{"id": "b", "input": "x", "context": {"a": ' + "[" * 50_000 + "]" * 50_000 + "}}"
+    brackets = '{"id": "c", "input": "[[[[' + "[" * 200 + '", "tags": ["x"]}'  # in a string
+    path = write(tmp_path, f'{{"id": "a", "input": "hi"}}\n{deep}\n{brackets}\n{{"id": 1}}\n',
+                 "cases.jsonl")
+    with pytest.raises(CaseFileError) as caught:
+        load_cases(path)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == f"{path}:2: nested deeper than 100 levels; a case is a few levels of " \
+                       "keys and lists."
+    assert lines[1].startswith(f"{path}:4: ")  # the next mistake too; line 3 is fine
+    yaml_deep = write(tmp_path, "- id: a\n  input: x\n  context: {a: " + "[" * 50_000 + "}\n")
+    with pytest.raises(CaseFileError, match=r"cases.yaml:3: invalid YAML: nested deeper"):
+        load_cases(yaml_deep)
+    monkeypatch.setattr("relayrace.evals.loading._MAX_BYTES", 60)
+    big = write(tmp_path, '{"id": "a", "input": "hi"}\n' * 3, "big.jsonl")
+    with pytest.raises(CaseFileError, match=r"big.jsonl:3: the case file passes"):
+        load_cases(big)
+
+
 def test_the_schema_in_docs_is_current_and_the_examples_fit_it() -> None:
     shipped = json.loads((ROOT / "docs" / "eval-cases.schema.json").read_text())
     assert shipped == case_schema()

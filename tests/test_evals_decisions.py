@@ -206,3 +206,21 @@ def test_a_stored_case_run_with_decisions_round_trips(tmp_path: Path) -> None:
                                                  answers=["card"], expect=EXPECT)],
                                   model=scripted, store=store))
     assert result.runs[0].passed and result.runs[0].decisions
+
+
+async def test_the_report_drills_into_each_run_with_its_decisions_and_first_divergence(
+        ) -> None:
+    from relayrace.evals.html import html_report
+
+    result = await run_eval(build(), [case(approvals={"issue_refund": "approve"},
+                                           answers=["card"], expect=EXPECT),
+                                      case(id="stuck", answers=["card"], expect=EXPECT)],
+                            model=scripted)
+    page = html_report(result)
+    assert page.count('<details class="case"') == 2 and page.count('<details class="run"') == 2
+    assert "decisions given: answer &#x27;Refund to your card or as credit?&#x27;" in page
+    stuck = page[page.index('id="case-stuck"'):]
+    assert stuck.count("◀ first divergence") == 1
+    diverged = stuck[stuck.index('<tr class="diverged">'):]
+    assert diverged.startswith('<tr class="diverged"><td>waits on</td><td>—</td>'
+                               '<td>issue_refund <span class="mark">')
