@@ -212,3 +212,17 @@ def test_a_redos_regex_is_bounded_and_timeout_ends_a_slow_case_run(tmp_path: Pat
     run = json.loads(slow.stdout)["runs"][0]
     assert (run["status"], run["error"]) == ("error", "the case run took longer than 0.2 s "
                                                       "(--timeout)")
+
+
+def test_a_run_stopped_for_a_person_is_named_in_the_summary(tmp_path: Path) -> None:
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: refund\n  input: I was charged twice.\n  answers: [card]\n"
+                     "  expect: {path: [triage, billing], final: {agent: billing}}\n")
+    team = f"{Path(__file__).parent / 'fixtures' / 'eval_approvals.py'}:team"
+    result = invoke("eval", "run", team, cases, "--db", "memory://", "--model",
+                    f"{Path(__file__).parent / 'fixtures' / 'eval_approvals.py'}:scripted")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "0% of 1 case run(s) passed (1 stopped for a person)" in out
+    assert "pending:" in out and "stopped for approval of issue_refund" in out
+    assert "Routing (expected ↓, reached →): 100% right" in out  # it reached billing

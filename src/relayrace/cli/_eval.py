@@ -150,8 +150,13 @@ def _short_path(path: list[str]) -> str:
 
 
 def _results_table(result: EvalResult) -> Table:
+    errors_ = sum(r.status == "error" for r in result.runs)
+    stopped = sum(bool(r.stopped) for r in result.runs)
+    apart = [f"{n} {what}" for n, what in ((errors_, "error(s)"),
+                                           (stopped, "stopped for a person")) if n]
     table = Table(title=f"{result.team}: {result.pass_rate:.0%} of {len(result.runs)} case "
-                        "run(s) passed", title_justify="left")
+                        "run(s) passed" + (f" ({', '.join(apart)})" if apart else ""),
+                  title_justify="left")
     for column in ("case", "passed", "path", "tokens", "ms", "first divergence"):
         # Ids and counts never wrap; a path or a divergence folds.
         table.add_column(column, overflow="fold", no_wrap=column in ("case", "passed"))
