@@ -176,14 +176,16 @@ def _results_table(result: EvalResult) -> Table:
     return table
 
 
-def _confusion_table(result: EvalResult) -> Table | None:
+def _confusion_table(result: EvalResult) -> tuple[Text, Table] | None:
+    """The routing matrix, and its title on a line of its own (a table's title wraps at the
+    table's width)."""
     from ..evals.confusion import ConfusionMatrix
 
     matrix = ConfusionMatrix.of(result.runs)
     if not matrix.counts:
         return None
-    table = Table(title=f"Routing (expected ↓, reached →): {matrix.summary()}",
-                  title_justify="left")
+    title = Text(f"Routing (expected ↓, reached →): {matrix.summary()}", style="italic")
+    table = Table()
     table.add_column("expected")
     for reached in matrix.reached:
         table.add_column(reached, justify="right")
@@ -194,7 +196,7 @@ def _confusion_table(result: EvalResult) -> Table | None:
             style = "green" if expected == reached else "bold red"
             cells.append(Text(str(n) if n else "·", style=style if n else "dim"))
         table.add_row(expected, *cells)
-    return table
+    return title, table
 
 
 def _distribution_table(result: EvalResult) -> Table:
@@ -337,7 +339,8 @@ def run_cases(
     out.print(_results_table(result))
     matrix = _confusion_table(result)
     if matrix is not None:
-        out.print(matrix)
+        out.print(matrix[0], soft_wrap=True)
+        out.print(matrix[1])
     out.print(_distribution_table(result))
     deltas = compare(against, result) if against is not None else []
     if against is not None:
