@@ -226,3 +226,16 @@ def test_a_run_stopped_for_a_person_is_named_in_the_summary(tmp_path: Path) -> N
     assert "0% of 1 case run(s) passed (1 stopped for a person)" in out
     assert "pending:" in out and "stopped for approval of issue_refund" in out
     assert "Routing (expected ↓, reached →): 100% right" in out  # it reached billing
+
+
+def test_replay_on_a_yaml_team_with_one_entry_point_needs_no_agent(db: Path) -> None:
+    cli_team = Path(__file__).parent / "fixtures" / "cli_team.py"
+    yaml_team = ROOT / "examples" / "yaml_team"
+    ran = invoke("run", yaml_team, "What is a handoff?", "--db", db, "--model",
+                 f"{cli_team}:yaml_model", "--session", "y1")
+    assert ran.exit_code == 0, ran.output
+    # lead answering at once: no research delegated, so the replay parts from the stored run.
+    replayed = invoke("eval", "replay", "y1", "--team", yaml_team, "--db", db,
+                      "--model", f"{MISROUTE}:yaml_team")
+    assert replayed.exit_code == 1, replayed.output
+    assert "✗ the replay diverged at step" in replayed.stdout
