@@ -241,8 +241,12 @@ async def _run_one(settings: _Settings, case: Case, repeat: int,
         run.error = f"{type(exc).__name__}: {exc}"
     run.status, run.checks, run.score = "error", [], None
     if not talk.read:  # cut short before its checks: what its log shows so far
-        trajectory, metrics = await _what_happened(settings, talk,
-                                                   time.perf_counter() - started)
+        try:
+            trajectory, metrics = await _what_happened(settings, talk,
+                                                       time.perf_counter() - started)
+        except Exception as exc:  # a store that cannot be read: the error says so
+            run.error += f" (and its log could not be read: {type(exc).__name__}: {exc})"
+            return run
         _keep(run, trajectory, metrics, talk)
     return run
 
