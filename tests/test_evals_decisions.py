@@ -21,7 +21,7 @@ from relayrace.evals.capture import append_case, capture_case, child_logs
 from relayrace.evals.confusion import ERROR, STOPPED, ConfusionMatrix, reached
 from relayrace.runner import Runner
 from relayrace.sessions import MemoryStore, SQLiteStore
-from relayrace.testing import ScriptedModel
+from relayrace.testing import ScriptedModel, tool_call
 
 HERE = Path(__file__).resolve().parent
 EXPECT = {"path": ["triage", "billing"],
@@ -224,3 +224,22 @@ async def test_the_report_drills_into_each_run_with_its_decisions_and_first_dive
     diverged = stuck[stuck.index('<tr class="diverged">'):]
     assert diverged.startswith('<tr class="diverged"><td>waits on</td><td>—</td>'
                                '<td>issue_refund <span class="mark">')
+
+
+async def test_a_person_taking_over_is_expected_by_their_agents_name() -> None:
+    from relayrace import Agent, human
+
+    desk = Agent("desk", instructions="Hand hard cases to a person.",
+                 sub_agents=[human("supervisor")])
+    model = ScriptedModel([tool_call("transfer_to_supervisor", {"reason": "angry"})])
+    expected = await run_case(desk, parse_case({"id": "t", "input": "I want a manager",
+                                                "expect": {"pending": ["supervisor"]}}),
+                              model=lambda c: model)
+    assert expected.status == "passed", expected.checks
+    assert expected.stopped == "a person (supervisor) holding the conversation"
+    again = ScriptedModel([tool_call("transfer_to_supervisor", {"reason": "angry"})])
+    unexpected = await run_case(desk, parse_case({"id": "t", "input": "I want a manager"}),
+                                model=lambda c: again)
+    assert unexpected.checks[0].detail == ("stopped for a person (supervisor) holding the "
+                                           "conversation; a case cannot reply for them; give "
+                                           "expect: pending:")

@@ -31,42 +31,46 @@ __all__ = ["REJECTED", "CaseDecisions", "Decided", "Stop", "check_decisions", "d
            "team_tools"]
 
 
-def team_tools(team: Agent[Any]) -> tuple[set[str], bool]:
-    """The tool and transfer names of every agent a run of ``team`` may reach (delegated
-    children included), and whether any agent has toolsets, whose tools are known only when
-    a run lists them."""
-    names: set[str] = set()
-    dynamic = False
-    seen: set[int] = set()
+def _reachable(team: Agent[Any]) -> list[Agent[Any]]:
+    """Every agent a run of ``team`` may reach: its tree, specialists, delegated children."""
+    found: dict[int, Agent[Any]] = {}
     todo = [team.root]
     while todo:
         agent = todo.pop()
-        if id(agent) in seen:
+        if id(agent) in found:
             continue
-        seen.add(id(agent))
-        names.update(t.name for t in agent.tools)
-        names.update(agent.handoff_set().by_tool)
-        dynamic = dynamic or bool(agent.toolsets)
+        found[id(agent)] = agent
         todo.extend(h.agent for h in agent.handoffs)
         todo.extend(agent.specialists)
         todo.extend(t.agent for t in agent.tools if isinstance(t, AgentTool))
-    return names, dynamic
+    return list(found.values())
+
+
+def team_tools(team: Agent[Any]) -> tuple[set[str], bool]:
+    """The tool and transfer names of every agent a run of ``team`` may reach, and whether
+    any agent has toolsets, whose tools are known only when a run lists them."""
+    agents = _reachable(team)
+    names = {t.name for a in agents for t in a.tools}
+    names.update(tool for a in agents for tool in a.handoff_set().by_tool)
+    return names, any(a.toolsets for a in agents)
 
 
 def check_decisions(team: Agent[Any], cases: Sequence[Case]) -> None:
     """Raise `CaseFileError` naming every tool in the cases' ``approvals:`` and
-    ``expect.pending`` that ``team`` does not have, each at its ``file:line`` with the
-    closest name; before any case runs."""
+    ``expect.pending`` (where a person holding the conversation is their agent) that
+    ``team`` does not have, each at its ``file:line`` with the closest name; before any
+    case runs."""
     names, dynamic = team_tools(team)
     if dynamic:
         return  # an MCP server's tools are listed only when a run needs them
-    known = sorted(names | {"ask_user"})
+    people = {a.name for a in _reachable(team) if a.is_human}
+    known = sorted(names | {"ask_user"} | people)
     problems = []
     for case in cases:
         for tool in case.approvals:
             if tool not in names:
                 problems.append(f"{case.where_of(f'approvals.{tool}')}: approvals: the team has "
-                                f"no tool {tool!r}{suggest(tool, known) or ''}")
+                                f"no tool {tool!r}{suggest(tool, sorted(names)) or ''}")
         for tool in case.expect.pending or []:
             if tool not in known:
                 problems.append(f"{case.where_of('expect.pending')}: expect.pending: the team "
