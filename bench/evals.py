@@ -6,8 +6,10 @@ Prints (1) the wall time of the whole command, ``relayrace eval run`` in a fresh
 (start-up, imports and the SQLite store included), for the cases stored in SQLite and in
 memory; (2) the time per case run of ``run_eval`` against the same conversations had with
 plain ``Runner.run`` calls, one after another, and their ratio: what evaluating adds to each
-conversation (checking expectations, the trajectory, the store's eval-run log). Medians of
-``--rounds`` rounds, the best in brackets.
+conversation (checking expectations, the trajectory, the store's eval-run log); (3) the same
+for a case with a person's decisions (``tests/fixtures/eval_approvals.py``'s refund: an answer
+and an approval, so two ``Runner.resume`` calls per conversation, and a delegation). Medians
+of ``--rounds`` rounds, the best in brackets.
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from pathlib import Path
 import yaml
 
 from relayrace import Runner
-from relayrace.evals import Case, load_cases, run_eval
+from relayrace.evals import Case, load_cases, parse_case, run_eval
 from relayrace.evals.cases import CASE_ADAPTER
 from relayrace.sessions import MemorySession, MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "examples" / "support"
 sys.path.insert(0, str(SUPPORT))
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+import eval_approvals  # noqa: E402
 from eval_models import scripted  # noqa: E402
 from team import build_team  # noqa: E402
 
@@ -45,6 +49,7 @@ def fifty_cases(path: Path) -> list[Case]:
     for n in range(CASES):
         item = CASE_ADAPTER.dump_python(base[n % len(base)], mode="json", exclude_defaults=True)
         item.pop("where", None)
+        item.pop("lines", None)
         data.append({**item, "id": f"{item['id']}~{n}"})
     path.write_text(yaml.safe_dump({"cases": data}, sort_keys=False))
     return load_cases(path)
@@ -88,6 +93,40 @@ async def evaluated(cases: list[Case], store: bool) -> float:
     return (time.perf_counter() - started) / (len(cases) * REPEAT)
 
 
+REFUND = {"id": "refund", "input": "I was charged twice for INV-2041.",
+          "approvals": {"issue_refund": "approve"}, "answers": ["card"],
+          "expect": {"path": ["triage", "billing"],
+                     "delegations": [{"child": "researcher", "confidence": "high"}],
+                     "final": {"agent": "billing", "contains": "Refunded"}}}
+
+
+async def plain_decided(cases: list[Case]) -> float:
+    """Seconds per refund conversation with Runner.run and two Runner.resume calls."""
+    team = eval_approvals.build()
+    started = time.perf_counter()
+    for case in cases:
+        for _ in range(REPEAT):
+            result = await Runner.run(team, case.messages[0], session=MemorySession(),
+                                      model=eval_approvals.scripted(case))
+            assert result.pending is not None
+            result = await Runner.resume(result.pending,
+                                         answers={result.pending.questions[0].id: "card"})
+            assert result.pending is not None
+            result = await Runner.resume(
+                result.pending, approvals={result.pending.approvals[0].call_id: True})
+            assert result.pending is None
+    return (time.perf_counter() - started) / (len(cases) * REPEAT)
+
+
+async def evaluated_decided(cases: list[Case]) -> float:
+    """Seconds per case run of run_eval on the refund case, decisions given by the case."""
+    started = time.perf_counter()
+    result = await run_eval(eval_approvals.build(), cases, model=eval_approvals.scripted,
+                            repeat=REPEAT, concurrency=1)
+    assert result.pass_rate == 1.0, [r.checks for r in result.runs if not r.passed][:3]
+    return (time.perf_counter() - started) / (len(cases) * REPEAT)
+
+
 def line(label: str, values: list[float], unit: str, scale: float = 1.0) -> str:
     return (f"{label:<46} {statistics.median(values) * scale:9.2f} {unit} "
             f"({min(values) * scale:.2f})")
@@ -108,11 +147,15 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "relayrace.cli", "--help"],
                            capture_output=True, check=True)
             startup.append(time.perf_counter() - started)
-        runs: dict[str, list[float]] = {"plain": [], "eval": [], "eval+store": []}
+        refunds = [parse_case({**REFUND, "id": f"refund~{n}"}) for n in range(CASES)]
+        runs: dict[str, list[float]] = {"plain": [], "eval": [], "eval+store": [],
+                                        "plain+decisions": [], "eval+decisions": []}
         for _ in range(args.rounds):  # alternated, so a change of machine speed hits all
             runs["plain"].append(asyncio.run(plain(cases)))
             runs["eval"].append(asyncio.run(evaluated(cases, store=False)))
             runs["eval+store"].append(asyncio.run(evaluated(cases, store=True)))
+            runs["plain+decisions"].append(asyncio.run(plain_decided(refunds)))
+            runs["eval+decisions"].append(asyncio.run(evaluated_decided(refunds)))
     print(f"relayrace eval run, {CASES} cases x {REPEAT} repeats, scripted models:")
     print(line("  whole command, SQLite store", [s[0] for s in sqlite], "s"))
     print(line("    of which the eval (cases stored in SQLite)", [s[1] for s in sqlite], "s"))
@@ -126,6 +169,11 @@ def main() -> None:
     base = statistics.median(runs["plain"])
     print(f"  ratio to Runner.run: {statistics.median(runs['eval']) / base:.2f}x (no store), "
           f"{statistics.median(runs['eval+store']) / base:.2f}x (stored)")
+    print("per case run with a person's decisions (an answer, an approval, a delegation):")
+    print(line("  Runner.run + 2 x Runner.resume", runs["plain+decisions"], "ms", 1000))
+    print(line("  run_eval, decisions from the case", runs["eval+decisions"], "ms", 1000))
+    ratio = statistics.median(runs["eval+decisions"]) / statistics.median(runs["plain+decisions"])
+    print(f"  ratio: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -524,14 +524,24 @@ def test_graph_svg_without_graphviz_fails_and_says_what_to_do(
     assert not (tmp_path / "team.svg").exists()
 
 
-def test_run_a_yaml_team_by_agent_name(db: Path) -> None:
-    missing = invoke("run", YAML_TEAM, "hi", "--db", db)
-    assert_clean_error(missing, "--agent", "lead")
+def test_run_a_yaml_team_by_agent_name(db: Path, tmp_path: Path) -> None:
     done = invoke("run", YAML_TEAM, "What is a handoff?", "--agent", "lead", "--db", db,
                   "--model", f"{TEAM}:yaml_model")
     assert done.exit_code == 0, done.output
     assert "Handoffs pass the conversation on (note 1)." in done.stdout
     assert "answered by lead" in done.stdout
+    # One entry point (lead: nothing refers to it) is what runs without --agent.
+    entry = invoke("run", YAML_TEAM, "What is a handoff?", "--db", db,
+                   "--model", f"{TEAM}:yaml_model")
+    assert entry.exit_code == 0, entry.output
+    assert "answered by lead" in entry.stdout
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ("alpha", "beta"):
+        (two / f"{name}.agent.yaml").write_text(
+            (YAML_TEAM / "writer.agent.yaml").read_text().replace("name: writer", f"name: {name}"))
+    assert_clean_error(invoke("run", two, "hi", "--db", db), "several entry points", "--agent",
+                       "alpha, beta")
 
 
 def test_the_cli_runs_lists_shows_and_resumes_sessions_on_postgresql(postgres_url: str) -> None:

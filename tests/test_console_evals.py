@@ -69,7 +69,8 @@ def test_an_eval_run_opens_with_pass_rates_matrix_divergences_and_links(
         data = httpx.get(f"{url}/api/sessions/{result.run_id}/eval").json()["eval"]
         assert data["pass_rate"] == 0.5
         assert data["confusion"] == {"expected": ["billing"], "reached": ["billing", "technical"],
-                                     "accuracy": 0.5, "rows": [[2, 2]]}
+                                     "accuracy": 0.5, "rows": [[2, 2]],
+                                     "summary": "50% right"}
         child = data["runs"][0]["session_id"]
         assert httpx.get(f"{url}/api/sessions/{child}/eval").json()["eval"] is None
         assert httpx.get(f"{url}/api/sessions/nosuch/eval").status_code == 404
@@ -83,6 +84,7 @@ def test_an_eval_run_opens_with_pass_rates_matrix_divergences_and_links(
         rates = page.locator("#eval-summary tr[data-case]").evaluate_all(
             "rs => rs.map(r => [r.dataset.case, r.children[1].textContent])")
         assert rates == [["refund", "100%"], [HOSTILE, "0%"]]
+        assert "Routing: 50% right" in page.locator("#eval h3").all_text_contents()
         cells = page.locator("#eval-confusion td").all_text_contents()
         assert cells == ["2", "2"]
         diffs = page.locator("#eval-runs tr.eval-run.failed .eval-diff").all_text_contents()

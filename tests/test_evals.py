@@ -29,7 +29,7 @@ from relayrace.evals import (
 )
 from relayrace.evals.baseline import compare
 from relayrace.evals.capture import append_case, capture_case
-from relayrace.evals.confusion import NO_ANSWER, ConfusionMatrix
+from relayrace.evals.confusion import ERROR, ConfusionMatrix
 from relayrace.evals.pytest import assert_case, parametrize_cases
 from relayrace.evals.replay import first_divergence, replay
 from relayrace.sessions import MemoryStore
@@ -110,6 +110,27 @@ def test_jsonl_cases_and_their_errors_have_lines(tmp_path: Path) -> None:
     assert [c.messages for c in load_cases(path)] == [["hi"], ["x", "y"]]
 
 
+def test_deep_or_huge_case_files_are_refused_at_their_line_all_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = '{"id": "b", "input": "x", "context": {"a": ' + "[" * 50_000 + "]" * 50_000 + "}}"
+    brackets = '{"id": "c", "input": "[[[[' + "[" * 200 + '", "tags": ["x"]}'  # in a string
+    path = write(tmp_path, f'{{"id": "a", "input": "hi"}}\n{deep}\n{brackets}\n{{"id": 1}}\n',
+                 "cases.jsonl")
+    with pytest.raises(CaseFileError) as caught:
+        load_cases(path)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == f"{path}:2: nested deeper than 100 levels; a case is a few levels of " \
+                       "keys and lists."
+    assert lines[1].startswith(f"{path}:4: ")  # the next mistake too; line 3 is fine
+    yaml_deep = write(tmp_path, "- id: a\n  input: x\n  context: {a: " + "[" * 50_000 + "}\n")
+    with pytest.raises(CaseFileError, match=r"cases.yaml:3: invalid YAML: nested deeper"):
+        load_cases(yaml_deep)
+    monkeypatch.setattr("relayrace.evals.loading._MAX_BYTES", 60)
+    big = write(tmp_path, '{"id": "a", "input": "hi"}\n' * 3, "big.jsonl")
+    with pytest.raises(CaseFileError, match=r"big.jsonl:3: the case file passes"):
+        load_cases(big)
+
+
 def test_the_schema_in_docs_is_current_and_the_examples_fit_it() -> None:
     shipped = json.loads((ROOT / "docs" / "eval-cases.schema.json").read_text())
     assert shipped == case_schema()
@@ -185,17 +206,21 @@ async def test_a_team_that_raises_is_an_error_of_that_case_run_only() -> None:
     assert [r.status for r in result.runs] == ["error", "passed"]
     assert result.runs[0].error == "RuntimeError: provider down"
     matrix = ConfusionMatrix.of(result.runs)
-    assert matrix.count("triage", NO_ANSWER) == 1
+    # It failed at triage, the agent it should end with: routed right, by the path it took.
+    assert matrix.count("triage", "triage") == 1 and matrix.apart(ERROR) == 0
 
 
 async def test_a_conversation_over_its_timeout_is_an_error() -> None:
     team, _ = support()
     slow = FunctionModel(lambda r: text("late"), delay=0.5)
     run = await run_case(team, Case(id="slow", input="hi"), model=slow, run_timeout=0.05)
-    assert (run.status, run.error) == ("error", "the conversation took longer than 0.05 s")
+    assert (run.status, run.error) == ("error",
+                                       "the case run took longer than 0.05 s (--timeout)")
+    assert run.path == ["triage"]  # as far as it went
 
 
-async def test_a_run_that_stops_for_approval_is_an_error_saying_so() -> None:
+async def test_a_run_that_stops_for_approval_without_a_decision_fails_saying_what_to_give(
+        ) -> None:
     @tool(requires_approval=True)
     async def wipe() -> str:
         """Wipe everything."""
@@ -204,9 +229,10 @@ async def test_a_run_that_stops_for_approval_is_an_error_saying_so() -> None:
     agent = Agent("ops", model=ScriptedModel([tool_call("wipe", {})]), tools=[wipe],
                   instructions="Operate.")
     run = await run_case(agent, Case(id="wipe", input="wipe it"))
-    assert (run.status, run.error) == ("error", "the run stopped for a person after message 1 "
-                                                "(an approval or a question); an eval case "
-                                                "cannot answer it")
+    assert (run.status, run.stopped, run.pending) == ("failed", "approval of wipe", ["wipe"])
+    assert run.checks[0].detail == ("stopped for approval of wipe; give approvals: or expect: "
+                                    "pending:")
+    assert run.path == ["ops"] and run.metrics.requests == 1
 
 
 # -- the judge ----------------------------------------------------------------------------

@@ -133,12 +133,109 @@ def test_capture_then_replay(db: Path, tmp_path: Path) -> None:
     # Replay on a model that routes elsewhere: where the trajectory diverged.
     replayed = invoke("eval", "replay", session, "--team", TEAM, "--db", db,
                       "--model", f"{MISROUTE}:misroute")
-    assert replayed.exit_code == 0, replayed.output
+    assert replayed.exit_code == 1, replayed.output  # a divergence fails CI
     out = replayed.stdout
     assert "✗ the replay diverged at step 2:" in out
     assert "- → billing   (stored)" in out and "+ → technical   (replayed)" in out
     same = invoke("eval", "replay", session, "--team", TEAM, "--db", db,
                   "--model", f"{MISROUTE}:as_refund")
+    assert same.exit_code == 0, same.output
     assert "✓ the replay took the same" in same.stdout
     missing = invoke("eval", "capture", "nope", "--into", into, "--db", db)
     assert missing.exit_code == 1 and "No session 'nope'" in missing.stderr
+
+
+def test_output_paths_are_checked_before_any_case_runs(db: Path, tmp_path: Path) -> None:
+    for option, name in (("--html", "report.html"), ("--json", "r.json"),
+                         ("--junit", "j.xml")):
+        bad = tmp_path / "missing" / name
+        result = invoke("eval", "run", TEAM, CASES, "--model", SCRIPTED, "--db", db,
+                        option, bad)
+        assert result.exit_code == 2, result.output
+        assert f"cannot write {bad}: No such file or directory" in result.stderr
+        assert "Traceback" not in result.output
+    assert not db.exists()  # refused before the eval run began: nothing stored
+    directory = invoke("eval", "run", TEAM, CASES, "--model", SCRIPTED, "--db", db,
+                       "--html", tmp_path)
+    assert directory.exit_code == 2 and f"cannot write {tmp_path}" in directory.stderr
+
+
+def test_the_report_path_is_printed_and_latency_is_in_ms(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    result = invoke("eval", "run", TEAM, CASES, "--model", SCRIPTED, "--db", "memory://",
+                    "--html", report, "--junit", tmp_path / "j.xml")
+    assert result.exit_code == 0, result.output
+    assert f"wrote JUnit {tmp_path / 'j.xml'} · report {report}" in result.stdout
+    assert "latency (ms)" in result.stdout and "┃ ms " in result.stdout
+    assert report.read_text().startswith("<!doctype html>")
+
+
+def test_off_a_terminal_the_table_is_wide_enough_for_the_ids(tmp_path: Path) -> None:
+    plain = CliRunner(env={"COLUMNS": None, "RELAYRACE_DB": None})
+    result = plain.invoke(app, ["eval", "run", TEAM, str(CASES), "--model", SCRIPTED,
+                                "--db", "memory://"])
+    assert result.exit_code == 0, result.output
+    assert "│ charged-twice-then-email │" in result.stdout  # whole, on one line
+    assert max(len(line) for line in result.stdout.splitlines()) <= 200
+
+
+def test_a_yaml_team_with_one_entry_point_needs_no_agent(tmp_path: Path) -> None:
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: handoff\n  input: What is a handoff?\n"
+                     "  expect: {path: [lead], final: {agent: lead, contains: handoff}}\n")
+    result = invoke("eval", ROOT / "examples" / "yaml_team", cases, "--db", "memory://",
+                    "--model", f"{MISROUTE}:yaml_team", "--min-pass-rate", "1")
+    assert result.exit_code == 0, result.output
+
+
+def test_approvals_in_a_case_file_get_a_suggestion_before_any_case_runs(tmp_path: Path) -> None:
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: a\n  input: hi\n  approvals: {issue_refnd: approve}\n")
+    result = invoke("eval", "run", TEAM, cases, "--db", "memory://", "--model", SCRIPTED)
+    assert result.exit_code == 1
+    assert (f"{cases}:3: approvals: the team has no tool 'issue_refnd'; did you mean "
+            "'issue_refund'?") in result.stderr
+
+
+def test_a_redos_regex_is_bounded_and_timeout_ends_a_slow_case_run(tmp_path: Path) -> None:
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: refund-duplicate-charge\n  input: I was charged twice.\n"
+                     "  expect: {final: {regex: '(a+)+$'}}\n")
+    result = invoke("eval", "run", TEAM, cases, "--db", "memory://", "--model",
+                    f"{MISROUTE}:long_answer", "--timeout", "5", "--json", "-")
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.stdout)["runs"][0]
+    assert run["status"] == "failed" and "does not match /(a+)+$/" in run["checks"][0]["detail"]
+    assert run["metrics"]["seconds"] < 5
+    slow = invoke("eval", "run", TEAM, cases, "--db", "memory://", "--model",
+                  f"{MISROUTE}:slow", "--timeout", "0.2", "--json", "-")
+    run = json.loads(slow.stdout)["runs"][0]
+    assert (run["status"], run["error"]) == ("error", "the case run took longer than 0.2 s "
+                                                      "(--timeout)")
+
+
+def test_a_run_stopped_for_a_person_is_named_in_the_summary(tmp_path: Path) -> None:
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: refund\n  input: I was charged twice.\n  answers: [card]\n"
+                     "  expect: {path: [triage, billing], final: {agent: billing}}\n")
+    team = f"{Path(__file__).parent / 'fixtures' / 'eval_approvals.py'}:team"
+    result = invoke("eval", "run", team, cases, "--db", "memory://", "--model",
+                    f"{Path(__file__).parent / 'fixtures' / 'eval_approvals.py'}:scripted")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "0% of 1 case run(s) passed (1 stopped for a person)" in out
+    assert "pending:" in out and "stopped for approval of issue_refund" in out
+    assert "Routing (expected ↓, reached →): 100% right" in out  # it reached billing
+
+
+def test_replay_on_a_yaml_team_with_one_entry_point_needs_no_agent(db: Path) -> None:
+    cli_team = Path(__file__).parent / "fixtures" / "cli_team.py"
+    yaml_team = ROOT / "examples" / "yaml_team"
+    ran = invoke("run", yaml_team, "What is a handoff?", "--db", db, "--model",
+                 f"{cli_team}:yaml_model", "--session", "y1")
+    assert ran.exit_code == 0, ran.output
+    # lead answering at once: no research delegated, so the replay parts from the stored run.
+    replayed = invoke("eval", "replay", "y1", "--team", yaml_team, "--db", db,
+                      "--model", f"{MISROUTE}:yaml_team")
+    assert replayed.exit_code == 1, replayed.output
+    assert "✗ the replay diverged at step" in replayed.stdout

@@ -5,6 +5,7 @@ the outcome per mode those tests give."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -238,12 +239,26 @@ def test_value_matchers() -> None:
     assert match_value(Match(equals={"a": 1}), '{"a": 1}') is None
     assert match_value(Match(equals="x"), "y") == "expected x, got y"
     assert match_value(Match(regex=r"\bpaid\b"), "It is paid.") is None
-    assert match_value(Match(regex="("), "x").startswith("the regex '(' is invalid")
     assert match_value(Match(contains=["a", "Z"]), "abc") == "abc does not contain 'Z'"
     with pytest.raises(ValueError, match="at least one of"):
         Match()
     with pytest.raises(ValueError, match="final needs agent, or at least one of"):
         ExpectFinal()
+
+
+def test_regex_is_bounded_and_checked_when_built() -> None:
+    # A backtracking engine takes exponential time here; RE2 answers at once.
+    started = time.perf_counter()
+    assert "does not match /(a+)+$/" in (match_value(Match(regex=r"(a+)+$"), "a" * 50_000 + "b")
+                                         or "")
+    assert match_value(Match(regex=r"(a+)+b$"), "a" * 50_000 + "b") is None
+    assert time.perf_counter() - started < 1.0
+    with pytest.raises(ValueError, match=r"regex '\(' is invalid"):
+        Match(regex="(")
+    with pytest.raises(ValueError, match="not one RE2 matches in linear time .*backreferences"):
+        ExpectFinal(regex=r"(\w)\1")
+    with pytest.raises(ValueError, match="lookaround"):
+        Match(regex="(?=paid)")
 
 
 def test_limits() -> None:

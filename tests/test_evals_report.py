@@ -98,3 +98,26 @@ def check(page: Any) -> None:
     failures = page.locator("#failures").inner_text()
     assert "- billing" in failures and "+ technical" in failures
     assert page.locator("#baseline tr").count() == 14
+    # Every failing run listed, each linking to its case's drill-down.
+    failed = page.locator("details.run[data-status=failed]").count()
+    assert failed > 1 and page.locator("#failures tr").count() == failed + 1
+    # Per case a <details> with every run; a failing one open, its first divergence marked.
+    assert page.locator("details.case").count() == 13
+    assert page.locator("details.run").count() == 39
+    run = page.locator("details.run[data-status=failed]").first
+    assert run.get_attribute("open") is not None
+    diverged = run.locator("tr.diverged")
+    assert diverged.count() == 1 and "◀ first divergence" in diverged.inner_text()
+    assert "technical" in diverged.inner_text()
+    assert "ms" in run.locator("summary").inner_text()
+    # Readable: no text drawn smaller than 11 px (an SVG scaled down counts as drawn).
+    smallest = page.evaluate("""() => Math.min(...[...document.querySelectorAll(
+        'text, td, th, p, li, summary, b, span, figcaption')].filter(e =>
+        e.getBoundingClientRect().width > 0).map(e => {
+            const svg = e.closest('svg'); let size = parseFloat(getComputedStyle(e).fontSize);
+            if (svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width)
+                size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+            return size; }))""")
+    assert smallest >= 11, smallest
+    latency = page.locator("#latency").locator("xpath=..").inner_text()
+    assert " ms" in latency and " s " not in latency

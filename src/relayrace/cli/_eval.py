@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,7 +21,7 @@ from ..core.exceptions import UserError
 from ..models import Model
 from ..sessions import new_session_id
 from ..testing import ScriptedModel
-from ._common import errors
+from ._common import errors, fail
 from ._target import load_module, resolve_model, resolve_target
 
 if TYPE_CHECKING:
@@ -51,7 +53,31 @@ ContextOption = Annotated[list[str] | None, typer.Option(
 
 
 def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
+    """Off a terminal (CI logs, a pipe) 200 columns, unless COLUMNS says: rich's 80 would
+    wrap the tables mid-id."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, highlight=False, width=200 if wide else None)
+
+
+def _writable(paths: list[Path | None]) -> None:
+    """Exit 2 unless every output file can be written: checked before any case runs, so a
+    typo never costs a whole eval run."""
+    for path in paths:
+        if path is None or str(path) == "-":
+            continue
+        existed = path.exists()
+        try:
+            if path.is_dir():
+                raise IsADirectoryError(f"{path} is a directory")
+            with path.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise fail(f"cannot write {path}: {reason}; give a file in a directory that "
+                       "exists and can be written.", code=2) from None
+        if not existed:
+            path.unlink()  # made to try; the results write it
 
 
 def _context(items: list[str] | None) -> dict[str, str]:
@@ -126,10 +152,16 @@ def _short_path(path: list[str]) -> str:
 
 
 def _results_table(result: EvalResult) -> Table:
+    errors_ = sum(r.status == "error" for r in result.runs)
+    stopped = sum(bool(r.stopped) for r in result.runs)
+    apart = [f"{n} {what}" for n, what in ((errors_, "error(s)"),
+                                           (stopped, "stopped for a person")) if n]
     table = Table(title=f"{result.team}: {result.pass_rate:.0%} of {len(result.runs)} case "
-                        "run(s) passed", title_justify="left")
-    for column in ("case", "passed", "path", "tokens", "seconds", "first divergence"):
-        table.add_column(column, overflow="fold")
+                        "run(s) passed" + (f" ({', '.join(apart)})" if apart else ""),
+                  title_justify="left")
+    for column in ("case", "passed", "path", "tokens", "ms", "first divergence"):
+        # Ids and counts never wrap; a path or a divergence folds.
+        table.add_column(column, overflow="fold", no_wrap=column in ("case", "passed"))
     for case in result.cases:
         rate = case.pass_rate
         style = "green" if rate == 1 else "red" if rate == 0 else "yellow"
@@ -142,18 +174,20 @@ def _results_table(result: EvalResult) -> Table:
         passed = sum(r.passed for r in case.runs)
         table.add_row(case.case_id, Text(f"{passed}/{len(case.runs)}", style=style),
                       _short_path(case.usual_path), f"{case.mean('tokens'):.0f}",
-                      f"{case.mean('seconds'):.3f}", why)
+                      f"{case.mean('seconds') * 1000:.1f}", why)
     return table
 
 
-def _confusion_table(result: EvalResult) -> Table | None:
+def _confusion_table(result: EvalResult) -> tuple[Text, Table] | None:
+    """The routing matrix, and its title on a line of its own (a table's title wraps at the
+    table's width)."""
     from ..evals.confusion import ConfusionMatrix
 
     matrix = ConfusionMatrix.of(result.runs)
     if not matrix.counts:
         return None
-    table = Table(title=f"Routing (expected ↓, reached →): {matrix.accuracy:.0%} right",
-                  title_justify="left")
+    title = Text(f"Routing (expected ↓, reached →): {matrix.summary()}", style="italic")
+    table = Table()
     table.add_column("expected")
     for reached in matrix.reached:
         table.add_column(reached, justify="right")
@@ -164,7 +198,7 @@ def _confusion_table(result: EvalResult) -> Table | None:
             style = "green" if expected == reached else "bold red"
             cells.append(Text(str(n) if n else "·", style=style if n else "dim"))
         table.add_row(expected, *cells)
-    return table
+    return title, table
 
 
 def _distribution_table(result: EvalResult) -> Table:
@@ -172,18 +206,20 @@ def _distribution_table(result: EvalResult) -> Table:
     for column in ("", "mean", "median", "p90", "min", "max"):
         table.add_column(column, justify="right")
     for label, metric, fmt in (("tokens", "tokens", ".0f"), ("requests", "requests", ".1f"),
-                               ("seconds", "seconds", ".3f"), ("cost (USD)", "cost", ".5f")):
+                               ("latency (ms)", "seconds", ".1f"), ("cost (USD)", "cost", ".5f")):
         d = result.distribution(metric)
         if d is None:
             table.add_row(label, "—", "—", "—", "—", "—")
             continue
-        table.add_row(label, *(format(v, fmt) for v in (d.mean, d.p50, d.p90, d.min, d.max)))
+        scale = 1000 if metric == "seconds" else 1
+        table.add_row(label, *(format(v * scale, fmt)
+                               for v in (d.mean, d.p50, d.p90, d.min, d.max)))
     return table
 
 
 def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
     table = Table(title=f"Against {against}", title_justify="left")
-    for column in ("case", "", "pass rate", "path", "tokens", "seconds"):
+    for column in ("case", "", "pass rate", "path", "tokens", "ms"):
         table.add_column(column, overflow="fold")
 
     def rate(v: float | None) -> str:
@@ -192,6 +228,9 @@ def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
     def num(v: float | None, fmt: str) -> str:
         return "—" if v is None else format(v, fmt)
 
+    def ms(v: float | None) -> str:
+        return num(None if v is None else v * 1000, ".1f")
+
     for d in deltas:
         style = {"better": "green", "worse": "bold red"}.get(d.verdict, "dim")
         path = (f"{_short_path(d.path[0])}\n→ {_short_path(d.path[1])}" if d.path_changed
@@ -199,7 +238,7 @@ def _baseline_table(deltas: list[CaseDelta], against: str) -> Table:
         table.add_row(d.case_id, Text(d.verdict, style=style),
                       f"{rate(d.pass_rate[0])} → {rate(d.pass_rate[1])}", path,
                       f"{num(d.tokens[0], '.0f')} → {num(d.tokens[1], '.0f')}",
-                      f"{num(d.seconds[0], '.3f')} → {num(d.seconds[1], '.3f')}")
+                      f"{ms(d.seconds[0])} → {ms(d.seconds[1])}")
     return table
 
 
@@ -224,7 +263,8 @@ async def _evaluate(team: Any, cases: list[Case], options: dict[str, Any],
 @eval_app.command("run")
 def run_cases(
     team: Annotated[str, typer.Argument(help="The team: path/to/team.py:variable, or a YAML "
-                                             "team (with --agent).")],
+                                             "team (--agent picks the entry when it has "
+                                             "several).")],
     cases_file: Annotated[Path, typer.Argument(help="The cases: a YAML or JSONL file.")],
     agent_name: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to run, "
                                                    "by name.")] = None,
@@ -241,7 +281,8 @@ def run_cases(
     judge_timeout: Annotated[float, typer.Option("--judge-timeout", min=0.001,
                                                  help="Seconds a judge may take.")] = 60.0,
     timeout: Annotated[float | None, typer.Option(
-        "--timeout", min=0.001, help="Seconds one case run's conversation may take.")] = None,
+        "--timeout", min=0.001, help="Seconds one case run may take, conversation and checks: "
+        "past it, the run is ended and counts as an error.")] = None,
     db: Annotated[str, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)
                   ] = ".relayrace/sessions.db",
     json_out: Annotated[Path | None, typer.Option(
@@ -271,6 +312,7 @@ def run_cases(
     from ..evals.junit import junit_xml
     to_stdout = json_out is not None and str(json_out) == "-"
     out = _console(stderr=to_stdout)
+    _writable([json_out, junit, html])
     with errors():
         agent = resolve_target(team, agent_name)
         if model is None and any(isinstance(a.model, ScriptedModel) for a in agent.root.walk()):
@@ -299,7 +341,8 @@ def run_cases(
     out.print(_results_table(result))
     matrix = _confusion_table(result)
     if matrix is not None:
-        out.print(matrix)
+        out.print(matrix[0], soft_wrap=True)
+        out.print(matrix[1])
     out.print(_distribution_table(result))
     deltas = compare(against, result) if against is not None else []
     if against is not None:
@@ -309,10 +352,17 @@ def run_cases(
         typer.echo(json.dumps(data, indent=2))
     elif json_out is not None:
         json_out.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    written = []
+    if json_out is not None and not to_stdout:
+        written.append(f"results {json_out}")
     if junit is not None:
         junit.write_text(junit_xml(result), encoding="utf-8")
+        written.append(f"JUnit {junit}")
     if html is not None:
         html.write_text(html_report(result, baseline=deltas), encoding="utf-8")
+        written.append(f"report {html}")
+    if written:
+        out.print(Text(f"wrote {' · '.join(written)}", style="dim"), soft_wrap=True)
     stored = ("not stored (memory://)" if "memory://" in db else
               f"each case run is a session: relayrace sessions show {result.run_id}")
     out.print(Text(f"eval run {result.run_id} · {result.seconds:.2f} s · {stored}", style="dim"),
@@ -350,7 +400,7 @@ def capture(
     context: ContextOption = None,
 ) -> None:
     """Turn a stored conversation into an eval case that expects what happened, to edit."""
-    from ..evals.capture import append_case, capture_case, capture_note
+    from ..evals.capture import append_case, capture_case, capture_note, child_logs
     with errors():
         store = sessions.open_store(db)
 
@@ -358,11 +408,12 @@ def capture(
             if not await store.exists(session_id):
                 raise UserError(f"No session {session_id!r} in {db}; list them with "
                                 "`relayrace sessions list`.")
-            return await store.session(session_id).get_events()
+            log = await store.session(session_id).get_events()
+            return log, await child_logs(store, log)
 
-        stored = asyncio.run(_close_after(store, events()))
+        stored, children = asyncio.run(_close_after(store, events()))
         case = capture_case(stored, case_id or f"session-{session_id}",
-                            context=_context(context) or None)
+                            context=_context(context) or None, children=children)
         append_case(into, case, note=capture_note(session_id, stored))
     path = case.expect.path_spec()
     _console().print(Text.assemble(("✓ ", "bold green"), f"case {case.id} added to {into}: ",
@@ -383,7 +434,8 @@ def _made(factory: Any, case: Case, spec: str | None) -> Model | str:
 def replay_session(
     session_id: Annotated[str, typer.Argument(help="The stored session to replay.")],
     team: Annotated[str, typer.Option("--team", "-t", help="The team to replay on: "
-                                                          "path/to/team.py:variable.")],
+                                                          "path/to/team.py:variable, or a "
+                                                          "YAML team.")],
     agent_name: Annotated[str | None, typer.Option("--agent", "-a", help="The agent to run, "
                                                    "by name.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help=(
@@ -394,7 +446,7 @@ def replay_session(
     context: ContextOption = None,
 ) -> None:
     """Say a stored conversation's user turns again (another model, a changed team) and show
-    where the trajectory diverged from the stored one."""
+    where the trajectory diverged from the stored one: exit 1 if it did, 0 if not."""
     from ..evals.capture import capture_case
     from ..evals.replay import first_divergence, replay
     out = _console()
@@ -428,3 +480,5 @@ def replay_session(
         out.print(Text(f"+ {split.replayed}   (replayed)", style="green"), soft_wrap=True)
     out.print(Text(f"replayed in session {new_id} · stored: {_short_path(before.path)} · "
                    f"replayed: {_short_path(after.path)}", style="dim"), soft_wrap=True)
+    if split is not None:
+        raise typer.Exit(1)  # CI fails on a divergence

@@ -35,8 +35,9 @@ _counter = itertools.count(1)
 def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
     """The agent ``target`` names.
 
-    ``target`` is ``path/to/team.py:variable``. ``agent`` (the future ``--agent`` option)
-    selects an agent by name instead, within the team the target defines.
+    ``target`` is ``path/to/team.py:variable``, or a YAML team (a file or a directory).
+    ``agent`` (``--agent``) selects an agent by name instead, within the team the target
+    defines; a YAML team with one entry point needs none.
     """
     if Path(target).is_dir() or target.endswith((".yaml", ".yml")):
         return _yaml_agent(Path(target), agent)
@@ -161,9 +162,12 @@ def _yaml_agent(path: Path, agent: str | None) -> Agent[Any]:
     if not path.exists():
         raise UserError(f"Team path {str(path)!r} does not exist.")
     team = load_team(path)
+    if agent is None and len(team.entry_points) == 1:
+        agent = team.entry_points[0]  # the one agent nothing else refers to: what is run
     if agent is None:
-        raise UserError(f"{path} is a YAML team; pick the agent to run with --agent NAME, one "
-                        f"of: {', '.join(team.entry_points or list(team))}.")
+        raise UserError(f"{path} is a YAML team with several entry points; pick the agent to "
+                        f"run with --agent NAME, one of: "
+                        f"{', '.join(team.entry_points or list(team))}.")
     if agent not in team:
         raise UserError(f"The team at {path} has no agent {agent!r}; agents: "
                         f"{', '.join(team)}.")

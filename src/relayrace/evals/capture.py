@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from relayrace.core.events import AgentEvent, MessageEvent, RunFinishedEvent
+from relayrace.core.events import AgentEvent, DelegationEvent, MessageEvent, RunFinishedEvent
+from relayrace.sessions import SessionStore
 
 from .cases import (
     CASE_ADAPTER,
@@ -22,10 +23,12 @@ from .cases import (
     ExpectFinal,
     ExpectTools,
 )
+from .decisions import decided_in
 from .loading import CaseFileError, load_cases
 from .trajectory import read_trajectory
 
-__all__ = ["append_case", "capture_case", "capture_note", "case_yaml", "user_turns"]
+__all__ = ["append_case", "capture_case", "capture_note", "case_yaml", "child_logs",
+           "user_turns"]
 
 
 def user_turns(events: Sequence[AgentEvent]) -> list[str]:
@@ -35,32 +38,66 @@ def user_turns(events: Sequence[AgentEvent]) -> list[str]:
 
 
 def capture_case(events: Sequence[AgentEvent], case_id: str, *,
-                 context: dict[str, Any] | None = None) -> Case:
+                 context: dict[str, Any] | None = None,
+                 children: Mapping[str, Sequence[AgentEvent]] | None = None) -> Case:
     """A case that expects what ``events`` (a session's log) shows: the exact path, the same
     tool calls with the same arguments in any order, each delegation with its report's
-    confidence, and the agent that answered last."""
+    confidence, the agent that answered last and its answer; with the person's decisions
+    (approvals, answers) the log shows, and, for a session still waiting for a person,
+    ``expect.pending``. ``children`` holds delegated children's logs by session id (where a
+    request inside a child was decided): `child_logs` reads them."""
     said = user_turns(events)
     if not said:
         raise CaseFileError("The session holds no user message to make a case of.")
     trajectory = read_trajectory(events)
+    decided = decided_in(events, children)
     calls: list[ExpectCall | list[ExpectCall]] = [
         ExpectCall(name=c.name, args=c.args if isinstance(c.args, dict) else None)
         for c in trajectory.calls]
     delegations = [ExpectDelegation(child=d.child_agent, by=d.agent, ok=d.ok,
                                     confidence=(d.report or {}).get("confidence"))
                    for d in trajectory.delegations]
+    final = None
+    if trajectory.last_agent and decided.pending is None:
+        final = ExpectFinal(agent=trajectory.last_agent, equals=_answer(trajectory.final))
     expect = Expect(path=list(trajectory.path),
                     tools=ExpectTools(calls=calls, mode="unordered") if calls else None,
-                    delegations=delegations,
-                    final=ExpectFinal(agent=trajectory.last_agent) if trajectory.last_agent
-                    else None)
+                    delegations=delegations, final=final, pending=decided.pending)
     return Case(id=case_id, input=said[0] if len(said) == 1 else None,
-                turns=said if len(said) > 1 else None, context=context, expect=expect)
+                turns=said if len(said) > 1 else None, context=context, expect=expect,
+                approvals=decided.approvals, answers=decided.answers)
+
+
+def _answer(final: Any) -> Any:
+    """The answer as ``final.equals`` compares it: JSON data, or the text (``None``: none)."""
+    if not isinstance(final, str):
+        return final
+    if not final:
+        return None
+    try:
+        return json.loads(final)
+    except json.JSONDecodeError:
+        return final
+
+
+async def child_logs(store: SessionStore, events: Sequence[AgentEvent],
+                     ) -> dict[str, list[AgentEvent]]:
+    """The logs of every child session ``events`` delegated to, theirs too, by session id."""
+    found: dict[str, list[AgentEvent]] = {}
+    todo = [e.child_session_id for e in events if isinstance(e, DelegationEvent)]
+    while todo:
+        session_id = todo.pop()
+        if session_id in found or not session_id or not await store.exists(session_id):
+            continue
+        found[session_id] = log = await store.session(session_id).get_events()
+        todo.extend(e.child_session_id for e in log if isinstance(e, DelegationEvent))
+    return found
 
 
 def _case_data(case: Case) -> dict[str, Any]:
     data: dict[str, Any] = CASE_ADAPTER.dump_python(case, mode="json", exclude_defaults=True)
     data.pop("where", None)
+    data.pop("lines", None)
     return data
 
 

@@ -13,10 +13,14 @@ from pydantic import ConfigDict, TypeAdapter
 from pydantic.dataclasses import dataclass
 from pydantic.json_schema import SkipJsonSchema
 
+from .patterns import compile_pattern
+
 __all__ = [
     "CASE_ADAPTER",
+    "EXPECT_ADAPTER",
     "ArgsMode",
     "Case",
+    "Decision",
     "Expect",
     "ExpectCall",
     "ExpectDelegation",
@@ -41,6 +45,8 @@ ToolsMode = Literal["strict", "unordered", "subset", "superset"]
 """How the tool calls compare, as ``agentevals`` defines it: ``strict`` the same model turns
 in order (calls within one turn in any order); ``unordered`` the same calls in any order;
 ``subset`` every call made was expected; ``superset`` every expected call was made."""
+Decision = Literal["approve", "reject"]
+"""A person's decision on a tool call that needs approval."""
 ArgsMode = Literal["exact", "ignore", "subset", "superset"]
 """How a call's arguments compare with the expected ones: equal, not at all, the actual
 arguments all among the expected (``subset``), or the expected all among the actual
@@ -60,7 +66,8 @@ class Match:
     contains: str | list[str] | None = None
     """Text the value must contain (every one of a list), case-insensitively."""
     regex: str | None = None
-    """A regular expression the value's text must match somewhere (``re.search``)."""
+    """A regular expression (RE2 syntax: no backreferences or lookaround, matched in linear
+    time) the value's text must match somewhere."""
     schema: dict[str, Any] | None = None
     """A JSON Schema the value must satisfy."""
 
@@ -68,6 +75,8 @@ class Match:
         if self.equals is None and self.contains is None and self.regex is None \
                 and self.schema is None:
             raise ValueError("a match needs at least one of equals, contains, regex, schema")
+        if self.regex is not None:
+            compile_pattern(self.regex)  # refused when the case is read, not when it runs
 
 
 @dataclass(config=_STRICT, kw_only=True)
@@ -141,6 +150,8 @@ class ExpectFinal(Match):
                 and self.regex is None and self.schema is None:
             raise ValueError("final needs agent, or at least one of equals, contains, regex, "
                              "schema")
+        if self.regex is not None:
+            compile_pattern(self.regex)
 
 
 @dataclass(config=_STRICT, kw_only=True)
@@ -191,6 +202,9 @@ class Expect:
     """Bounds on requests, tokens, handoffs, time."""
     rubric: Rubric | str | None = None
     """Criteria for a judge model (text: the criteria, min score 4)."""
+    pending: list[str] | None = None
+    """The tools the run should stop on, waiting for a person (approvals or questions);
+    given, the case passes only when the run stops on exactly these."""
 
     def path_spec(self) -> ExpectPath | None:
         """``path`` as an `ExpectPath`."""
@@ -230,8 +244,16 @@ class Case:
     """What should happen."""
     tags: list[str] = field(default_factory=list)
     """Labels to select and group cases by."""
+    approvals: dict[str, Decision | list[Decision]] = field(default_factory=dict)
+    """A person's decision per tool name, for the calls that need approval; a list decides
+    that tool's pending calls in order (a call past its end stops the run)."""
+    answers: list[str] = field(default_factory=list)
+    """The person's replies to the questions the run asks (``ask_user``), in order."""
     where: SkipJsonSchema[str] = ""
     """Where the case was read from (``file:line``), for messages; set by the loader."""
+    lines: SkipJsonSchema[dict[str, str]] = field(default_factory=dict)
+    """Where the keys checked against the team were read (``approvals.TOOL``,
+    ``expect.pending``: ``file:line``); set by the loader."""
 
     def __post_init__(self) -> None:
         if not self.id.strip():
@@ -240,11 +262,20 @@ class Case:
             raise ValueError("a case has either input (one message) or turns (several)")
         if self.turns is not None and not self.turns:
             raise ValueError("turns holds at least one user message")
+        for tool, decided in self.approvals.items():
+            if isinstance(decided, list) and not decided:
+                raise ValueError(f"approvals.{tool} is a decision (approve or reject) or a "
+                                 "non-empty list of them")
 
     @property
     def messages(self) -> list[str]:
         """The user messages, in order."""
         return list(self.turns) if self.turns is not None else [self.input or ""]
+
+    def where_of(self, key: str) -> str:
+        """Where ``key`` (``approvals.TOOL``, ``expect.pending``) was read, else the case's
+        own place."""
+        return self.lines.get(key) or self.where or self.id
 
     @property
     def label(self) -> str:
@@ -254,6 +285,8 @@ class Case:
 
 CASE_ADAPTER: TypeAdapter[Case] = TypeAdapter(Case)
 """Validates a case's data; dumps a case back to data."""
+EXPECT_ADAPTER: TypeAdapter[Expect] = TypeAdapter(Expect)
+"""The same for a case's expectations alone (kept with the results, for the report)."""
 
 
 def case_schema() -> dict[str, Any]:

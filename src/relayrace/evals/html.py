@@ -1,6 +1,7 @@
 """The HTML report of an eval run: one self-contained page (no script, no CDN) with its figures
 drawn as inline SVG: pass rates as bars, the routing confusion matrix as a heat map, and the
-token and latency distributions as histograms."""
+token and latency (ms) distributions as histograms; every failing run; and per case a
+drill-down into each run's trajectory against the expectation."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from html import escape
 
 from .baseline import CaseDelta
 from .confusion import ConfusionMatrix
+from .drilldown import case_details
 from .results import EvalResult
 
 __all__ = ["html_report"]
@@ -21,14 +23,22 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px}
 .meta{color:#5b6475}.kpis{display:flex;gap:12px;margin:16px 0}
 .kpi{background:#fff;border:1px solid #e3e6ec;border-radius:8px;padding:10px 16px;min-width:120px}
 .kpi b{display:block;font-size:22px}
-.grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
-figure svg{max-width:100%;height:auto}
-figure{background:#fff;border:1px solid #e3e6ec;border-radius:8px;margin:0;padding:12px}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}
+figure{background:#fff;border:1px solid #e3e6ec;border-radius:8px;margin:0;padding:12px;
+overflow-x:auto}
 figcaption{font-weight:600;margin-bottom:6px}svg text{font:12px system-ui,sans-serif}
 table{border-collapse:collapse;width:100%;background:#fff}
 td,th{border-bottom:1px solid #e3e6ec;padding:6px 8px;text-align:left;vertical-align:top}
 pre{margin:0;white-space:pre-wrap;font:12px ui-monospace,monospace}
 .pass{color:#1a7f37}.fail{color:#c62828}.err{color:#b26a00}
+details.case{background:#fff;border:1px solid #e3e6ec;border-radius:8px;margin:6px 0;
+padding:6px 12px}details.run{margin:8px 0 8px 12px}summary{cursor:pointer}
+table.trajectory td,table.trajectory th{font-size:13px}
+tr.section th{background:#f3f4f7;font-weight:600}tr.same td:last-child{color:#1a7f37}
+tr.differs td:last-child{color:#c62828}tr.diverged{background:#fdecea}
+tr.diverged td:last-child{color:#c62828;font-weight:600}.mark{font-size:12px}
+ol.steps,ul.checks{font:13px ui-monospace,monospace;margin:6px 0}ul.checks{list-style:none;
+padding-left:12px}
 """
 
 
@@ -40,7 +50,7 @@ def _color(rate: float) -> str:
 
 def _bars(result: EvalResult) -> str:
     cases = result.cases
-    row, label_w, bar_w = 22, 230, 360
+    row, label_w, bar_w = 22, 200, 250  # fits a figure's width: text is never scaled down
     height = row * len(cases) + 10
     parts = [f'<svg id="pass-rates" role="img" width="{label_w + bar_w + 60}" '
              f'height="{height}" viewBox="0 0 {label_w + bar_w + 60} {height}">']
@@ -126,27 +136,27 @@ def _histogram(element_id: str, values: Sequence[float], unit: str, bins: int = 
     return "".join(parts)
 
 
-def _figures(result: EvalResult, metric: str, unit: str) -> str:
+def _figures(result: EvalResult, metric: str, unit: str, scale: float = 1.0) -> str:
     d = result.distribution(metric)
     if d is None:
         return ""
-    return (f'<p class="meta">mean {d.mean:.4g} {unit} · median {d.p50:.4g} · p90 '
-            f'{d.p90:.4g} · min {d.min:.4g} · max {d.max:.4g}</p>')
+    mean, p50, p90, low, high = (v * scale for v in (d.mean, d.p50, d.p90, d.min, d.max))
+    return (f'<p class="meta">mean {mean:.4g} {unit} · median {p50:.4g} {unit} · p90 '
+            f'{p90:.4g} {unit} · min {low:.4g} {unit} · max {high:.4g} {unit}</p>')
 
 
 def _failures(result: EvalResult) -> str:
     rows = []
     for case in result.cases:
-        run = case.first_failed()
-        if run is None:
-            continue
-        failure = run.first_failure()
-        what = run.error if run.status == "error" else \
-            f"{failure.name}:\n{failure.detail}" if failure else ""
-        css = "err" if run.status == "error" else "fail"
-        rows.append(f'<tr><td>{escape(case.case_id)}</td><td class="{css}">{run.status} '
-                    f'(run {run.repeat + 1})</td><td><pre>{escape(what)}</pre></td>'
-                    f'<td>{escape(run.session_id)}</td></tr>')
+        for run in case.failed():
+            failure = run.first_failure()
+            what = run.error if run.status == "error" else \
+                f"{failure.name}:\n{failure.detail}" if failure else ""
+            css = "err" if run.status == "error" else "fail"
+            rows.append(f'<tr><td><a href="#case-{escape(case.case_id)}">'
+                        f'{escape(case.case_id)}</a></td><td class="{css}">{run.status} '
+                        f'(run {run.repeat + 1})</td><td><pre>{escape(what)}</pre></td>'
+                        f'<td>{escape(run.session_id)}</td></tr>')
     if not rows:
         return '<p class="pass">Every case run passed.</p>'
     return ('<table id="failures"><tr><th>case</th><th>status</th><th>first divergence</th>'
@@ -160,6 +170,9 @@ def _baseline(deltas: Sequence[CaseDelta]) -> str:
     def num(v: float | None, fmt: str) -> str:
         return "—" if v is None else format(v, fmt)
 
+    def ms(v: float | None) -> str:
+        return num(None if v is None else v * 1000, ".1f")
+
     rows = []
     for d in deltas:
         css = {"better": "pass", "worse": "fail"}.get(d.verdict, "")
@@ -169,9 +182,9 @@ def _baseline(deltas: Sequence[CaseDelta]) -> str:
                     f'<td>{rate(d.pass_rate[0])} → {rate(d.pass_rate[1])}</td>'
                     f'<td>{path}</td>'
                     f'<td>{num(d.tokens[0], ".0f")} → {num(d.tokens[1], ".0f")}</td>'
-                    f'<td>{num(d.seconds[0], ".3f")} → {num(d.seconds[1], ".3f")}</td></tr>')
+                    f'<td>{ms(d.seconds[0])} → {ms(d.seconds[1])}</td></tr>')
     return ('<h2>Against the baseline</h2><table id="baseline"><tr><th>case</th><th></th>'
-            '<th>pass rate</th><th>path</th><th>tokens</th><th>seconds</th></tr>'
+            '<th>pass rate</th><th>path</th><th>tokens</th><th>ms</th></tr>'
             + "".join(rows) + "</table>")
 
 
@@ -184,6 +197,7 @@ def html_report(result: EvalResult, *, baseline: Sequence[CaseDelta] = ()) -> st
     cost = result.distribution("cost")
     kpis = [("pass rate", f"{result.pass_rate:.0%}"), ("case runs", str(len(result.runs))),
             ("cases", str(len(result.cases))), ("errors", str(errors)),
+            ("stopped for a person", str(sum(bool(r.stopped) for r in result.runs))),
             ("routing accuracy", f"{matrix.accuracy:.0%}" if matrix.counts else "—"),
             ("cost", f"${cost.mean * cost.count:.4f}" if cost else "—")]
     tokens = [float(r.metrics.tokens) for r in result.runs if r.status != "error"]
@@ -194,18 +208,24 @@ def html_report(result: EvalResult, *, baseline: Sequence[CaseDelta] = ()) -> st
 <h1>Eval of {escape(result.team)}</h1>
 <p class="meta">run {escape(result.run_id)} · {escape(result.cases_file)} · {result.repeat}
 repeat(s){' · model ' + escape(result.model) if result.model else ''} · {escape(when)} ·
-{result.seconds:.2f} s</p>
+{result.seconds * 1000:.0f} ms</p>
 <div class="kpis">{"".join(f'<div class="kpi"><b>{v}</b>{k}</div>' for k, v in kpis)}</div>
 <div class="grid">
 <figure><figcaption>Pass rate per case</figcaption>{_bars(result)}</figure>
-<figure><figcaption>Routing: expected agent × agent reached</figcaption>{_heatmap(matrix)}
+<figure><figcaption>Routing: expected agent × agent reached ({matrix.summary()})</figcaption>
+{_heatmap(matrix)}
 </figure>
 <figure><figcaption>Tokens per case run</figcaption>{_histogram("tokens", tokens, "tok")}
 {_figures(result, "tokens", "tok")}</figure>
 <figure><figcaption>Latency per case run</figcaption>{_histogram("latency", seconds, "ms")}
-{_figures(result, "seconds", "s")}</figure>
+{_figures(result, "seconds", "ms", 1000)}</figure>
 </div>
 <h2>Failures</h2>{_failures(result)}
+<h2>Cases</h2>
+<p class="meta">Each run against its case's expectation, turn by turn; the first divergence
+is marked.</p>
+<div id="cases">{"".join(case_details(c, result.expected.get(c.case_id)) for c in result.cases)}
+</div>
 {_baseline(baseline) if baseline else ""}
 </body></html>
 """

@@ -23,6 +23,10 @@ from .cases import CASE_ADAPTER, Case
 __all__ = ["CaseFileError", "load_cases", "parse_case"]
 
 _MAX_ERRORS = 5
+_MAX_BYTES = 16 * 1024 * 1024
+"""The largest case file read: a bigger one is refused before it is parsed."""
+_MAX_DEPTH = 100
+"""The deepest nesting a case may have (the team loader's bound, for YAML too)."""
 
 
 class CaseFileError(ConfigError):
@@ -35,7 +39,7 @@ def _keys() -> list[str]:
     for value in vars(_cases).values():
         if isinstance(value, type) and is_dataclass(value):
             found.update(f.name for f in fields(value))
-    found.discard("where")
+    found.difference_update(("where", "lines"))
     return sorted(found)
 
 
@@ -100,10 +104,59 @@ def parse_case(data: Any, *, file: str = "<case>", line_of: Any = None) -> Case:
     except ValidationError as exc:
         raise CaseFileError("\n".join(_messages(data, exc, where, file))) from None
     case.where = f"{file}:{where(())}"
+    # The keys checked against the team when the cases run: their lines, for messages then.
+    case.lines = {f"approvals.{tool}": f"{file}:{where(('approvals', tool))}"
+                  for tool in case.approvals}
+    if case.expect.pending is not None:
+        case.lines["expect.pending"] = f"{file}:{where(('expect', 'pending'))}"
     return case
 
 
+def _too_deep(line: str) -> bool:
+    """Whether the JSON text ``line`` nests deeper than ``_MAX_DEPTH`` (checked before
+    parsing: the parser recurses per level)."""
+    if line.count("[") + line.count("{") <= _MAX_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def _read_text(path: Path, display: str) -> str:
+    """The file's text; refused at the line where it passes ``_MAX_BYTES``."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(_MAX_BYTES + 1)
+    except OSError as exc:
+        raise CaseFileError(f"{display}: cannot read the file: {exc}") from exc
+    if len(data) > _MAX_BYTES:
+        line = data.count(b"\n", 0, _MAX_BYTES) + 1
+        raise CaseFileError(f"{display}:{line}: the case file passes {_MAX_BYTES // 2**20} MiB "
+                            "here; split it into several files.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CaseFileError(f"{display}:{line}: not UTF-8 text: {exc.reason}") from None
+
+
 def _yaml_cases(path: Path, display: str) -> list[Case]:
+    _read_text(path, display)  # the size bound, before the YAML parser reads it all
     documents = read_documents(path, display)
     if len(documents) != 1:
         raise CaseFileError(f"{display}: a case file holds one YAML document (a list of cases, "
@@ -128,30 +181,40 @@ def _yaml_cases(path: Path, display: str) -> list[Case]:
                                     line_of=lambda loc, base=base: doc.line_of((*base, *loc))))
         except CaseFileError as exc:
             problems.extend(str(exc).splitlines())
-    if problems:
-        more = len(problems) - _MAX_ERRORS
-        raise CaseFileError("\n".join(problems[:_MAX_ERRORS] + (
-            [f"... and {more} more"] if more > 0 else [])))
+    _raise_all(problems)
     return found
 
 
 def _jsonl_cases(path: Path, display: str) -> list[Case]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaseFileError(f"{display}: cannot read the file: {exc}") from exc
-    found = []
+    text = _read_text(path, display)
+    found, problems = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
+            continue
+        if _too_deep(line):
+            problems.append(f"{display}:{number}: nested deeper than {_MAX_DEPTH} levels; a "
+                            "case is a few levels of keys and lists.")
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise CaseFileError(f"{display}:{number}: invalid JSON at column {exc.colno}: "
-                                f"{exc.msg}; a JSONL case file holds one case object per "
-                                "line.") from None
-        found.append(parse_case(data, file=display, line_of=lambda loc, n=number: n))
+            problems.append(f"{display}:{number}: invalid JSON at column {exc.colno}: "
+                            f"{exc.msg}; a JSONL case file holds one case object per line.")
+            continue
+        try:
+            found.append(parse_case(data, file=display, line_of=lambda loc, n=number: n))
+        except CaseFileError as exc:
+            problems.extend(str(exc).splitlines())
+    _raise_all(problems)
     return found
+
+
+def _raise_all(problems: list[str]) -> None:
+    """Every problem found, at most ``_MAX_ERRORS`` of them shown."""
+    if problems:
+        more = len(problems) - _MAX_ERRORS
+        raise CaseFileError("\n".join(problems[:_MAX_ERRORS] + (
+            [f"... and {more} more"] if more > 0 else [])))
 
 
 def load_cases(path: str | Path) -> list[Case]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -30,12 +29,14 @@ from .cases import (
     ExpectTools,
     Match,
 )
+from .patterns import compile_pattern
 from .results import Check, Metrics
 from .trajectory import CallMade
 
 __all__ = [
     "args_match",
     "call_matches",
+    "describe_call",
     "match_delegations",
     "match_final",
     "match_limits",
@@ -80,9 +81,9 @@ def match_value(match: Match, value: Any) -> str | None:
             return f"{_short(value)} does not contain {', '.join(map(repr, missing))}"
     if match.regex is not None:
         try:
-            found = re.search(match.regex, _text(value))
-        except re.error as exc:
-            return f"the regex {match.regex!r} is invalid: {exc}"
+            found = compile_pattern(match.regex).search(_text(value))
+        except ValueError as exc:  # a Match built without validation
+            return str(exc)
         if found is None:
             return f"{_short(value)} does not match /{match.regex}/"
     if match.schema is not None:
@@ -184,7 +185,8 @@ def _matching(left: Sequence[A], right: Sequence[B],
     return owner
 
 
-def _describe(expected: ExpectCall) -> str:
+def describe_call(expected: ExpectCall) -> str:
+    """An expected call as ``name(args)`` (``name()`` when any arguments do)."""
     args = "" if expected.args is None else _short(expected.args, 60)
     return f"{expected.name}({args})"
 
@@ -201,14 +203,14 @@ def match_tools(turns: Sequence[Sequence[CallMade]], spec: ExpectTools) -> Check
             pairs = _matching(got, want, fits)
             if len(got) != len(want) or len(pairs) != len(want):
                 shown = ", ".join(map(str, got)) or "no more calls"
-                expect = ", ".join(map(_describe, want)) or "no more calls"
+                expect = ", ".join(map(describe_call, want)) or "no more calls"
                 return Check("tools", False, f"model turn {i + 1}: expected {expect}; got "
                                              f"{shown}")
         return Check("tools", True)
     made = [c for turn in turns for c in turn]
     flat = [e for group in wanted for e in group]
     pairs = _matching(made, flat, fits)
-    missing = [_describe(e) for j, e in enumerate(flat) if j not in pairs]
+    missing = [describe_call(e) for j, e in enumerate(flat) if j not in pairs]
     paired = set(pairs.values())
     extra = [str(c) for i, c in enumerate(made) if i not in paired]
     needs_all = mode in ("unordered", "superset")

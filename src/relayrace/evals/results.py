@@ -88,6 +88,19 @@ class CaseRun:
     """What it used."""
     score: int | None = None
     """The judge's score (1-5), for a case with a rubric."""
+    steps: list[str] = field(default_factory=list)
+    """The trajectory as lines, in order: each agent taking over, each tool call and
+    delegation, and who answered (as far as the run went)."""
+    calls: list[list[str]] = field(default_factory=list)
+    """The tool calls, per model turn that made any, as ``name({args})``."""
+    answer: str = ""
+    """The final answer (a typed agent's: its JSON), cut at 2,000 characters."""
+    decisions: list[str] = field(default_factory=list)
+    """The case's decisions given to the run, in order: ``approve issue_refund (call_1)``."""
+    stopped: str = ""
+    """What the run stopped for without a decision in the case (``""``: it did not)."""
+    pending: list[str] = field(default_factory=list)
+    """The tools it stopped on, waiting for a person."""
 
     @property
     def passed(self) -> bool:
@@ -165,13 +178,18 @@ class CaseSummary:
         return list(counts.most_common(1)[0][0]) if counts else []
 
     def mean(self, metric: str) -> float:
-        """The mean of a metric (``tokens``, ``seconds``, ``requests``...) over the runs."""
-        values = [float(getattr(r.metrics, metric)) for r in self.runs]
+        """The mean of a metric (``tokens``, ``seconds``, ``requests``...) over the runs that
+        did not end in an error (0 if every one did)."""
+        values = [float(getattr(r.metrics, metric)) for r in self.runs if r.status != "error"]
         return statistics.fmean(values) if values else 0.0
 
     def first_failed(self) -> CaseRun | None:
         """The first run that did not pass."""
         return next((r for r in self.runs if not r.passed), None)
+
+    def failed(self) -> list[CaseRun]:
+        """Every run that did not pass, in repetition order."""
+        return [r for r in self.runs if not r.passed]
 
 
 @dataclass(slots=True)
@@ -194,6 +212,9 @@ class EvalResult:
     """How long it took."""
     runs: list[CaseRun] = field(default_factory=list)
     """Every case run, in case order then repetition."""
+    expected: dict[str, Any] = field(default_factory=dict)
+    """Each case's expectations (its ``expect`` as JSON data), by case id: what the report
+    shows each run against."""
 
     @property
     def cases(self) -> list[CaseSummary]:
@@ -209,9 +230,10 @@ class EvalResult:
         return sum(r.passed for r in self.runs) / len(self.runs) if self.runs else 0.0
 
     def distribution(self, metric: str) -> Distribution | None:
-        """The figures of a metric (``tokens``, ``seconds``, ``cost``...) over the case runs
-        (runs without the figure, e.g. a cost without prices, left out)."""
-        values = [getattr(r.metrics, metric) for r in self.runs]
+        """The figures of a metric (``tokens``, ``seconds``, ``cost``...) over the case runs;
+        runs that ended in an error, and runs without the figure (a cost without prices), are
+        left out of every metric alike."""
+        values = [getattr(r.metrics, metric) for r in self.runs if r.status != "error"]
         return Distribution.of([float(v) for v in values if v is not None])
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,6 +248,7 @@ class EvalResult:
         data["distributions"] = {m: (asdict(d) if (d := self.distribution(m)) else None)
                                  for m in ("tokens", "seconds", "requests", "cost")}
         data["runs"] = [r.to_dict() for r in self.runs]
+        data["expected"] = self.expected
         return data
 
     @classmethod
@@ -233,4 +256,5 @@ class EvalResult:
         """Back from `to_dict`'s data (the derived parts are computed again)."""
         keys = ("run_id", "team", "cases_file", "model", "repeat", "started", "seconds")
         return cls(**{k: data[k] for k in keys if k in data},
-                   runs=[CaseRun.from_dict(r) for r in data.get("runs", [])])
+                   runs=[CaseRun.from_dict(r) for r in data.get("runs", [])],
+                   expected=data.get("expected", {}))

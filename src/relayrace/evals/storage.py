@@ -24,7 +24,7 @@ __all__ = ["EVAL_AGENT", "begin_eval_run", "case_session", "finish_eval_run", "l
 EVAL_AGENT = "eval"
 """The name the eval run's own events carry."""
 
-_SETTINGS = ("team", "cases_file", "model", "repeat", "started", "seconds")
+_SETTINGS = ("team", "cases_file", "model", "repeat", "started", "seconds", "expected")
 
 
 async def begin_eval_run(store: SessionStore, result: EvalResult, cases: int) -> Session:

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.exceptions import UserError
-from ..evals.capture import append_case, capture_case, capture_note, case_yaml
+from ..evals.capture import append_case, capture_case, capture_note, case_yaml, child_logs
 from ..evals.confusion import ConfusionMatrix
 from ..evals.storage import load_eval_run
 from ._api import _session
@@ -57,6 +57,7 @@ async def eval_run(request: Request, session_id: str) -> dict[str, Any]:
     data = result.to_dict()
     data["confusion"] = {
         "expected": matrix.expected, "reached": matrix.reached, "accuracy": matrix.accuracy,
+        "summary": matrix.summary(),
         "rows": [[matrix.count(e, r) for r in matrix.reached] for e in matrix.expected]}
     for run in data["runs"]:
         failed = next((c for c in run["checks"] if not c["passed"]), None)
@@ -69,7 +70,9 @@ async def eval_run(request: Request, session_id: str) -> dict[str, Any]:
 async def save_eval_case(request: Request, session_id: str, body: Capture) -> dict[str, Any]:
     session, made = await _session(request, session_id)
     events = [] if made is not None else await session.get_events()
-    case = capture_case(events, body.id or f"session-{session_id}")  # 400 when it cannot
+    children = await child_logs(request.app.state.relayrace.store, events)
+    case = capture_case(events, body.id or f"session-{session_id}",  # 400 when it cannot
+                        children=children)
     note = capture_note(session_id, events)
     into: CaseFile | None = request.app.state.eval_cases
     if body.append:

@@ -69,7 +69,7 @@ function renderEval(data) {
   }
   box.append(summary);
   if (data.confusion.expected.length) {
-    box.append(el("h3", "", `Routing: ${pct(data.confusion.accuracy)} ended where expected`),
+    box.append(el("h3", "", `Routing: ${data.confusion.summary}`),
                confusionTable(data.confusion));
   }
   const runs = el("table", "eval-runs");
