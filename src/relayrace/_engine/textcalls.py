@@ -66,7 +66,7 @@ def find_text_calls(text: str, offered: Collection[str]) -> tuple[TextCall, ...]
     """The tool calls ``text`` is, after trimming, written as text; () when it is an answer.
 
     The text must be nothing but one of: fenced code blocks, ``<tool_call>...</tool_call>``
-    blocks, or one JSON value (its braces doubled, ``{{...}}``, too). Each block holds a call
+    blocks, or JSON (the call's outer braces doubled, ``{{...}}``, too). Each block holds a call
     object, several (one after the other or in a JSON array). A call object has a ``name``
     in ``offered`` and an object as ``arguments`` (or ``parameters``). Anything else, prose
     around a block, a name not offered, or JSON cut short, is an answer.
@@ -153,10 +153,8 @@ def _calls_in(body: str, offered: Collection[str]) -> list[TextCall]:
     """The calls one block (or the bare text) holds; [] unless it holds calls only."""
     values = _values(body)
     if values is None and body.startswith("{{") and body.endswith("}}"):
-        # Braces doubled as in a prompt template: once around the call, or everywhere.
+        # The braces around the call doubled, as in a prompt template's escaping.
         values = _values(body[1:-1])
-        if values is None:
-            values = _values(body.replace("{{", "{").replace("}}", "}"))
     if not values:
         return []
     calls: list[TextCall] = []
