@@ -42,6 +42,7 @@ _CALL = json.dumps({"name": "get_weather", "arguments": _ARGS})
 FORMS = {
     "fenced": f"```json\n{_CALL}\n```",
     "doubled": "{" + _CALL + "}",
+    "opening doubled": "{" + _CALL,
     "hermes": f"<tool_call>\n{_CALL}\n</tool_call>",
     "bare": f"  {_CALL}\n",
     "parameters": json.dumps({"name": "get_weather", "parameters": _ARGS}),

@@ -66,10 +66,11 @@ def find_text_calls(text: str, offered: Collection[str]) -> tuple[TextCall, ...]
     """The tool calls ``text`` is, after trimming, written as text; () when it is an answer.
 
     The text must be nothing but one of: fenced code blocks, ``<tool_call>...</tool_call>``
-    blocks, or JSON (the call's outer braces doubled, ``{{...}}``, too). Each block holds a call
-    object, several (one after the other or in a JSON array). A call object has a ``name``
-    in ``offered`` and an object as ``arguments`` (or ``parameters``). Anything else, prose
-    around a block, a name not offered, or JSON cut short, is an answer.
+    blocks, or JSON (the call's outer braces doubled, ``{{...}}``, or its opening one). Each
+    block holds a call object, several (one after the other or in a JSON array). A call
+    object has a ``name`` in ``offered`` and an object as ``arguments`` (or ``parameters``).
+    Anything else, prose around a block, a name not offered, or JSON cut short, is an
+    answer.
     """
     if not offered or _MAY_BE_CALLS.match(text) is None:
         return ()
@@ -152,9 +153,12 @@ def _blocks(s: str, pattern: re.Pattern[str]) -> list[str]:
 def _calls_in(body: str, offered: Collection[str]) -> list[TextCall]:
     """The calls one block (or the bare text) holds; [] unless it holds calls only."""
     values = _values(body)
-    if values is None and body.startswith("{{") and body.endswith("}}"):
-        # The braces around the call doubled, as in a prompt template's escaping.
-        values = _values(body[1:-1])
+    if values is None and body.startswith("{{"):
+        # The braces around the call doubled, as in a prompt template's escaping; small
+        # models also double the opening one only.
+        values = _values(body[1:-1]) if body.endswith("}}") else None
+        if values is None:
+            values = _values(body[1:])
     if not values:
         return []
     calls: list[TextCall] = []
