@@ -727,7 +727,7 @@ def test_model_fallback_list_and_parameters_build(tmp_path: Path) -> None:
           primary:
             provider: openai
             model: gpt-4o-mini
-            parameters: {strict_tools: true, deadline: 30}
+            parameters: {strict_tools: true, deadline: 30, text_tool_calls: parse}
           fallback:
             - {provider: anthropic, model: claude-sonnet-4-5}
             - {provider: ollama, model: llama3.2}
@@ -739,6 +739,7 @@ def test_model_fallback_list_and_parameters_build(tmp_path: Path) -> None:
     assert names == ["openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5", "openai:llama3.2"]
     assert agent.model_settings is not None
     assert agent.model_settings.strict_tools is True and agent.model_settings.deadline == 30
+    assert agent.model_settings.text_tool_calls == "parse" and not agent.model_settings.extra
 
 
 @pytest.mark.parametrize(("model", "expected"), [

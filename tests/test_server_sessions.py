@@ -21,11 +21,17 @@ import pytest
 pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
 
-from relayrace import Agent  # noqa: E402
+from relayrace import Agent, tool  # noqa: E402
 from relayrace.models import ModelRequest  # noqa: E402
 from relayrace.server import create_app  # noqa: E402
 from relayrace.sessions import MemoryStore  # noqa: E402
-from relayrace.testing import FunctionModel, ScriptedModel, ScriptExhausted, text  # noqa: E402
+from relayrace.testing import (  # noqa: E402
+    FunctionModel,
+    ScriptedModel,
+    ScriptExhausted,
+    text,
+    tool_call,
+)
 from server_team import front  # noqa: E402
 from test_server import sse, uvicorn_server  # noqa: E402
 
@@ -188,6 +194,35 @@ def test_streamed_content_is_the_answer_byte_for_byte_and_progress_is_opt_in() -
         assert '⚙ refund({"invoice": "INV-8"})' in progress
         content = "".join(c.choices[0].delta.content or "" for c in shown)
         assert content.startswith("The run waits for a person") and "↪" not in content
+
+
+def test_progress_never_carries_the_answers_own_text_streamed_or_not() -> None:
+    @tool
+    def forecast(city: str) -> str:
+        """The forecast for a city."""
+        return f"{city}: sun"
+
+    answer = '{{"verdict": "Sunny skies over Paris all afternoon, light breeze"}}'
+    model = ScriptedModel([tool_call("forecast", {"city": "Paris"}), text(answer)],
+                          per_conversation=True)
+    agent = Agent("weather", instructions="Forecast.", model=model, tools=[forecast])
+    app = create_app(agent, store=MemoryStore())
+    with uvicorn_server(app) as url, _client(url, **{"X-Relayrace-Progress": "true"}) as client:
+        messages = [{"role": "user", "content": "Paris?"}]
+        chunks = list(client.chat.completions.create(model="weather", stream=True,
+                                                     messages=messages,
+                                                     extra_headers={"X-Relayrace-Session": "a"}))
+        entries = [(c.model_extra or {}).get("relayrace", {}).get("progress") for c in chunks]
+        shown = [e for e in entries if e is not None]
+        # The model streamed its answer word by word; progress is the call and its result.
+        assert [e.strip() for e in shown] == ['⚙ forecast({"city": "Paris"})',
+                                              "→ forecast: Paris: sun"]
+        content = "".join(c.choices[0].delta.content or "" for c in chunks)
+        assert content == answer
+        whole = client.chat.completions.with_raw_response.create(
+            model="weather", messages=messages, extra_headers={"X-Relayrace-Session": "b"})
+        body = whole.http_response.json()
+        assert "relayrace" not in body and body["choices"][0]["message"]["content"] == answer
 
 
 def test_a_scripted_model_per_conversation_answers_any_number_of_sessions() -> None:

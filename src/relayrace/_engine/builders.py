@@ -49,9 +49,10 @@ _time = time.time
 
 def new_message_event(agent: str, path: str, message: Message, usage: Usage | None = None,
                       model: str | None = None,
-                      finish_reason: Literal["transfer"] | None = None) -> MessageEvent:
+                      finish_reason: Literal["transfer"] | None = None,
+                      parsed_from_text: str | None = None) -> MessageEvent:
     """``MessageEvent(agent=..., path=..., message=..., usage=..., model=...,
-    finish_reason=...)``, faster."""
+    finish_reason=..., parsed_from_text=...)``, faster."""
     e: MessageEvent = _new(MessageEvent)
     e.agent = agent
     e.path = path
@@ -61,6 +62,7 @@ def new_message_event(agent: str, path: str, message: Message, usage: Usage | No
     e.usage = usage
     e.model = model
     e.finish_reason = finish_reason
+    e.parsed_from_text = parsed_from_text
     return e
 
 

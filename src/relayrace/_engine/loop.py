@@ -330,6 +330,8 @@ class AgentLoop(Pieces):
                                     if agent is not self.place.entry else None)
             offer = self.plain_offer(agent) or await self.offer(agent)
             message = await model_turn(self, agent, offer, agent_span)
+            if message is None:  # calls written as text: the model was told to make them
+                return None, RUN_AGAIN
             answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:

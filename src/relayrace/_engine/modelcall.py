@@ -24,6 +24,7 @@ from .guarding import GuardedStream, cost_block, guard_finish, guard_text
 from .state import model_of
 from .steps import model_step
 from .structured import Partials, prompted
+from .textcalls import Written, written_calls
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -35,9 +36,11 @@ __all__ = ["model_turn"]
 
 
 async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Span
-                     ) -> Message:
+                     ) -> Message | None:
     """One model request of ``agent``: this turn's ``offer`` and its instructions, the budget,
-    the call (streamed through its output guardrails), the answer logged."""
+    the call (streamed through its output guardrails), the answer logged. ``None`` when the
+    answer was tool calls written as text and the model was told to call them instead
+    (``textcalls``): the turn asks again."""
     state = pieces.state
     path = pieces.path(agent)
     model = model_of(agent, state.model_override)
@@ -102,25 +105,37 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         raise
     u = response.usage
     budget.close_request(estimate, path, local, response, model.name)
+    message = response.message
+    content, calls = message.content, message.tool_calls
+    written: Written | None = None
+    if not calls and content:
+        try:
+            written = written_calls(pieces, agent, model, offer, content)
+        except ModelBehaviorError as exc:
+            state.trace.end(span, exc)
+            raise
+        if written is not None and written.calls:  # parsed: they run as the model's calls
+            calls, content = written.calls, ""
     if span is not UNSEEN:  # a span someone records
         attributes = span.attributes
         attributes["input_tokens"] = u.input_tokens
         attributes["output_tokens"] = u.output_tokens
         attributes["response_model"] = response.model
+        if written is not None:
+            attributes["text_tool_calls"] = "parsed" if written.calls else "reasked"
+            attributes["text_tool_names"] = list(written.names)
         state.trace.end(span)
-    message = response.message
-    content, calls = message.content, message.tool_calls
     if not calls:
         # A delegated child's empty answer is reported to its parent as empty.
         if not content and not pieces.place.depth:
             raise ModelBehaviorError(
                 f"The model of agent {name!r} returned an empty turn (no text and no tool "
                 "call); check the model's output limits or its stop sequences.")
-        if guarded:
+        if guarded and written is None:  # calls written as text are no answer to guard
             content = guard_text(pieces, agent, content)
     elif offer.finish_task and guarded:
         calls = tuple(guard_finish(pieces, agent, c) for c in calls)
-    if shown is not None and content:
+    if shown is not None and content and written is None:
         rest = shown.finish(content, guarded=not calls)
         if rest:
             _emit_text(pieces, agent, path, rest)
@@ -139,7 +154,11 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
                 finish = "transfer"
                 break
     pieces.log.add(new_message_event(name, path, message, u, response.model or model.name,
-                                     finish))
+                                     finish, written.text if written and calls else None))
+    if written is not None and not calls:  # asked again: the next answer is the turn's
+        pieces.note(agent, written.reask)
+        await pieces.flush()
+        return None
     if calls and pieces.log.session.persistent:
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
         # them before the tools run; a final answer goes with what ends the turn.

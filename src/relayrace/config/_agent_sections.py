@@ -45,6 +45,10 @@ class ModelParameters(BaseModel):
     strict_tools: bool | None = Field(default=None, description=(
         "Send tool schemas in strict mode (OpenAI-compatible servers), so the model's "
         "arguments always match them."))
+    text_tool_calls: Literal["reask", "parse", "off"] | None = Field(default=None, description=(
+        "What a final answer that is only tool calls written as text becomes: reask (the "
+        "default) tells the model once to call the tool, parse runs them, off keeps the text "
+        "as the answer."))
 
 
 class PrimaryModelSpec(Strict):

@@ -261,6 +261,7 @@ class Builder:
             parallel_tool_calls=p.parallel_tool_calls,
             deadline=p.deadline,
             strict_tools=p.strict_tools,
+            text_tool_calls=p.text_tool_calls,
             extra=dict(p.model_extra or {}),
         )
         return None if settings == ModelSettings() else settings

@@ -83,6 +83,10 @@ class MessageEvent(AgentEvent):
     coming as soon as the message does; the ``HandoffEvent`` that follows the call's result
     says where control went (none follows if the transfer was refused, e.g. by a hop limit).
     ``None`` for every other message: the message itself shows whether it called tools."""
+    parsed_from_text: str | None = None
+    """For a model's answer whose tool calls relayrace parsed from its text
+    (``ModelSettings(text_tool_calls="parse")``): that text; the message holds the calls, with
+    ids relayrace made, and no text."""
 
 
 @dataclass(slots=True, kw_only=True)

