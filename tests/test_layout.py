@@ -42,10 +42,11 @@ SUBPACKAGES = sorted(info.name for info in pkgutil.iter_modules(relayrace.__path
 
 def test_the_folders_are_the_layers() -> None:
     assert SUBPACKAGES == ["_engine", "agents", "cli", "config", "connect", "core", "durable",
-                           "evals", "models", "server", "sessions", "teams", "tracing"]
+                           "evals", "examples", "models", "server", "sessions", "teams",
+                           "tracing"]
     flat = sorted(info.name for info in pkgutil.iter_modules(relayrace.__path__)
                   if not info.ispkg)
-    assert flat == ["_moved", "_version", "runner", "testing"]
+    assert flat == ["__main__", "_moved", "_version", "runner", "testing"]
 
 
 @pytest.mark.parametrize("name", SUBPACKAGES)
