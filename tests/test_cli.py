@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
+import shlex
 import signal
 from pathlib import Path
 from typing import Any
@@ -207,6 +209,49 @@ def test_run_stops_for_approval_and_resume_continues(db: Path) -> None:
                                   "--db", str(db)])
     assert resumed.exit_code == 0, resumed.output
     assert "Refunded INV-7." in resumed.stdout
+
+
+def test_the_pause_names_who_waits_and_the_resume_command_as_the_run_was_given(
+        db: Path) -> None:
+    target = f"{TEAM}:desk"
+    stopped = invoke("run", target, "refund INV-7", "--db", db, "--session", "w4",
+                     "-c", "customer=ACME GmbH")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert "⏸ desk paused: cashier waits for approval" in stopped.stdout
+    assert "desk interrupted" not in stopped.stdout
+    [hint] = [line for line in stopped.stdout.splitlines() if line.startswith("Go on with: ")]
+    assert "TARGET" not in hint
+    command = hint.removeprefix("Go on with: ").removesuffix(" (or --reject ID).")
+    assert command == (f"relayrace resume {TEAM}:desk --session w4 --db {db} "
+                       "-c 'customer=ACME GmbH' --approve call_9")
+    words = shlex.split(command)
+    assert words[:2] == ["relayrace", "resume"]
+    resumed = invoke(*words[1:])  # pasted as printed, it goes on
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout
+
+
+def test_a_delegated_childs_pause_names_the_child(db: Path) -> None:
+    stopped = invoke("run", f"{TEAM}:refund_coordinator", "refund INV-7", "--db", db)
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    lines = stopped.stdout.splitlines()
+    assert "  ⏸ refund_coordinator/cashier waits for approval" in lines
+    assert "⏸ refund_coordinator paused: refund_coordinator/cashier waits for approval" in lines
+    # The child's request is shown once, though its parent's pause carries it again.
+    assert sum("approval requested: issue_refund" in line for line in lines) == 1
+
+
+def test_print_run_tells_a_python_caller_to_call_runner_resume() -> None:
+    from relayrace.cli import print_run
+    from relayrace.cli._target import load_module
+
+    team = load_module(TEAM)
+    console = Console(file=io.StringIO(), width=200)
+    result = asyncio.run(print_run(team.desk, "refund INV-7", console=console, trace=False))
+    assert result.pending is not None
+    said = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Go on with: Runner.resume(result.pending, approvals={'call_9': True}) " \
+           "(False rejects a call)." in said
 
 
 def test_a_run_waiting_for_approval_exits_3_as_help_says(db: Path) -> None:
