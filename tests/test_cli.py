@@ -392,6 +392,52 @@ def test_run_bad_model_string(db: Path) -> None:
     assert not db.exists()  # rejected before any session was created
 
 
+def test_a_misspelt_provider_gets_a_did_you_mean(db: Path) -> None:
+    result = run_team(db, "--model", "opneai:gpt-4o")
+    assert_clean_error(result, "Model 'opneai:gpt-4o'", "did you mean 'openai:gpt-4o'?")
+    assert not db.exists()
+
+
+def test_a_model_file_without_the_attribute_names_its_model_objects(
+        db: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models.py"
+    models.write_text("from relayrace.testing import ScriptedModel, text\n"
+                      "model = ScriptedModel([text('hi')])\n"
+                      "backup = ScriptedModel([text('hi')])\n"
+                      "greeting = 'hello'\n")
+    missing = run_team(db, "--model", f"{models}:nothere")
+    assert_clean_error(missing, "models.py has no attribute 'nothere'.",
+                       "Model objects in models.py: model, backup.")
+    assert "NoneType" not in missing.stderr
+    misspelt = run_team(db, "--model", f"{models}:modle")
+    assert_clean_error(misspelt, "no attribute 'modle'; did you mean 'model'?")
+    not_a_model = run_team(db, "--model", f"{models}:greeting")
+    assert_clean_error(not_a_model, "greeting is a str ('hello'), not a Model.",
+                       "Model objects in models.py: model, backup.")
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert_clean_error(run_team(db, "--model", f"{empty}:model"),
+                       "empty.py defines no Model object at its top level.")
+    # eval's --model takes a function too; it names the Model objects the same way.
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("cases:\n  - id: one\n    input: hi\n")
+    evaluated = invoke("eval", "run", f"{TEAM}:triage", cases, "--model", f"{models}:nothere",
+                       "--db", db)
+    assert_clean_error(evaluated, "models.py has no attribute 'nothere'.",
+                       "Model objects in models.py: model, backup.")
+
+
+def test_a_misspelt_agent_gets_a_did_you_mean(db: Path, tmp_path: Path) -> None:
+    assert_clean_error(run_team(db, "--agent", "trige"),
+                       "No agent named 'trige' in cli_team.py; did you mean 'triage'?")
+    assert_clean_error(run_team(db, agent="trige"),
+                       "no variable 'trige'; did you mean 'triage'?")
+    assert_clean_error(invoke("run", YAML_TEAM, "hi", "--agent", "leed", "--db", db),
+                       "has no agent 'leed'; did you mean 'lead'?", "lead, researcher, writer")
+    assert_clean_error(invoke("run", YAML_TEAM, "hi", "--agent", "zzz", "--db", db),
+                       "has no agent 'zzz'. Agents: lead, researcher, writer.")
+
+
 def test_resolve_target_selects_agents_by_name() -> None:
     assert resolve_target(f"{TEAM}:triage", agent="billing").name == "billing"
     with pytest.raises(UserError, match="No agent named 'ghost'"):
