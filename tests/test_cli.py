@@ -254,6 +254,42 @@ def test_print_run_tells_a_python_caller_to_call_runner_resume() -> None:
            "(False rejects a call)." in said
 
 
+def test_a_team_with_one_entry_point_needs_no_agent_to_run_and_resume(
+        db: Path, tmp_path: Path) -> None:
+    one = TEAM.parent / "one_entry_team.py"
+    stopped = invoke("run", one, "refund INV-7", "--db", db, "--session", "p1")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert f"Go on with: relayrace resume {one} --session p1 --db {db} --approve call_9" \
+        in stopped.stdout
+    resumed = invoke("resume", one, "--session", "p1", "--approve", "call_9", "--db", db)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout and "answered by cashier" in resumed.stdout
+    # A YAML team whose one entry point is the agent whose call waits.
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "refunds.py").write_text(
+        "def issue_refund(invoice_id: str) -> str:\n"
+        "    \"\"\"Refund an invoice.\n\n    Args:\n        invoice_id: The invoice.\n    \"\"\"\n"
+        "    return f'Refunded {invoice_id}.'\n")
+    (team / "cashier.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata: {name: cashier}\nspec:\n"
+        "  prompts: {system: You issue refunds.}\n"
+        "  tools: [{type: python, function: 'refunds:issue_refund', requires_approval: true}]\n")
+    model = f"{TEAM}:approval_model"
+    stopped = invoke("run", team, "refund INV-7", "--db", db, "--session", "y1", "--model", model)
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    resumed = invoke("resume", team, "--session", "y1", "--approve", "call_9", "--db", db,
+                     "--model", model)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout
+
+
+def test_a_file_with_several_entry_points_still_asks_which(db: Path) -> None:
+    result = invoke("run", TEAM, "hi", "--db", db)
+    assert_clean_error(result, "names no agent and has", "entry points", f"{TEAM}:VARIABLE",
+                       "triage")
+
+
 def test_a_run_waiting_for_approval_exits_3_as_help_says(db: Path) -> None:
     for json_flag in ([], ["--json"]):
         stopped = invoke("run", f"{TEAM}:cashier", "refund INV-7", "--db", db, *json_flag)

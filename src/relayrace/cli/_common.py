@@ -45,9 +45,11 @@ DbOption = Annotated[
 DEFAULT_DB = str(DEFAULT_DB_PATH)
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")]
 TargetArgument = Annotated[str, typer.Argument(
-    help="The agent to run: path/to/team.py:variable, or a YAML team (use --agent).")]
+    help="The agent to run: path/to/team.py:variable, or a YAML team (a team with one entry "
+    "point needs no variable nor --agent).")]
 AgentOption = Annotated[str | None, typer.Option(
-    "--agent", "-a", help="The agent to run, by name (required for a YAML team).")]
+    "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+    "points).")]
 ModelOption = Annotated[str | None, typer.Option(
     "--model", "-m", help="Use this model for every agent: provider:model, or "
     "path/to/file.py:VARIABLE naming a Model object.")]

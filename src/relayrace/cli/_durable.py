@@ -30,9 +30,11 @@ _QUEUE_HELP = "The DBOS queue (default: relayrace-<agent name>); submitters use 
 
 def worker(
     target: Annotated[str, typer.Argument(
-        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+        help="The team: path/to/team.py:variable, or a YAML team (one entry point needs no "
+        "variable nor --agent).")],
     agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+        "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+        "points).")] = None,
     db: Annotated[str | None, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)] = None,
     queue: Annotated[str | None, typer.Option("--queue", help=_QUEUE_HELP)] = None,
     concurrency: Annotated[int, typer.Option(
@@ -109,12 +111,14 @@ async def _work(runner: DurableRunner, drain: float) -> None:
 
 def submit(
     target: Annotated[str, typer.Argument(
-        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+        help="The team: path/to/team.py:variable, or a YAML team (one entry point needs no "
+        "variable nor --agent).")],
     prompt: Annotated[str | None, typer.Argument(
         help="The user message ('-' reads stdin); leave it out to resume with --approve, "
         "--reject or --answer.")] = None,
     agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+        "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+        "points).")] = None,
     session: Annotated[str | None, typer.Option(
         "--session", "-s", help="Run in (or resume) this session.")] = None,
     run_id: Annotated[str | None, typer.Option(

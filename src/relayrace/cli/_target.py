@@ -41,7 +41,8 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
 
     ``target`` is ``path/to/team.py:variable``, or a YAML team (a file or a directory).
     ``agent`` (``--agent``) selects an agent by name instead, within the team the target
-    defines; a YAML team with one entry point needs none.
+    defines; a team with one entry point needs neither (a YAML team's agent nothing refers
+    to, a Python file's one agent tree that no other of its agents reaches).
     """
     if Path(target).is_dir() or target.endswith((".yaml", ".yml")):
         return _yaml_agent(Path(target), agent)
@@ -54,9 +55,12 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
     module = load_module(path)
     agents = agent_variables(module)
     if variable is None and agent is None:
+        entries = _entry_points(agents)
+        if len(entries) == 1:
+            return entries[0]
         raise UserError(
-            f"Target {target!r} names no agent; use {file_part}:VARIABLE with one of: "
-            f"{_names(agents)}."
+            f"Target {target!r} names no agent and has {len(entries) or 'no'} entry points; use "
+            f"{file_part}:VARIABLE with one of: {_names(agents)}."
         )
     found: Agent[Any] | None = None
     if variable is not None:
@@ -154,6 +158,14 @@ def _models(
         label = spec if isinstance(spec, str) else resolved.name
         used.setdefault(label, (resolved, []))[1].append(member.name)
     return used
+
+
+def _entry_points(agents: dict[str, Agent[Any]]) -> list[Agent[Any]]:
+    """The agents a run of the file would start with: the roots of its agent variables that
+    no other of them reaches (by handoff, delegation or as a specialist)."""
+    roots = list({id(a.root): a.root for a in agents.values()}.values())
+    reached = {id(m) for r in roots for m in _team(r) if m is not r}
+    return [r for r in roots if id(r) not in reached]
 
 
 def _team(agent: Agent[Any]) -> list[Agent[Any]]:
