@@ -589,6 +589,23 @@ def test_printer_renders_every_event_kind() -> None:
     assert "  ✗ a/b failed: Boom" in out
 
 
+def test_a_delegation_line_shows_the_reports_summary_not_its_json(db: Path) -> None:
+    done = invoke("run", YAML_TEAM, "What is a handoff?", "--db", db,
+                  "--model", f"{TEAM}:yaml_model")
+    assert done.exit_code == 0, done.output
+    [line] = [ln for ln in done.stdout.splitlines() if "delegated to researcher" in ln]
+    assert line.startswith("⇢ lead delegated to researcher ok: A handoff moves the live "
+                           "conversation to another agent (note 1). (1 source) [session ")
+    assert '"raw"' not in done.stdout and '"summary"' not in done.stdout
+    out = render([DelegationEvent(
+        agent="a", path="a", child_agent="b", child_session_id="x.1", report={
+            "summary": "Refunds take 5 days.", "key_findings": ["5 days", "card only"],
+            "sources": ["policy.md"], "confidence": "high", "gaps": ["weekends"],
+            "raw": "<handoff>...</handoff>"})])
+    assert out.strip() == ("⇢ a delegated to b ok: Refunds take 5 days. (confidence high, "
+                           "2 findings, 1 source, 1 gap) [session x.1]")
+
+
 def test_printer_streams_interleaved_paths_without_repeating() -> None:
     def delta(path: str, text: str) -> TextDeltaEvent:
         return TextDeltaEvent(agent=path.rsplit("/", 1)[-1], path=path, delta=text)
@@ -648,7 +665,11 @@ def test_graph_svg_without_graphviz_fails_and_says_what_to_do(
     drawn = invoke("graph", YAML_TEAM, "--svg", tmp_path / "team.svg")
     assert drawn.exit_code == 1
     assert "Install Graphviz" in drawn.stderr and "Mermaid" in drawn.stderr
+    assert "'dot', which is not installed" in drawn.stderr
     assert not (tmp_path / "team.svg").exists()
+    # The Mermaid text is printed all the same, as without --svg.
+    assert drawn.stdout == invoke("graph", YAML_TEAM).stdout
+    assert 'lead ==>|"delegates: research"| researcher' in drawn.stdout
 
 
 def test_run_a_yaml_team_by_agent_name(db: Path, tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -258,7 +258,7 @@ class EventPrinter:
     def _delegation(self, event: DelegationEvent) -> None:
         head = f"⇢ {event.agent} delegated to {event.child_agent}"
         if event.ok:
-            report = f": {truncate(json.dumps(event.report))}" if event.report else ""
+            report = _report_line(event.report) if event.report else ""
             self._line(event, (head, "bold cyan"), (" ok", "bold green"), report,
                        (f" [session {event.child_session_id}]", "dim"))
         else:
@@ -278,6 +278,19 @@ class EventPrinter:
             self._paused(event)
         elif child:
             self._line(event, (f"◂ {event.path or event.agent} finished", "dim"))
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    """A delegation report on one line: its summary and what backs it, not its JSON (whose
+    ``raw`` field repeats the whole answer)."""
+    text = str(report.get("summary") or report.get("raw") or "")
+    counts = [f"{len(report[k])} {label}{'s' if len(report[k]) > 1 else ''}"
+              for k, label in (("key_findings", "finding"), ("sources", "source"), ("gaps", "gap"))
+              if isinstance(report.get(k), list) and report[k]]
+    confidence = report.get("confidence")
+    if confidence and confidence != "unknown":
+        counts.insert(0, f"confidence {confidence}")
+    return f": {truncate(text)}" + (f" ({', '.join(counts)})" if counts else "")
 
 
 # -- trace --------------------------------------------------------------------------------------
