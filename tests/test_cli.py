@@ -641,6 +641,44 @@ def test_validate_reports_a_good_team_and_fails_on_a_bad_key(tmp_path: Path) -> 
     assert "bad.agent.yaml:9" in failed.stderr and "max_iterations" in failed.stderr
 
 
+def test_validate_reports_every_problem_of_a_team_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "tools.py").write_text(
+        "def lookup_invoice(invoice_id: str) -> str:\n"
+        "    \"\"\"Look an invoice up.\n\n    Args:\n        invoice_id: The invoice.\n"
+        "    \"\"\"\n    return invoice_id\n\n\n"
+        "def lookup_customer(name: str) -> str:\n"
+        "    \"\"\"Look a customer up.\n\n    Args:\n        name: The name.\n"
+        "    \"\"\"\n    return name\n")
+    (tmp_path / "billing.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: billing\nspec:\n"
+        "  prompts:\n    system: You bill.\n  orchestration:\n    max_iteration: 3\n"
+        "  tools:\n    - type: python\n      function: tools:lookup_invoce\n"
+        "    - type: python\n      function: tools:lookup_customer\n")
+    (tmp_path / "triage.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: triage\nspec:\n"
+        "  prompts:\n    system: You route.\n  sub_agents: [biling]\n")
+    failed = invoke("validate", tmp_path)
+    assert failed.exit_code == 1
+    problems = [line for line in failed.stderr.splitlines() if ".agent.yaml:" in line]
+    assert problems == [
+        f"{tmp_path}/billing.agent.yaml:9: unknown key 'spec.orchestration.max_iteration'; "
+        "did you mean 'max_iterations'?",
+        f"{tmp_path}/billing.agent.yaml:12: spec.tools[0].function: module 'tools' has no "
+        "attribute 'lookup_invoce'; did you mean 'lookup_invoice'?",
+        f"{tmp_path}/triage.agent.yaml:8: spec.sub_agents[0]: undefined agent 'biling'; "
+        "did you mean 'billing'?",
+    ]
+    assert "(3 problems)" in failed.stderr
+    # Fixed, the same team validates.
+    for name, wrong, right in [("billing", "max_iteration", "max_iterations"),
+                               ("billing", "lookup_invoce\n", "lookup_invoice\n"),
+                               ("triage", "biling", "billing")]:
+        file = tmp_path / f"{name}.agent.yaml"
+        file.write_text(file.read_text().replace(wrong, right))
+    fixed = invoke("validate", tmp_path)
+    assert fixed.exit_code == 0, fixed.output
+
+
 def test_graph_prints_mermaid_edges() -> None:
     drawn = invoke("graph", YAML_TEAM)
     assert drawn.exit_code == 0, drawn.output
