@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ._common import EXIT_APPROVAL, errors, fail, parse_answers, parse_context
+from ._common import EXIT_APPROVAL, MODEL_HELP, errors, fail, parse_answers, parse_context
 from ._run import handoff_tools
 from ._target import resolve_model, resolve_target
 
@@ -51,8 +51,7 @@ def worker(
         "--drain", min=0, help="On SIGTERM or Ctrl-C, seconds to let running runs finish "
         "before handing the rest back to the queue.")] = 30.0,
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Use this model for every agent: provider:model, or "
-        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+        "--model", "-m", help=MODEL_HELP)] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per run.")] = None,
     context: Annotated[list[str] | None, typer.Option(

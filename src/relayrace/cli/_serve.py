@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..core.exceptions import UserError
-from ._common import errors
+from ._common import MODEL_HELP, errors
 from ._mcp import entry_agents
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import describe_models, resolve_model
@@ -43,8 +43,7 @@ def serve(
     max_body: Annotated[int, typer.Option(
         "--max-body", min=1, help="Largest request body, in bytes.")] = 1_000_000,
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Use this model for every agent: provider:model, or "
-        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+        "--model", "-m", help=MODEL_HELP)] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per run.")] = None,
     otel: Annotated[bool, typer.Option(

@@ -73,7 +73,12 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
 
 def resolve_model(spec: str) -> Model | str:
     """The model ``spec`` names: ``provider:model`` (checked, and kept as the string it is, so
-    it is shown as given), or ``file.py:VARIABLE`` holding a Model."""
+    it is shown as given), ``file.py:VARIABLE`` holding a Model, or ``scripted:FILE.yaml``, a
+    scripted model's answers (`relayrace.config.load_script`)."""
+    if spec.startswith("scripted:"):
+        from ..config import load_script
+
+        return load_script(spec.removeprefix("scripted:"))
     file_part, _, variable = spec.rpartition(":")
     if not file_part.endswith(".py"):
         infer_model(spec)
