@@ -119,3 +119,16 @@ def test_a_script_that_is_missing_empty_or_not_a_mapping_is_a_clean_error(
     none = write(tmp_path, "turns: []\n")
     with pytest.raises(ConfigError, match="the script gives no turns"):
         load_script(none)
+
+
+async def test_an_output_turn_is_the_structured_answer_the_agent_asks_for(
+        tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    class Score(BaseModel):
+        score: int
+
+    model = load_script(write(tmp_path, "turns:\n  - output: {score: 8}\n"))
+    result = await Runner.run(Agent("judge", instructions="-", model=model, output_type=Score),
+                              "rate it")
+    assert result.final_output == Score(score=8)
