@@ -642,7 +642,7 @@ def test_validate_reports_a_good_team_and_fails_on_a_bad_key(tmp_path: Path) -> 
 
 
 def test_validate_reports_every_problem_of_a_team_in_one_run(tmp_path: Path) -> None:
-    (tmp_path / "tools.py").write_text(
+    (tmp_path / "invoice_tools.py").write_text(
         "def lookup_invoice(invoice_id: str) -> str:\n"
         "    \"\"\"Look an invoice up.\n\n    Args:\n        invoice_id: The invoice.\n"
         "    \"\"\"\n    return invoice_id\n\n\n"
@@ -652,8 +652,8 @@ def test_validate_reports_every_problem_of_a_team_in_one_run(tmp_path: Path) -> 
     (tmp_path / "billing.agent.yaml").write_text(
         "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: billing\nspec:\n"
         "  prompts:\n    system: You bill.\n  orchestration:\n    max_iteration: 3\n"
-        "  tools:\n    - type: python\n      function: tools:lookup_invoce\n"
-        "    - type: python\n      function: tools:lookup_customer\n")
+        "  tools:\n    - type: python\n      function: invoice_tools:lookup_invoce\n"
+        "    - type: python\n      function: invoice_tools:lookup_customer\n")
     (tmp_path / "triage.agent.yaml").write_text(
         "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: triage\nspec:\n"
         "  prompts:\n    system: You route.\n  sub_agents: [biling]\n")
@@ -663,7 +663,7 @@ def test_validate_reports_every_problem_of_a_team_in_one_run(tmp_path: Path) -> 
     assert problems == [
         f"{tmp_path}/billing.agent.yaml:9: unknown key 'spec.orchestration.max_iteration'; "
         "did you mean 'max_iterations'?",
-        f"{tmp_path}/billing.agent.yaml:12: spec.tools[0].function: module 'tools' has no "
+        f"{tmp_path}/billing.agent.yaml:12: spec.tools[0].function: module 'invoice_tools' has no "
         "attribute 'lookup_invoce'; did you mean 'lookup_invoice'?",
         f"{tmp_path}/triage.agent.yaml:8: spec.sub_agents[0]: undefined agent 'biling'; "
         "did you mean 'billing'?",
