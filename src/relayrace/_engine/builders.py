@@ -138,6 +138,7 @@ def new_handoff_event(agent: str, path: str, to_agent: str, reason: str, tool_ca
     e.returns_to = returns_to
     e.is_return = False
     e.input = None
+    e.context = None
     return e
 
 

@@ -387,6 +387,7 @@ class AgentLoop(Pieces):
                     route.reason or f"requested by {agent.name}", route.call.id, returns_to)
                 if h is not None and h.input_type is not None:
                     event.input = h.input_data(route.input)
+                event.context = route.context
                 self.log.add(event)
                 return route
 
@@ -437,6 +438,8 @@ class AgentLoop(Pieces):
             blocked = input_block(self, target)
             if blocked is not None:
                 self.control.block(blocked)
+        self.transfers.given = None if route is None or route.context is None else (
+            target.name, route.context)
         if route is not None and route.note is not None:
             self.views.keep_note(route.note)
         if route is None or route.view is None:

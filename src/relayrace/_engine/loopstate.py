@@ -248,7 +248,7 @@ class Calls:
 class Transfers:
     """Handoffs made in the run: hops, limits, and the task-mode return stack."""
 
-    __slots__ = ("count", "hops", "limit", "returns", "swarm_limit")
+    __slots__ = ("count", "given", "hops", "limit", "returns", "swarm_limit")
 
     def __init__(self, limit: int | None, swarm_limit: bool) -> None:
         self.hops: list[str] = []
@@ -261,6 +261,10 @@ class Transfers:
         """Whether the limit is a swarm's (refuse and answer) rather than an error."""
         self.returns: list[str] = []
         """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+        self.given: tuple[str, dict[str, Any]] | None = None
+        """(the active agent, the template variables the transfer to it gave): what a
+        handoff's ``context_transform`` made, for as long as that agent holds the
+        conversation."""
 
     def check(self, agent: str, target: str) -> tuple[str | None, HandoffError | None]:
         """Why a transfer from ``agent`` to ``target`` must not happen (a limit, or a cycle

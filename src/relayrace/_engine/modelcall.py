@@ -56,8 +56,10 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
             return message
     instructions = agent.instructions
     if not isinstance(instructions, str) or agent._templated:
-        instructions = await agent.render_instructions(pieces.context_for(agent),
-                                                       pieces.place.variables)
+        variables, given = pieces.place.variables, pieces.transfers.given
+        if given is not None and given[0] == agent.name:  # a swarm member's transform
+            variables = {**(variables or {}), **given[1]}
+        instructions = await agent.render_instructions(pieces.context_for(agent), variables)
     if pieces.place.suffix:
         suffix = pieces.place.suffix
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix

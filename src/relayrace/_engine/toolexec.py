@@ -262,7 +262,7 @@ async def _transfer(
     if refusal is None:
         text = f"Transferred from {agent.name} to {target.name}."
         if context is not None:  # the handoff's context_transform replaces the reason
-            text += f" Context: {context}"
+            text += f" Context: {json.dumps(context, ensure_ascii=False)}"
         else:
             if reason:
                 text += f" Reason: {reason}"
@@ -305,7 +305,7 @@ async def _transfer(
     pieces.transfers.made()
     note = results[index].message  # type: ignore[union-attr]
     push_results(pieces, results)
-    return Transfer(call, target, reason, h, value, view, note)
+    return Transfer(call, target, reason, h, value, view, note, context)
 
 
 def push_results(pieces: Pieces, results: list[ToolResultEvent | None]) -> None:

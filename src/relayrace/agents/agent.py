@@ -420,7 +420,8 @@ class Agent(Generic[TContext, TOutput]):
     async def render_instructions(
         self, ctx: RunContext[Any], extra: Mapping[str, Any] | None = None
     ) -> str:
-        """The system prompt for this turn; ``extra`` adds template variables."""
+        """The system prompt for this turn; ``extra`` adds template variables (a context
+        transform's object), under ``context`` too unless the run context is an object."""
         source = self.instructions
         if not isinstance(source, str):
             result = source(ctx)
@@ -429,6 +430,9 @@ class Agent(Generic[TContext, TOutput]):
             return source
         context = ctx.context
         variables: dict[str, Any] = dict(context) if isinstance(context, Mapping) else {}
+        if extra and (context is None or isinstance(context, Mapping)):
+            # Astromesh hands a transform's object to the target as its `context`.
+            context = {**variables, **extra}
         variables.setdefault("context", context)
         variables.setdefault("agent_name", self.name)
         if extra:

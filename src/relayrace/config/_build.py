@@ -31,8 +31,8 @@ from ..teams.patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndEx
 from ..teams.routing import NestedChatTarget, TerminateTarget
 from ..teams.team import Team
 from ..teams.workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
-from ._validate import ConfigWarning, ParsedDocument
-from ._yaml import Loc, format_path
+from ._validate import ConfigWarning, ParsedDocument, suggest
+from ._yaml import Loc, SourceDocument, format_path
 from .models import (
     PROVIDER_ALIASES,
     A2AToolSpec,
@@ -49,7 +49,7 @@ from .models import (
     WorkflowDocument,
 )
 
-__all__ = ["Builder", "swarm_root_name"]
+__all__ = ["Builder", "import_target", "swarm_root_name"]
 
 _LOCATED = re.compile(r"[^\n]+:\d+: ")
 
@@ -106,10 +106,11 @@ def _import_module(module_name: str, folder: Path) -> Any:
                           f"{exc}") from exc
 
 
-def _import(doc: ParsedDocument, target: str) -> Any:
-    """``package.module:attribute``; a module not importable as is is found next to the file."""
+def import_target(source: SourceDocument, target: str) -> Any:
+    """``package.module:attribute``; a module not importable as is is found next to the file
+    ``source`` is in."""
     module_name, _, attribute = target.partition(":")
-    folder = Path(doc.source.path).resolve().parent
+    folder = Path(source.path).resolve().parent
     module = _import_module(module_name, folder)
     local = _local_file(folder, module_name)
     loaded = getattr(module, "__file__", None)
@@ -119,13 +120,15 @@ def _import(doc: ParsedDocument, target: str) -> Any:
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
-            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}")
+            known = [k for k in dir(value) if not k.startswith("_")]
+            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}"
+                              f"{suggest(part, known)}")
         value = getattr(value, part)
     return value
 
 
 def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
-    value = _import(doc, spec.function)
+    value = import_target(doc.source, spec.function)
     if isinstance(value, Tool):
         found = copy.copy(value)  # keep the shared object as its module defined it
         for key in ("name", "description", "sequential", "requires_approval",
@@ -456,7 +459,7 @@ class Builder:
                 if ":" not in schema:
                     raise ConfigError(f"output_schema {schema!r} is neither a JSON Schema nor "
                                       "an import path of the form package.module:Name")
-                return _import(doc, schema)
+                return import_target(doc.source, schema)
             return json_schema_type(schema)
 
     @staticmethod

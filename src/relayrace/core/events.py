@@ -139,6 +139,9 @@ class HandoffEvent(AgentEvent):
     """Whether this is such a target handing control back to the agent that called it."""
     input: Any = None
     """For a handoff with an ``input_type``: the validated input, as JSON data."""
+    context: dict[str, Any] | None = None
+    """For a handoff with a ``context_transform``: the object it made, which the target's
+    instructions read as template variables while it holds the conversation."""
 
 
 @dataclass(slots=True, kw_only=True)
