@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..core.exceptions import UserError
+from ._snapshots import Snapshots
 from ._sqlitewrites import drop_leases, touch_sessions, write_events
 
 __all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Rows", "Settings", "busy",
@@ -459,6 +460,8 @@ class Database:
         self.path = path
         self.worker = _Worker(path)
         self._jobs = self.worker.jobs
+        self.snapshots = Snapshots()
+        """The conversations this process ran on the file last (`_snapshots`)."""
         # Daemon: a process may exit with sessions alive; SQLite survives an exit mid-write.
         threading.Thread(target=self.worker.loop, daemon=True,
                          name=f"relayrace-sqlite {path}").start()

@@ -34,6 +34,7 @@ from ..core.exceptions import (
     UserError,
 )
 from ._pgconn import Pools, connect, refused, why
+from ._snapshots import Snapshots
 from .base import (
     LeaseHolder,
     LogView,
@@ -114,6 +115,7 @@ _TOUCH = (f"INSERT INTO relayrace_sessions ({_COLUMNS}, updated_at) VALUES (%s, 
           "GREATEST(relayrace_sessions.updated_at, excluded.updated_at)")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
 _ONE = f"{_SELECT} WHERE session_id = %s"
+_CREATED = "SELECT created_at FROM relayrace_sessions WHERE session_id = %s"
 _SINCE = "SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s ORDER BY seq"
 _RELEASE = "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s"
 _TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
@@ -163,6 +165,7 @@ def _where(url: str) -> str:
 
 
 _pools = Pools(lambda conn: _migrate(conn))
+_snapshots: dict[str, Snapshots] = {}  # per database URL: the conversations run here last
 
 
 async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -208,6 +211,9 @@ class PostgresSession(Session):
         # The log as read with the lease (where the read began, and what it found), for the
         # run's first view: (the read's key, event lines, the session's row).
         self._ahead: tuple[tuple[int | None, bool], list[str], Any] | None = None
+        # A snapshot this object started from, until a read finds the database still holds
+        # its session: the session's created_at that read must find (`_snapshots`).
+        self._check: float | None = None
         self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
 
     def _like(self, session_id: str, **links: Any) -> PostgresSession:
@@ -257,6 +263,7 @@ class PostgresSession(Session):
     async def view(self) -> LogView:
         """The cached view, with what other objects or processes appended since folded in."""
         async with self._lock:
+            self._adopt()
             view = self._view
             if view is None or self._seq is None:
                 view, seen, fresh = LogView(), 0, True
@@ -266,27 +273,60 @@ class PostgresSession(Session):
                 seen, fresh = self._seq, False
             self._unfolded = None
             ahead, self._ahead = self._ahead, None
+
+            async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], Any]:
+                # A first read takes the session's row and its events in one round trip (a
+                # read from a snapshot, the row's created_at).
+                async with conn.pipeline() if fresh or self._check is not None else \
+                        contextlib.nullcontext():
+                    sent = await self._send_read(conn, seen, fresh)
+                return await _received(sent)
+
             if ahead is not None and ahead[0] == (self._seq, fresh):  # read with the lease
                 lines, row = ahead[1], ahead[2]
             else:
-                async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], Any]:
-                    # A first read takes the session's row and its events in one round trip.
-                    async with conn.pipeline() if fresh else contextlib.nullcontext():
-                        sent = await self._send_read(conn, seen, fresh)
-                    return await _received(sent)
                 lines, row = await self._run(read)
+            if self._check is not None:
+                if not self._checked(row):  # not the log the snapshot was of: read it whole
+                    view, seen, fresh = LogView(), 0, True
+                    lines, row = await self._run(read)
+                row = None if not fresh else row
             if row is not None:
                 self.info = _info(row)
-            view.fold(load_events(lines))
+            events = load_events(lines)
+            view.fold(events)
             self._view, self._seq, self._failed = view, view.size, None
             self.info.event_count = view.size
+            if events:
+                self.info.updated_at = max(self.info.updated_at, events[-1].time)
             return view
+
+    def _adopt(self) -> None:
+        """Start from the process's snapshot of the session, if this object has read nothing
+        yet; the next read checks that the database still holds the same session."""
+        if self._view is None and self._seq is None:
+            kept = _snapshots.setdefault(self.url, Snapshots()).take(self.session_id)
+            if kept is not None:
+                self._view, self.info = kept
+                self._seq, self._check = kept[0].size, kept[1].created_at
+
+    def _checked(self, row: Any) -> bool:
+        """Whether the row a read from a snapshot found is the snapshot's session (if not,
+        this object forgets the snapshot)."""
+        check, self._check = self._check, None
+        if row is not None and row[0] == check:
+            return True
+        self._view, self._seq, self._unfolded = None, None, None
+        return False
 
     async def _send_read(self, conn: psycopg.AsyncConnection[Any], seen: int, fresh: bool
                          ) -> tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCursor[Any]]:
-        """Ask for the events after position ``seen`` (``fresh``: and the session's row)."""
-        info = await conn.execute(_ONE, (self.session_id,)) if fresh else None
-        return info, await conn.execute(_SINCE, (self.session_id, seen))
+        """Ask for the events after position ``seen`` (``fresh``: and the session's row; from
+        a snapshot: the row's created_at)."""
+        sid = self.session_id
+        info = await conn.execute(_ONE, (sid,)) if fresh else await conn.execute(
+            _CREATED, (sid,)) if self._check is not None else None
+        return info, await conn.execute(_SINCE, (sid, seen))
 
     async def get_events(self) -> list[AgentEvent]:
         async with self._lock:
@@ -301,6 +341,8 @@ class PostgresSession(Session):
 
             rows = await self._run(read)
             last = rows[-1][0] if rows else 0
+            if self._check is not None:  # a snapshot never checked: the view is built anew
+                self._check, self._seq = None, None
             if self._seq != last:
                 self._view, self._unfolded = None, None
             self._ahead = None
@@ -407,6 +449,7 @@ class PostgresSession(Session):
         now = time.time()
         row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
             now + self.lease_ttl
+        self._adopt()
         fresh = self._view is None or self._seq is None  # what view() will read
         key, seen = (self._seq, fresh), 0 if fresh else self._seq or 0
 
@@ -459,6 +502,13 @@ class PostgresSession(Session):
 
     async def release_lease(self, owner: str) -> None:
         held, self._ahead = self._held, None
+        view = self._view
+        if view is not None and self._failed is None and self._check is None and \
+                self._seq is not None:  # a snapshot for the next object on the session
+            self._catch_up(view)
+            if view.size == self._seq:
+                _snapshots.setdefault(self.url, Snapshots()).keep(self.session_id, view,
+                                                                  self.info)
         try:
             if held is not None and held.owner == owner:  # not given back with the run's end
                 self._held = None
@@ -571,9 +621,12 @@ class PostgresStore(SessionStore):
                     await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
                                        (ids,))
                 return bool(ids)
+        _snapshots.get(self.url, Snapshots()).forget(session_id)
         result: bool = await self._run(remove, safe=False)  # a second run would find nothing
         return result
 
     async def aclose(self) -> None:
-        """Close this process's pool for the store's URL (in the running event loop)."""
+        """Close this process's pool for the store's URL (in the running event loop), and
+        drop its snapshots of the store's conversations."""
+        _snapshots.pop(self.url, None)
         await _pools.close(self.url)

@@ -243,7 +243,16 @@ class SQLiteSession(Session):
         """Read the events appended since this object last looked; fold them in once the
         transaction holds."""
         view, seen = self._view, self._seq
-        row = None
+        row, kept = None, None
+        if view is None:  # the process's snapshot of the log, if the file still holds it
+            kept = self._db.snapshots.take(self.session_id)
+            if kept is not None:
+                found = conn.execute("SELECT created_at FROM sessions WHERE session_id = ?",
+                                     (self.session_id,)).fetchone()
+                if found is not None and found[0] == kept[1].created_at:
+                    view, seen = kept[0], kept[0].size
+                else:
+                    kept = None
         if view is None or seen is None:  # the whole log, and the session's row
             row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
             view, seen = None, 0
@@ -259,13 +268,18 @@ class SQLiteSession(Session):
                 folded = LogView()
                 if row is not None:
                     self.info = _info(row)
+            elif kept is not None:
+                self.info = kept[1]
             else:
                 for batch in self._unfolded or ():
                     folded.fold(batch)
             self._unfolded = None
-            folded.fold(load_events([r[0] for r in rows]))
+            events = load_events([r[0] for r in rows])
+            folded.fold(events)
             self._view = folded
             self.info.event_count = folded.size
+            if events:
+                self.info.updated_at = max(self.info.updated_at, events[-1].time)
             return folded
 
         return fold
@@ -430,6 +444,7 @@ class SQLiteSession(Session):
 
     async def release_lease(self, owner: str) -> None:
         self._fresh = False
+        self._keep_snapshot()
         try:
             # A trip only if the row was not given back with the run's end (the file's
             # thread forgot it once that batch committed, before the batch's answer).
@@ -439,6 +454,15 @@ class SQLiteSession(Session):
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
             await super().release_lease(owner)
+
+    def _keep_snapshot(self) -> None:
+        """Leave the process a snapshot of the log as this object's run left it, for the next
+        object opened on the session (only of a log this object knows whole and exactly)."""
+        view = self._view
+        if view is not None and self._failed is None and self._seq is not None:
+            self._catch_up(view)
+            if view.size == self._seq:
+                self._db.snapshots.keep(self.session_id, view, self.info)
 
     def _drop_lease(self, conn: sqlite3.Connection, owner: str) -> Callable[[], None]:
         row_owner = self._rows.get(owner)

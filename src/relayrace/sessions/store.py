@@ -197,6 +197,7 @@ class SQLiteStore(SessionStore):
     async def delete(self, session_id: str) -> bool:
         if not self.path.exists():
             return False
+        self._db.snapshots.forget(session_id)
         return await self._call(lambda c: _delete(c, session_id))
 
 
