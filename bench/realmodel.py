@@ -51,7 +51,7 @@ from realmodel_setup import (  # noqa: E402
     server_binary,
     serving,
 )
-from realmodel_wire import Recorder, local_model  # noqa: E402
+from realmodel_wire import Recorder, local_model, trimmed  # noqa: E402
 
 from relayrace import ModelSettings  # noqa: E402
 
@@ -99,33 +99,43 @@ def _scenario(name: str, base_url: str) -> tuple[Outcome, Recorder]:
     return outcome, recorder
 
 
-def _record(name: str, outcome: Outcome, recorder: Recorder) -> None:
+def _write_fixture(name: str, about: dict[str, Any], exchanges: list[dict[str, Any]]) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     fixture = {"scenario": name, "server": f"llama.cpp from llama-cpp-python "
                                           f"{LLAMA_CPP_PYTHON}, --jinja", "model": MODEL_FILE,
-               "checks": outcome.checks, "facts": outcome.facts,
-               "exchanges": recorder.exchanges}
+               **about, "exchanges": [trimmed(x) for x in exchanges]}
     (FIXTURES / f"{name}.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False)
                                            + "\n")
 
 
-def _routing(base_url: str) -> dict[str, Any]:
+ROUTING_COMMAND = ["relayrace", "eval", "run", "examples/support/team.py:triage",
+                   str(ROUTING.relative_to(ROOT)), "--model", "bench/realmodel_model.py:local",
+                   "--db", "memory://", "-j", "1"]
+"""The routing eval, as run from the checkout with the server's URL in
+``RELAYRACE_REALMODEL_URL``."""
+
+
+def _routing(base_url: str, record: bool) -> dict[str, Any]:
     """The support team's routing as a ``relayrace eval`` (first hop to the right one)."""
-    say(f"routing eval: the support team over {ROUTING.name}")
+    say(f"routing eval: {' '.join(ROUTING_COMMAND)}")
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "eval.json"
-        done = subprocess.run(
-            [sys.executable, "-m", "relayrace", "eval", "run", "examples/support/team.py:triage",
-             str(ROUTING), "--model", "bench/realmodel_model.py:local", "--db", "memory://",
-             "-j", "1", "--json", str(out)], cwd=ROOT, check=False,
-            env={**os.environ, "RELAYRACE_REALMODEL_URL": base_url})
+        out, wire = Path(tmp) / "eval.json", Path(tmp) / "wire.json"
+        env = {**os.environ, "RELAYRACE_REALMODEL_URL": base_url,
+               **({"RELAYRACE_REALMODEL_RECORD": str(wire)} if record else {})}
+        done = subprocess.run([sys.executable, "-m", *ROUTING_COMMAND, "--json", str(out)],
+                              cwd=ROOT, check=False, env=env)
         if not out.exists():
             return {"error": f"relayrace eval exited with {done.returncode}"}
         runs = json.loads(out.read_text())["runs"]
+        exchanges = json.loads(wire.read_text()) if record else []
     expected = {c["id"]: c["expect"]["path"]["agents"][1] for c in _cases()}
     routed = [r["case_id"] for r in runs if r["path"][1:2] == [expected[r["case_id"]]]]
-    return {"routed": len(routed), "cases": len(runs),
-            "missed": {r["case_id"]: r["path"] for r in runs if r["case_id"] not in routed}}
+    routing = {"routed": len(routed), "cases": len(runs),
+               "missed": {r["case_id"]: r["path"] for r in runs if r["case_id"] not in routed},
+               "paths": {r["case_id"]: r["path"] for r in runs}}
+    if record:
+        _write_fixture("routing", {**routing, "command": " ".join(ROUTING_COMMAND)}, exchanges)
+    return routing
 
 
 def _cases() -> list[dict[str, Any]]:
@@ -171,9 +181,10 @@ def main(argv: list[str]) -> int:
                 outcome, recorder = _scenario(name, url)
                 outcomes[name] = outcome
                 if args.record:
-                    _record(name, outcome, recorder)
+                    _write_fixture(name, {"checks": outcome.checks, "facts": outcome.facts},
+                                   recorder.exchanges)
             if not args.no_eval:
-                routing = _routing(url)
+                routing = _routing(url, args.record)
     except SetupError as exc:
         print(f"\ndev realmodel: {exc}", file=sys.stderr)
         return 2

@@ -125,3 +125,14 @@ def local_model(transport: httpx2.AsyncBaseTransport, base_url: str,
                                                                timeout=600))
     return OpenAIChatModel(MODEL_ALIAS, client=client, settings=settings or ModelSettings(
         temperature=0, text_tool_calls="parse"))
+
+
+def trimmed(exchange: dict[str, Any]) -> dict[str, Any]:
+    """An exchange as a fixture keeps it: the response whole, the request without the tools'
+    schemas and descriptions (the same in every request; a replay checks their names)."""
+    request = exchange["request"]
+    if request is None or "tools" not in request:
+        return exchange
+    tools = [{"type": t["type"], "function": {"name": t["function"]["name"]}}
+             for t in request["tools"]]
+    return {**exchange, "request": {**request, "tools": tools}}
