@@ -88,6 +88,7 @@ def test_every_scenario_was_recorded(bench: tuple[ModuleType, ModuleType]) -> No
         assert (FIXTURES / f"{name}.json").stat().st_size < 200_000, name  # kept small
 
 
+# serve_openai_client serves on a real socket (uvicorn): tests/conftest.py marks it slow.
 @pytest.mark.parametrize("name", RECORDED)
 async def test_a_recorded_run_replays_to_what_it_saw(
         bench: tuple[ModuleType, ModuleType], name: str) -> None:
