@@ -34,13 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from realmodel_scenarios import SCENARIOS, Outcome  # noqa: E402
+from realmodel_scenarios import SCENARIOS, Outcome, run_scenario  # noqa: E402
 from realmodel_setup import (  # noqa: E402
     LLAMA_CPP_PYTHON,
     MODEL_FILE,
@@ -89,21 +88,18 @@ def _scenario(name: str, base_url: str) -> tuple[Outcome, Recorder]:
         return local_model(recorder, base_url, settings)
 
     start = time.monotonic()
-    try:
-        outcome = asyncio.run(SCENARIOS[name](make))
-    except Exception as exc:  # a scenario that crashes is a failed row, not the end
-        outcome = Outcome({"error": f"{type(exc).__name__}: {exc}"[:300],
-                           "where": traceback.format_exc().splitlines()[-3:]},
-                          {"ran without an error": False})
+    outcome = asyncio.run(run_scenario(name, make))
     outcome.seconds = round(time.monotonic() - start, 1)
     return outcome, recorder
 
 
-def _write_fixture(name: str, about: dict[str, Any], exchanges: list[dict[str, Any]]) -> None:
+def _write_fixture(name: str, base_url: str, about: dict[str, Any],
+                   exchanges: list[dict[str, Any]]) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     fixture = {"scenario": name, "server": f"llama.cpp from llama-cpp-python "
                                           f"{LLAMA_CPP_PYTHON}, --jinja", "model": MODEL_FILE,
-               **about, "exchanges": [trimmed(x) for x in exchanges]}
+               "base_url": base_url, **about,
+               "exchanges": [trimmed(x) for x in exchanges]}
     (FIXTURES / f"{name}.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False)
                                            + "\n")
 
@@ -134,7 +130,8 @@ def _routing(base_url: str, record: bool) -> dict[str, Any]:
                "missed": {r["case_id"]: r["path"] for r in runs if r["case_id"] not in routed},
                "paths": {r["case_id"]: r["path"] for r in runs}}
     if record:
-        _write_fixture("routing", {**routing, "command": " ".join(ROUTING_COMMAND)}, exchanges)
+        _write_fixture("routing", base_url, {**routing, "command": " ".join(ROUTING_COMMAND)},
+                       exchanges)
     return routing
 
 
@@ -181,7 +178,7 @@ def main(argv: list[str]) -> int:
                 outcome, recorder = _scenario(name, url)
                 outcomes[name] = outcome
                 if args.record:
-                    _write_fixture(name, {"checks": outcome.checks, "facts": outcome.facts},
+                    _write_fixture(name, url, {"checks": outcome.checks, "facts": outcome.facts},
                                    recorder.exchanges)
             if not args.no_eval:
                 routing = _routing(url, args.record)

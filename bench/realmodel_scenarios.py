@@ -279,6 +279,16 @@ async def support_demo(make: Make) -> Outcome:
         "the invoice looked up": "lookup_invoice" in [t for t, _ in facts["tools"]]})
 
 
+async def run_scenario(name: str, make: Make) -> Outcome:
+    """Scenario ``name`` on ``make``'s model; one that raises is a failed outcome saying what
+    it raised, not the end of the run (the replay tests see it fail the same way)."""
+    try:
+        return await SCENARIOS[name](make)
+    except Exception as exc:
+        return Outcome({"error": f"{type(exc).__name__}: {exc}"[:300]},
+                       {"ran without an error": False})
+
+
 SCENARIOS: dict[str, Callable[[Make], Awaitable[Outcome]]] = {
     "support_demo": support_demo, "one_tool": one_tool, "handoff_two_turns": handoff_two_turns,
     "delegation_report": delegation_report, "output_type": output_type,

@@ -62,13 +62,14 @@ def _events(exchange: dict[str, Any]) -> list[Any]:
 async def _replay(bench: tuple[ModuleType, ModuleType], name: str,
                   settings: ModelSettings | None = None) -> tuple[Any, Any]:
     scenarios, wire = bench
-    replayer = wire.Replayer(_fixture(name)["exchanges"])
+    fixture = _fixture(name)
+    replayer = wire.Replayer(fixture["exchanges"])
     transport = httpx2.MockTransport(replayer.handle)
 
     def make(own: ModelSettings | None) -> Any:
-        return wire.local_model(transport, "http://127.0.0.1:8737/v1", own or settings)
+        return wire.local_model(transport, fixture["base_url"], own or settings)
 
-    return await scenarios.SCENARIOS[name](make), replayer
+    return await scenarios.run_scenario(name, make), replayer
 
 
 def _comparable(facts: Any) -> Any:
@@ -201,7 +202,7 @@ async def test_the_routing_figure_replays(bench: tuple[ModuleType, ModuleType]) 
     scenarios, wire = bench
     fixture = _fixture("routing")
     replayer = wire.Replayer(fixture["exchanges"])
-    model = wire.local_model(httpx2.MockTransport(replayer.handle), "http://127.0.0.1:8737/v1")
+    model = wire.local_model(httpx2.MockTransport(replayer.handle), fixture["base_url"])
     cases = load_cases(BENCH / "realmodel_routing.yaml")
     result = await run_eval(scenarios.support_team(model), cases, concurrency=1)
     assert replayer.left == 0
