@@ -24,7 +24,7 @@ from .guarding import GuardedStream, cost_block, guard_finish, guard_text
 from .state import model_of
 from .steps import model_step
 from .structured import Partials, prompted
-from .textcalls import Written, written_calls
+from .textcalls import HeldText, Written, held_text, written_calls
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -88,16 +88,20 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     span = trace.start("model", model.name, parent, agent=name) if trace.processors else UNSEEN
     guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
+    held: HeldText | None = None  # ... and held back while it may be calls written as text
     try:
         emit, steps = state.emit, state.steps
-        if guarded and emit is not None:
-            shown = GuardedStream(pieces, agent)
+        if emit is not None:
+            if guarded:
+                shown = GuardedStream(pieces, agent)
+            held = held_text(agent, model, offer)
         if emit is None and steps is None:  # the usual turn: just ask
             response = await model.request(request)
         else:  # streamed, or a durable run's step that records the answer
             call: Callable[[], Awaitable[ModelResponse]] = partial(model.request, request) \
                 if emit is None else \
-                partial(_stream_model, pieces, model, request, agent, path, shown, partials)
+                partial(_stream_model, pieces, model, request, agent, path, shown, held,
+                        partials)
             response = await (call() if steps is None else model_step(
                 steps, pieces.log.session.session_id, len(pieces.views.transcript), name,
                 call))
@@ -141,6 +145,10 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         rest = shown.finish(content, guarded=not calls)
         if rest:
             _emit_text(pieces, agent, path, rest)
+    elif held is not None and held.held and written is None:  # no calls after all: shown
+        _emit_text(pieces, agent, path, held.held)
+        if partials is not None:
+            partials.feed(held.held)
     if message.name != name or content is not message.content or \
             calls is not message.tool_calls:
         # A copy: the model may hand out shared messages (test doubles, caches).
@@ -177,7 +185,7 @@ def _emit_text(pieces: Pieces, agent: Agent[Any], path: str, delta: str) -> None
 
 async def _stream_model(
     pieces: Pieces, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
-    shown: GuardedStream | None, partials: Partials | None = None,
+    shown: GuardedStream | None, held: HeldText | None, partials: Partials | None = None,
 ) -> ModelResponse:
     if shown is not None and not shown.live:
         # A guardrail that may block holds the answer whole: model_turn shows what passes.
@@ -187,7 +195,9 @@ async def _stream_model(
     async for item in model.stream(request):
         if isinstance(item, str):
             streamed = True
-            delta = item if shown is None else shown.feed(item)
+            if held is not None:
+                item = held.feed(item)
+            delta = item if shown is None or not item else shown.feed(item)
             if delta:
                 _emit_text(pieces, agent, path, delta)
                 if partials is not None:
@@ -205,5 +215,8 @@ async def _stream_model(
         raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
     if not streamed and shown is None and response.message.content:
         # A model that cannot stream text (a guarded turn shows its text as it passes).
-        _emit_text(pieces, agent, path, response.message.content)
+        text = response.message.content
+        text = text if held is None else held.feed(text)
+        if text:
+            _emit_text(pieces, agent, path, text)
     return response
