@@ -1,5 +1,6 @@
 """Pending work across sessions (``GET /api/inbox``): every session whose last run stopped to
-wait for people, with what it waits for and how each can be answered.
+wait for people, with what it waits for, the user's message it stopped on, since when it
+waits, and how each can be answered.
 
 Items are built from the generic pending summary (`pending_summary`: kind -> items), so a new
 kind of interrupt is listed without changes to the console; a kind this module knows the
@@ -14,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from ..agents.approvals import PendingRun
-from ..core.events import RunFinishedEvent
+from ..core.events import MessageEvent, RunFinishedEvent
 from ._api import _agent_of, _owner
 from ._runs import pending_summary
 from ._sessions import SummaryCache, log_summary
@@ -77,12 +78,15 @@ async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict
         stopped = await PendingRun.from_session(session, entry=_agent_of(request, None, events))
         if stopped is None:
             continue
+        said = next((e.message.content for e in reversed(events) if isinstance(e, MessageEvent)
+                     and "/" not in e.path and e.message.role == "user"), "")
         for kind, pending in pending_summary(stopped).items():
             # a list per kind, or one item (a person's takeover) or none
             for item in pending if isinstance(pending, list) else [pending] if pending else []:
                 items.append({"session_id": info.session_id, "kind": kind,
                               "agent": item.get("agent", ""), "title": _title(kind, item),
                               "fields": item, "actions": _actions(kind, item),
+                              "user_message": said, "waiting_since": ended.time,
                               "updated_at": info.updated_at})
         if len(items) >= limit:
             break
