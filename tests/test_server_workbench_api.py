@@ -8,6 +8,7 @@ under its tool call and list the tools each model call was offered."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -185,6 +186,10 @@ async def test_who_decided_an_approval_and_when_is_in_the_log(tmp_path: Path) ->
         kinds = [e["kind"] for e in events]
         assert kinds.index("approval_decided") < len(kinds) - kinds[::-1].index("run_started")
         assert events[-1]["kind"] == "run_finished" and events[-1]["status"] == "completed"
+        inbox = (await c.get("/api/inbox", headers=auth)).json()
+        assert inbox["items"] == [] and [(d["session_id"], d["tool"], d["approved"],
+                                          d["decided_by"]) for d in inbox["decided"]] == [
+            (sid, "refund", True, "alice")]
 
     for headers, by in (({}, "local-dev"), ({"X-Relayrace-User": "bob"}, "bob")):
         keyless = create_app(front, store=SQLiteStore(store), user="local-dev")
@@ -198,6 +203,17 @@ async def test_who_decided_an_approval_and_when_is_in_the_log(tmp_path: Path) ->
             [decided] = [e for e in events if e["kind"] == "approval_decided"]
             assert (decided["approved"], decided["decided_by"]) == (False, by)
     assert key_id(KEY) != "alice"  # the key's name is said, never the key or its id
+
+    # `relayrace sessions show` says it too: who, what, and when
+    from typer.testing import CliRunner
+
+    from relayrace.cli import app as cli
+    from relayrace.cli._render import format_time
+
+    shown = await asyncio.to_thread(CliRunner().invoke, cli,  # its own event loop
+                                    ["sessions", "show", sid, "--db", str(store)])
+    assert shown.exit_code == 0, shown.output
+    assert f"✗ rejected refund by bob at {format_time(decided['time'])}" in shown.stdout
 
 
 async def test_the_inbox_says_what_the_user_asked_and_since_when_it_waits(

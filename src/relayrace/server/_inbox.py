@@ -27,6 +27,9 @@ router = APIRouter(prefix="/api")
 SCANNED = 500
 """The most recently updated sessions the inbox looks at."""
 
+DECIDED_SHOWN = 20
+"""The most recent decisions the inbox lists (each session's last: who decided, and when)."""
+
 
 def _actions(kind: str, item: dict[str, Any]) -> list[dict[str, Any]]:
     """How an item of ``kind`` is answered (none for a kind not known here)."""
@@ -55,22 +58,29 @@ def _title(kind: str, item: dict[str, Any]) -> str:
     return kind.rstrip("s")
 
 
-@router.get("/inbox", summary="Every session waiting for people: approvals, answers, ...")
+@router.get("/inbox", summary="Every session waiting for people (approvals, answers, ...), "
+            "and the approvals decided last")
 async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict[str, Any]:
     server = request.app.state.relayrace
     infos = await server.store.list_sessions(owner=_owner(request), limit=SCANNED)
     items: list[dict[str, Any]] = []
+    decided: list[dict[str, Any]] = []
     cache: SummaryCache = server.summaries
     for info in infos:
         if info.session_id in server.runs.active:
             continue
         known = cache.get(info)  # the listing's summaries: read only logs that may wait
+        if known is not None and known["decided"]:
+            decided.append({"session_id": info.session_id, **known["decided"]})
         if known is not None and known["status"] != "waiting":
             continue
         session = server.store.session(info.session_id)
         events = await session.get_events()
         if known is None:
-            cache.put(info, log_summary(events, server.default.name))
+            known = log_summary(events, server.default.name)
+            cache.put(info, known)
+            if known["decided"]:
+                decided.append({"session_id": info.session_id, **known["decided"]})
         ended = next((e for e in reversed(events) if isinstance(e, RunFinishedEvent)
                       and "/" not in e.path), None)
         if ended is None or ended.status != "interrupted":
@@ -90,4 +100,5 @@ async def inbox(request: Request, limit: int = Query(100, ge=1, le=500)) -> dict
                               "updated_at": info.updated_at})
         if len(items) >= limit:
             break
-    return {"items": items[:limit], "scanned": len(infos)}
+    decided.sort(key=lambda d: -d["time"])
+    return {"items": items[:limit], "decided": decided[:DECIDED_SHOWN], "scanned": len(infos)}

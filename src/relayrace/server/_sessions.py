@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core.events import (
     AgentEvent,
+    ApprovalDecidedEvent,
     DelegationEvent,
     MessageEvent,
     RunFinishedEvent,
@@ -46,11 +47,13 @@ def listed(info: SessionInfo, log: dict[str, Any], running: RunRecord | None) ->
 
 def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
     """What a session's log says of it: its first agent, the active one, the last run's status,
-    its title (the first user message), the last message and the usage."""
+    its title (the first user message), the last message, the usage, and the last approval
+    decided (who, when)."""
     status = "idle"
     agent = default_agent
     active = None
     last = title = ""
+    decided = None
     usage = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     for e in events:
         kind = type(e)
@@ -70,11 +73,14 @@ def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
         elif kind is RunFinishedEvent and "/" not in e.path:
             status = {"completed": "finished", "failed": "failed",
                       "interrupted": "waiting"}[e.status]  # type: ignore[attr-defined]
+        elif kind is ApprovalDecidedEvent:
+            decided = {"tool": e.tool_name, "approved": e.approved,  # type: ignore[attr-defined]
+                       "decided_by": e.decided_by, "time": e.time}  # type: ignore[attr-defined]
         elif e.kind == "handoff" and "/" not in e.path:  # type: ignore[attr-defined]
             active = e.to_agent  # type: ignore[attr-defined]
     return {"agent": agent, "active_agent": active or agent, "status": status,
             "title": " ".join(title.split())[:TITLE_CHARS], "last_message": last[:500],
-            "usage": usage}
+            "usage": usage, "decided": decided}
 
 
 class SummaryCache:
