@@ -153,7 +153,7 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
     server = _server(request)
     owner = _owner(request)
     # Sessions created and not run yet are not in the store: listed by when they were made.
-    made = _made(server, owner, q.lower() if q else None, status)
+    made = await _made(server, owner, q.lower() if q else None, status)
     filtering = bool(q or status or made)
     # Filtering reads each session: it looks at the 1,000 most recent.
     infos = await server.store.list_sessions(
@@ -169,19 +169,29 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
             continue
         out.append(row)
     if filtering:
-        out = sorted([*made, *out], key=lambda r: -r["updated_at"])[offset:offset + limit]
+        stored = {r["session_id"] for r in out}
+        out = sorted([*(r for r in made if r["session_id"] not in stored), *out],
+                     key=lambda r: -r["updated_at"])[offset:offset + limit]
     return {"sessions": out, "limit": limit, "offset": offset}
 
 
-def _made(server: Any, owner: str, q: str | None, status: str | None) -> list[dict[str, Any]]:
-    """The rows of ``owner``'s sessions created and not yet run (matching ``q`` and
-    ``status``)."""
-    if status not in (None, "idle"):
-        return []
-    return [listed(SessionInfo(session_id=sid, created_at=m["at"], updated_at=m["at"],
-                               owner=owner), log_summary([], m["agent"]), None)
-            for sid, m in reversed(server.created.items())
-            if m["owner"] == owner and "ran" not in m and (q is None or q in sid.lower())]
+async def _made(server: Any, owner: str, q: str | None,
+                status: str | None) -> list[dict[str, Any]]:
+    """The rows of ``owner``'s sessions created and not in the store yet (matching ``q`` and
+    ``status``): made and not run, or run and not written yet."""
+    rows = []
+    for sid, made in reversed(list(server.created.items())):
+        if made["owner"] != owner or (q is not None and q not in sid.lower()):
+            continue
+        if "ran" in made and await server.store.get_info(sid) is not None:
+            del server.created[sid]  # the store lists it now
+            continue
+        row = listed(SessionInfo(session_id=sid, created_at=made["at"], updated_at=made["at"],
+                                 owner=owner), log_summary([], made["agent"]),
+                     server.runs.active.get(sid))
+        if status is None or row["status"] == status:
+            rows.append(row)
+    return rows
 
 
 async def _log_summaries(server: Any, infos: list[SessionInfo],
