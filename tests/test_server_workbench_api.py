@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from relayrace import Agent, human  # noqa: E402
+from relayrace import Agent, UserError, human  # noqa: E402
 from relayrace.server import create_app, key_id  # noqa: E402
 from relayrace.sessions import SQLiteStore  # noqa: E402
 from relayrace.testing import FunctionModel, text  # noqa: E402
@@ -253,3 +253,17 @@ async def test_a_delegation_nests_under_its_tool_call_and_model_calls_list_their
     billing_call = next(s for s in spans if s["kind"] == "model" and s["agent"] == "billing")
     assert {"name": "refund", "description": "Refund an invoice (a person approves it "
             "first).", "approval": True} in billing_call["detail"]["tools"]
+
+
+def test_a_key_may_be_named_and_is_presented_without_its_name() -> None:
+    from relayrace.connect.keys import Keys
+
+    for keys in (Keys([f"alice:{KEY}", "an-unnamed-key-0123456789"]),
+                 Keys({"alice": KEY, "": "an-unnamed-key-0123456789"})):
+        owner = keys.owner(KEY)
+        assert owner == key_id(KEY) and keys.name(owner) == "alice"
+        assert keys.owner(f"alice:{KEY}") is None  # the name is no part of the key
+        unnamed = keys.owner("an-unnamed-key-0123456789")
+        assert unnamed is not None and keys.name(unnamed) == unnamed  # named by its id
+    with pytest.raises(UserError, match="at least 16 characters"):
+        Keys(["alice:short"])
