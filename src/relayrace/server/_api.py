@@ -269,6 +269,10 @@ async def _start(request: Request, claim: Claim, session: Session, agent: Any, i
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
                        "cancel it.", "conflict")
     durable = server.runs.durable.get(agent.name)
+    if server.runs.durable and durable is None:
+        raise ApiError(400, f"A durable server queues runs of its served agents only "
+                       f"({', '.join(server.runs.durable)}); {agent.name!r} is not one: serve "
+                       f"it (--agent {agent.name}) to run it.", "invalid")
     if durable is not None:  # queued for the workers, followed through the session log
         run = server.runs.queue(durable, session, _owner(request), input,
                                 approvals=approvals, answers=answers, reply=reply,
