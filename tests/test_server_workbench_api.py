@@ -267,3 +267,34 @@ def test_a_key_may_be_named_and_is_presented_without_its_name() -> None:
         assert unnamed is not None and keys.name(unnamed) == unnamed  # named by its id
     with pytest.raises(UserError, match="at least 16 characters"):
         Keys(["alice:short"])
+
+
+async def test_a_run_named_at_an_agent_starts_with_it(tmp_path: Path) -> None:
+    from relayrace.testing import tool_call
+
+    helper = Agent("helper", instructions="Help.", model=FunctionModel(_said("helper")),
+                   sticky=True)  # keeps the conversation, turn after turn
+
+    def desk_turn(request: Any) -> Any:
+        if request.messages[-1].role == "user" and "transfer" in request.messages[-1].content:
+            return tool_call("transfer_to_helper", {"reason": "asked"})
+        return _said("desk")(request)
+
+    desk = Agent("desk", instructions="Route.", model=FunctionModel(desk_turn),
+                 sub_agents=[helper])
+    async for c in _client(create_app(desk, store=SQLiteStore(tmp_path / "s.db"))):
+        sid = (await c.post("/api/sessions", json={})).json()["session_id"]
+        assert (await _run(c, sid, "transfer me"))["result"]["last_agent"] == "helper"
+        # unnamed, the run goes on with the agent the conversation was left with
+        assert (await _run(c, sid, "hello"))["result"]["final_output"] == "helper: hello"
+        named = await _run(c, sid, "hello desk", agent="desk")  # the entry point, named
+        assert named["result"]["final_output"] == "desk: hello desk"
+        back = await _run(c, sid, "to helper again", agent="helper")  # a member, named
+        assert back["result"]["final_output"] == "helper: to helper again"
+
+
+def _said(name: str) -> Any:
+    def answer(request: Any) -> Any:
+        return text(f"{name}: " + next(m.content for m in reversed(request.messages)
+                                       if m.role == "user"))
+    return answer

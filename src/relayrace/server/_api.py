@@ -45,9 +45,9 @@ class NewRun(_Body):
     """A run to start on a session."""
 
     input: str = Field(min_length=1, description="The user's message.")
-    agent: str | None = Field(default=None, description="The agent to run: a served one, or "
-                              "any agent of their teams, which the run then starts with "
-                              "(default: the session's).")
+    agent: str | None = Field(default=None, description="The agent the run starts with: a "
+                              "served one, or any agent of their teams (default: the one the "
+                              "session's conversation is with).")
     background: bool = Field(default=False, description="Answer at once with the run's id "
                              "(202) instead of waiting for its result.")
 
@@ -263,7 +263,7 @@ async def children(request: Request, session_id: str) -> dict[str, Any]:
 async def _start(request: Request, claim: Claim, session: Session, agent: Any, input: Any, *,
                  background: bool, approvals: dict[str, bool] | None = None,
                  answers: dict[str, str] | None = None, reply: str | None = None,
-                 hand_back: str | bool = False) -> Response:
+                 hand_back: str | bool = False, named: bool = False) -> Response:
     server = _server(request)
     if session.session_id in server.runs.active:
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
@@ -279,7 +279,8 @@ async def _start(request: Request, claim: Claim, session: Session, agent: Any, i
                                 hand_back=hand_back)
     else:
         run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
-                                answers=answers, reply=reply, hand_back=hand_back)
+                                answers=answers, reply=reply, hand_back=hand_back,
+                                named=named)
     made = server.created.get(session.session_id)
     if made is not None:  # its run writes it: the store lists it from now on
         made["ran"] = True
@@ -312,7 +313,7 @@ async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
             raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
                            f"/api/sessions/{session_id}/pending first.", "conflict")
         return await _start(request, claim, session, agent, body.input,
-                            background=body.background)
+                            background=body.background, named=bool(body.agent))
 
 
 @router.get("/sessions/{session_id}/pending", summary="What a session's run waits for")
