@@ -154,10 +154,11 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
     owner = _owner(request)
     # Sessions created and not run yet are not in the store: listed by when they were made.
     made = await _made(server, owner, q.lower() if q else None, status)
+    # Filtering reads each session: it looks at the 1,000 most recent. Merged with the
+    # sessions made, the page is within the first offset + limit the store lists.
     filtering = bool(q or status or made)
-    # Filtering reads each session: it looks at the 1,000 most recent.
     infos = await server.store.list_sessions(
-        owner=owner, limit=max(1000, offset + limit) if filtering else limit,
+        owner=owner, limit=1000 if q or status else offset + limit if made else limit,
         offset=0 if filtering else offset)
     logs = await _log_summaries(server, infos, q.lower() if q else None)
     out = []
