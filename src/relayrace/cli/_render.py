@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from ..core.events import (
     AgentEvent,
+    ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     DelegationEvent,
     GuardrailTriggeredEvent,
@@ -153,6 +154,14 @@ class EventPrinter:
                 self._line(event, ("⏸ approval requested: ", "bold yellow"),
                            (f"{event.tool_name}({truncate(event.arguments)})", "yellow"),
                            (f" [call {event.tool_call_id}]", "dim"))
+        elif isinstance(event, ApprovalDecidedEvent):
+            verdict = "approved" if event.approved else "rejected"
+            self._line(event, (f"{'✔' if event.approved else '✗'} {verdict} ",
+                               "bold green" if event.approved else "bold red"),
+                       (event.tool_name, "green" if event.approved else "red"),
+                       (f" by {event.decided_by or 'someone unnamed'}"
+                        f" at {format_time(event.time)}", "dim"),
+                       (f" [call {event.tool_call_id}]", "dim"))
         elif isinstance(event, QuestionAskedEvent):
             if self._waits(event, "an answer", event.question_id):
                 choices = f" ({' / '.join(event.choices)})" if event.choices else ""

@@ -68,6 +68,10 @@ def serve(
     eval_cases: Annotated[Path | None, typer.Option(
         "--eval-cases", help="The case file the console's \"Save as eval case\" adds cases "
         "to (without it the console only shows the case's YAML).")] = None,
+    user: Annotated[str, typer.Option(
+        "--user", help="Who decides approvals on a server without API keys, as the session "
+        "log records it (a request's X-Relayrace-User header says otherwise; with keys, the "
+        "key's name, from --api-key NAME:KEY, does).")] = "",
 ) -> None:
     """Serve a team: the sessions and runs API, OpenAI-compatible chat completions, and the
     web console at http://HOST:PORT/."""
@@ -86,7 +90,7 @@ def serve(
                          match_transcripts=match_transcripts,
                          allowed_hosts=[host, *(allowed_hosts or ())],
                          allowed_origins=allowed_origins or (), prices=prices,
-                         eval_cases=eval_cases)
+                         eval_cases=eval_cases, user=user)
         # Bound before the "Serving" line: a port in use is said, with one to try instead.
         with listen(host, port) as listening:
             logging.basicConfig(level=logging.INFO, format="%(message)s")

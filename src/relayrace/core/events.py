@@ -20,6 +20,7 @@ from .usage import Usage
 
 __all__ = [
     "AgentEvent",
+    "ApprovalDecidedEvent",
     "ApprovalRequestedEvent",
     "ContextCompactedEvent",
     "DelegationEvent",
@@ -201,6 +202,26 @@ class ApprovalRequestedEvent(AgentEvent):
 
 
 @dataclass(slots=True, kw_only=True)
+class ApprovalDecidedEvent(AgentEvent):
+    """A person approved or rejected a pending call: who, and (``time``) when. Written by the
+    server before the run it resumes; a run reads its decisions from the resume, never from
+    this event."""
+
+    kind: Literal["approval_decided"] = "approval_decided"
+    tool_call_id: str
+    """The call decided on."""
+    tool_name: str
+    """The tool or handoff that was called."""
+    approved: bool
+    """Whether the call may run (``False``: the model is told it was rejected)."""
+    decided_by: str = ""
+    """Who decided: the API key's name, the server's ``--user``, or the name a keyless
+    request gave (``""``: nobody said)."""
+    session_id: str = ""
+    """The session holding the call, when it is a delegated child's ("" for this one)."""
+
+
+@dataclass(slots=True, kw_only=True)
 class QuestionAskedEvent(AgentEvent):
     """A tool call asked a person a question (``RunContext.ask_user``) and awaits the answer."""
 
@@ -327,6 +348,7 @@ Event = Annotated[
     | DelegationEvent
     | GuardrailTriggeredEvent
     | ApprovalRequestedEvent
+    | ApprovalDecidedEvent
     | QuestionAskedEvent
     | HumanTakeoverEvent
     | RunFinishedEvent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import os
@@ -12,11 +13,11 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.events import AgentEvent, dump_events
+from ..core.events import AgentEvent, MessageEvent, ToolResultEvent, dump_events
 from ..core.exceptions import SessionInUseError, UserError
 from .view import LogView
 
@@ -320,22 +321,34 @@ class Session(ABC):
             check_wait(wait)
         return Lease(self, wait)
 
-    async def fork(self, *, at: int) -> Session:
+    async def fork(self, *, at: int, edits: Mapping[int, str] | None = None) -> Session:
         """A new session of the same store whose log is this one's first ``at`` events (up to
         and including event seq ``at``, counted from 1), linked to this one as its origin.
 
         Running on the fork continues from that point (time travel); this session is left
-        as it is. Delegated children's logs stay with the origin.
+        as it is. Delegated children's logs stay with the origin. ``edits`` maps seqs (up to
+        ``at``) of messages (user, assistant or tool results) to the text the fork's copy
+        has instead: the context its next run sees, changed.
         """
         events = await self.get_events()
         if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= len(events):
             raise UserError(f"Session.fork(at=...) takes an event seq from 1 to {len(events)} "
                             f"(the log of {self.session_id!r}); got {at!r}.")
+        copied = events[:at]
+        for seq, text in (edits or {}).items():
+            event = copied[seq - 1] if isinstance(seq, int) and 1 <= seq <= at else None
+            if not isinstance(event, MessageEvent | ToolResultEvent) or not isinstance(text, str):
+                raise UserError(f"Session.fork(edits=...) maps the seqs of messages (1 to {at}) "
+                                f"to their new text; got {seq!r}: {text!r}.")
+            changed = dataclasses.replace(event.message, content=text)
+            copied[seq - 1] = dataclasses.replace(event, message=changed) \
+                if isinstance(event, MessageEvent) else \
+                dataclasses.replace(event, message=changed, full_content=None)
         made = self.open(new_session_id())
         made.info.owner = self.info.owner
         made.info.forked_from, made.info.forked_at = self.session_id, at
         await made._record_fork()
-        await made.append(events[:at])
+        await made.append(copied)
         return made
 
     async def _record_fork(self) -> None:  # noqa: B027 - a store whose info is enough keeps it
