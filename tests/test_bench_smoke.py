@@ -130,3 +130,13 @@ def test_s4_memory_counts_cycles_and_collector_passes(monkeypatch: pytest.Monkey
     figures = s4_memory.measure(BENCH.parent / "src", callgrind=False)
     assert figures["objects left in cycles per run"] == "0.0"
     assert int(figures["collector passes, 1,000 conversations"]) >= 0
+
+
+def test_deep_teams_bench_runs_and_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import deep_teams  # the benchmark module, found via bench/
+
+    costs = deep_teams.per_handoff([5, 20], rounds=1)
+    assert all(cpu > 0 and wall > 0 for cpu, wall in costs.values())
+    svg = deep_teams.line_chart("t", "x", "y", {"a": [(5, 1.0), (20, 2.0)]})
+    assert svg.startswith("<svg") and svg.count("<circle") == 2

@@ -599,8 +599,12 @@ def test_one_live_worker_claims_a_dead_one_and_a_dead_claimers_claim_lapses(
     async def nothing(dead: str) -> int:
         return 0
 
+    async def no_runs() -> None:
+        return None
+
     url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    beats = {name: Heartbeat(url, name, every=0.05, dead_after=0.3, take_over=nothing)
+    beats = {name: Heartbeat(url, name, every=0.05, dead_after=0.3, take_over=nothing,
+                             taken=no_runs)
              for name in ("dead", "a", "b")}
     try:
         beats["dead"]._create()

@@ -175,6 +175,7 @@ class Builder:
         self.placed: set[str] = set()
         self._models: dict[str, Model | str | None] = {}
         self._servers: dict[str, MCPServer] = {}  # one server per distinct spec, shared
+        self._ready: dict[str, list[Agent[Any]]] = {}  # new sub-agents made by fresh, by name
 
     def build(self, name: str) -> Agent[Any]:
         """The primary object of ``name`` (its dependencies must be built already)."""
@@ -183,8 +184,24 @@ class Builder:
         return self.built[name]
 
     def fresh(self, name: str) -> Agent[Any]:
-        """A new object for ``name``, with new children, for a place where it has a parent."""
+        """A new object for ``name``, with new children, for a place where it has a parent.
+
+        ``name``'s primary object is built by then, so every sub-agent below it is placed
+        and gets a new object too: they are made first, deepest first (in a loop, so a deep
+        tree needs no deep recursion), and taken from ``_ready`` by their parents."""
+        below: list[str] = []
+        stack = list(self._sub_agents(name))
+        while stack:
+            child = stack.pop()
+            below.append(child)
+            stack.extend(self._sub_agents(child))
+        for child in reversed(below):  # each after every sub-agent below it
+            self._ready.setdefault(child, []).append(self._make(self.documents[child]))
         return self._make(self.documents[name])
+
+    def _sub_agents(self, name: str) -> list[str]:
+        model = self.documents[name].model
+        return model.spec.sub_agents if isinstance(model, AgentDocument) else []
 
     def _member(self, name: str) -> Agent[Any]:
         """``name`` placed under a team or workflow: the primary object if still free."""
@@ -326,7 +343,9 @@ class Builder:
             output_guardrails = _guardrails(doc.guardrails.get("output", []))
         sub_agents = list(remote_targets)
         for child in spec.sub_agents:
-            sub_agents.append(self.build(child) if child not in self.placed else self.fresh(child))
+            ready = self._ready.get(child)
+            sub_agents.append(ready.pop() if ready else self.build(child)
+                              if child not in self.placed else self.fresh(child))
             self.placed.add(child)
         primary = spec.model.primary if spec.model is not None else None
         orchestration = spec.orchestration

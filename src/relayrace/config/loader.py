@@ -272,29 +272,36 @@ def _dependency_order(parsed: Sequence[ParsedDocument],
                       by_name: dict[str, ParsedDocument]) -> list[str]:
     """Every name after those it refers to; a cycle raises ``CircularReferenceError``."""
     edges = {d.name: list(dict.fromkeys(r.name for r in _references(d))) for d in parsed}
-    state: dict[str, int] = {}  # absent: unvisited, 1: on the stack, 2: done
+    state: dict[str, int] = {}  # absent: unvisited, 1: on the path, 2: done
     order: list[str] = []
-    stack: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        stack.append(name)
-        for nxt in edges[name]:
+    for doc in parsed:
+        if doc.name in state:
+            continue
+        # A depth-first walk with its own stack (a deep team needs no deep recursion): each
+        # entry is a name on the path and the index of its next reference to follow.
+        state[doc.name] = 1
+        path: list[str] = [doc.name]
+        todo: list[int] = [0]
+        while path:
+            name, i = path[-1], todo[-1]
+            if i == len(edges[name]):
+                path.pop()
+                todo.pop()
+                state[name] = 2
+                order.append(name)
+                continue
+            todo[-1] = i + 1
+            nxt = edges[name][i]
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt):] + [nxt]
                 error = CircularReferenceError(cycle)
                 error.add_note("Defined at: " + ", ".join(
                     f"{n} ({by_name[n].where()})" for n in cycle[:-1]))
                 raise error
             if nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[name] = 2
-        order.append(name)
-
-    for doc in parsed:
-        if doc.name not in state:
-            visit(doc.name)
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(0)
     return order
 
 
