@@ -68,6 +68,10 @@ def _args(argv: list[str]) -> argparse.Namespace:
                              "~/.cache/relayrace)")
     parser.add_argument("--port", type=int, default=8737,
                         help="the port on 127.0.0.1 to serve the model on (default: 8737)")
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 2),
+                        help="llama-server's threads (default: 2, or 1 on one core); on a "
+                             "machine busy with other work, 1 is faster: threads that wait "
+                             "for each other at every step lose the most")
     parser.add_argument("--only", action="append", choices=list(SCENARIOS), metavar="NAME",
                         help="run only this scenario (repeatable): " + ", ".join(SCENARIOS))
     parser.add_argument("--no-eval", action="store_true",
@@ -173,7 +177,8 @@ def main(argv: list[str]) -> int:
             return 0
         outcomes: dict[str, Outcome] = {}
         routing: dict[str, Any] = {}
-        with serving(binary, model, args.port, args.cache / "llama-server.log") as url:
+        with serving(binary, model, args.port, args.cache / "llama-server.log",
+                     args.threads) as url:
             for name in args.only or SCENARIOS:
                 say(f"scenario {name}")
                 outcome, recorder = _scenario(name, url)

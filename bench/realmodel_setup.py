@@ -197,13 +197,13 @@ def _dies_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def serving(binary: Path, model: Path, port: int, log: Path) -> Iterator[str]:
+def serving(binary: Path, model: Path, port: int, log: Path, threads: int) -> Iterator[str]:
     """llama-server on 127.0.0.1:``port`` with ``--jinja``, stopped on the way out (Ctrl-C
     included); yields its OpenAI base URL."""
     free_port(port)
-    threads = str(min(2, os.cpu_count() or 2))
     args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--jinja", "-c", "8192", "-np", "1", "-t", threads, "--alias", "qwen2.5-coder-1.5b",
+            "--jinja", "-c", "8192", "-np", "1", "-t", str(threads),
+            "--alias", "qwen2.5-coder-1.5b",
             "--no-webui"]
     say(f"serving on 127.0.0.1:{port} (log: {log})")
     with log.open("w") as out:

@@ -270,6 +270,7 @@ SLOW_TESTS = frozenset({
     "test_realmodel_cli.py::test_the_server_stops_when_the_run_ends",
     "test_realmodel_replay.py::test_a_recorded_run_replays_to_what_it_saw"
     "[serve_openai_client]",  # a real uvicorn
+    "test_realmodel_replay.py::test_a_call_written_as_text_in_a_stream_runs_for_the_served_client",
     "test_reports.py::test_parse_report_never_raises",
     "test_store_conformance.py::test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one"
     "_is_named",
