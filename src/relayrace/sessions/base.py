@@ -22,7 +22,7 @@ from ..core.exceptions import SessionInUseError, UserError
 from .view import LogView
 
 __all__ = ["DEFAULT_DB_PATH", "Lease", "LeaseHolder", "LogView", "Session", "SessionInfo",
-           "check_wait", "lease_row_owner", "new_session_id", "process_tag"]
+           "check_wait", "check_waits", "lease_row_owner", "new_session_id", "process_tag"]
 
 DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
 """Where SQLite sessions and stores live unless told otherwise."""
@@ -365,6 +365,16 @@ def check_wait(wait: float | None) -> None:
     if wait is not None and not 0 <= wait < math.inf:
         raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to wait; "
                         f"got {wait!r}.")
+
+
+def check_waits(**seconds: object) -> None:
+    """Refuse a store's settings in seconds that are not: each a number >= 0 (``lease_ttl``
+    above 0), named in the error."""
+    for name, value in seconds.items():
+        least = "above 0" if name == "lease_ttl" else ">= 0"
+        if isinstance(value, bool) or not isinstance(value, int | float) or \
+                not (value > 0 if name == "lease_ttl" else value >= 0) or value == math.inf:
+            raise UserError(f"{name} is a number of seconds {least}; got {value!r}.")
 
 
 # Owner ids: unique across processes (a random part drawn once) and cheap per run.

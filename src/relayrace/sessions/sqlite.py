@@ -37,6 +37,7 @@ from ._sqlitefile import Database as _Database
 from ._sqlitefile import Rows as _Rows
 from ._sqlitefile import Settings, check_synchronous
 from ._sqlitefile import busy as _busy
+from ._sqliterows import SELECT, children_of, info_of
 from ._sqlitewrites import drop_leases, touch_sessions, write_events
 from .base import (
     DEFAULT_DB_PATH,
@@ -44,6 +45,7 @@ from .base import (
     LogView,
     Session,
     SessionInfo,
+    check_waits,
     lease_row_owner,
     new_session_id,
     process_tag,
@@ -54,29 +56,6 @@ __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
 T = TypeVar("T")
 
 
-def _info(
-    row: tuple[str, str | None, str | None, str, str, float, str, float, int,
-               str | None, int | None]
-) -> SessionInfo:
-    return SessionInfo(
-        session_id=row[0],
-        parent_id=row[1],
-        parent_tool_call_id=row[2],
-        path=row[3],
-        key=row[4],
-        created_at=row[5],
-        owner=row[6],
-        updated_at=row[7],
-        event_count=row[8],
-        forked_from=row[9],
-        forked_at=row[10] or 0,
-    )
-
-
-_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
-_SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
-           "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
-           "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
 # lease is free here, so the row outlived a release that found the file locked).
@@ -87,49 +66,6 @@ _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?,
 
 # Take over the lease of a holder that died on this machine: the row as it was read.
 _TAKE_DEAD = "UPDATE leases SET owner = ?, expires_at = ? WHERE session_id = ? AND owner = ?"
-
-
-def _list(conn: sqlite3.Connection, parent_id: str | None) -> list[SessionInfo]:
-    where = "parent_id IS NULL" if parent_id is None else "parent_id = ?"
-    args: tuple[str, ...] = () if parent_id is None else (parent_id,)
-    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY created_at", args).fetchall()
-    return [_info(r) for r in rows]
-
-
-def _page(conn: sqlite3.Connection, parent_id: str | None, owner: str | None, limit: int,
-          offset: int) -> list[SessionInfo]:
-    """A page of sessions, most recently updated first (`SQLiteStore.list_sessions`)."""
-    where, args = ("parent_id IS NULL", []) if parent_id is None else ("parent_id = ?",
-                                                                       [parent_id])
-    if owner is not None:
-        where += " AND owner = ?"
-        args.append(owner)
-    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, session_id "
-                        "LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
-    return [_info(r) for r in rows]
-
-
-def _one(conn: sqlite3.Connection, session_id: str) -> SessionInfo | None:
-    row = conn.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
-    return None if row is None else _info(row)
-
-
-def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Delete a session, its delegated children (recursively), their events and leases."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        ids = [r[0] for r in conn.execute(
-            "WITH RECURSIVE tree(id) AS (SELECT session_id FROM sessions WHERE session_id = ? "
-            "UNION ALL SELECT s.session_id FROM sessions s JOIN tree ON s.parent_id = tree.id) "
-            "SELECT id FROM tree", (session_id,))]
-        for table in ("events", "leases", "forks", "sessions"):
-            conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(i,) for i in ids])
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return bool(ids)
 
 
 class SQLiteSession(Session):
@@ -157,6 +93,7 @@ class SQLiteSession(Session):
         lease_ttl: float = 30.0,
         synchronous: str = "NORMAL",
     ) -> None:
+        check_waits(busy_timeout=busy_timeout, lease_ttl=lease_ttl)
         self.session_id = session_id or new_session_id()
         self.path = Path(path)
         self.busy_timeout = busy_timeout
@@ -221,9 +158,9 @@ class SQLiteSession(Session):
         self._failed, self._seq = exc, None
 
     def _load_info(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
+        row = conn.execute(f"{SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
         if row is not None:
-            self.info = _info(row)
+            self.info = info_of(row)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -254,7 +191,7 @@ class SQLiteSession(Session):
                 else:
                     kept = None
         if view is None or seen is None:  # the whole log, and the session's row
-            row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
+            row = conn.execute(f"{SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
             view, seen = None, 0
         rows = conn.execute("SELECT data FROM events WHERE session_id = ? AND seq > ? "
                             "ORDER BY seq", (self.session_id, seen)).fetchall()
@@ -267,7 +204,7 @@ class SQLiteSession(Session):
             if folded is None:
                 folded = LogView()
                 if row is not None:
-                    self.info = _info(row)
+                    self.info = info_of(row)
             elif kept is not None:
                 self.info = kept[1]
             else:
@@ -498,7 +435,7 @@ class SQLiteSession(Session):
         return self._like(session_id, owner=self.info.owner)
 
     async def children(self) -> list[SessionInfo]:
-        return await self._call(lambda: _list(self._conn(), self.session_id))
+        return await self._call(lambda: children_of(self._conn(), self.session_id))
 
     def open_child(self, info: SessionInfo) -> SQLiteSession:
         child = self._like(info.session_id)
@@ -514,7 +451,7 @@ class SQLiteSession(Session):
         Blocking: for code without an event loop, such as the CLI.
         """
         db = _Database.get(path)
-        return db.run_sync(lambda: _list(db.conn(_DEFAULTS), parent_id))
+        return db.run_sync(lambda: children_of(db.conn(_DEFAULTS), parent_id))
 
     @staticmethod
     def exists(session_id: str, path: str | os.PathLike[str] = DEFAULT_DB_PATH) -> bool:
