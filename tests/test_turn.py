@@ -81,7 +81,7 @@ async def turn(loop: AgentLoop, agent: Agent[Any],
                  enumerate(calls))
     loop.push(Message("assistant", "", made, None, agent.name))
     span = loop.state.trace.start("agent", agent.name, None)
-    route = await run_tools(loop, agent, list(made), span)
+    route = await run_tools(loop, agent, list(made), span, await loop.offer(agent))
     return route, [m for m in loop.transcript if m.role == "tool"]
 
 
@@ -144,7 +144,8 @@ async def test_malformed_arguments_are_a_tool_error_the_model_can_correct() -> N
     loop = new_loop(triage)
     loop.push(Message("assistant", "", (ToolCall("c0", "lookup", "{" * 3000),), None, "triage"))
     span = loop.state.trace.start("agent", "triage", None)
-    assert await run_tools(loop, triage, [ToolCall("c0", "lookup", "{" * 3000)], span) is None
+    assert await run_tools(loop, triage, [ToolCall("c0", "lookup", "{" * 3000)], span,
+                           await loop.offer(triage)) is None
     [result] = [m for m in loop.transcript if m.role == "tool"]
     assert "Invalid arguments for lookup" in result.content and RAN == []
 

@@ -28,7 +28,8 @@ async def test_a_confirmed_transfer_is_a_new_frozen_value_carrying_its_view_and_
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
     call = ToolCall("c0", "transfer_to_billing", json.dumps({"reason": "invoice"}))
     loop.push(Message("assistant", "", (call,), None, "triage"))
-    route = await run_tools(loop, triage, [call], loop.state.trace.start("agent", "t", None))
+    route = await run_tools(loop, triage, [call], loop.state.trace.start("agent", "t", None),
+                            await loop.offer(triage))
     assert type(route) is Transfer and route.target is billing and route.call is call
     assert route.note is not None and route.note.content.startswith("Transferred from triage")
     with pytest.raises(dataclasses.FrozenInstanceError):

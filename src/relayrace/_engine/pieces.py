@@ -9,7 +9,6 @@ pieces; only ``loop.AgentLoop``, the algorithm over them, drives a run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,7 @@ from .loopstate import (
     Views,
 )
 from .offer import Offer, offer_of
+from .plan import outcome_unknown
 from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, unanswered_calls
 
 if TYPE_CHECKING:
@@ -38,11 +38,11 @@ if TYPE_CHECKING:
     from ..agents.guardrails import Guardrail
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
-    from ..core.events import ToolResultEvent, ToolStartedEvent
+    from ..core.events import ToolResultEvent
     from ..sessions.base import Session
     from ..tracing import Span
 
-__all__ = ["Pieces", "outcome_unknown"]
+__all__ = ["Pieces"]
 
 
 class Pieces:
@@ -314,11 +314,3 @@ class Pieces:
     def stopped(self) -> bool:
         """Whether the run must end now (a Finish, or a guardrail's block)."""
         return self.control.finished or self.control.blocked is not None
-
-
-def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
-    """What the model is told of a call that started but whose result was never recorded."""
-    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
-    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and its "
-            f"result was never recorded ({why}). It may or may not have taken effect: check "
-            "before calling it again.")
