@@ -205,14 +205,15 @@ async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
     loop = new_loop(triage)
     loop.push(Message.user("hi"))
     span = loop.state.trace.start("agent", "triage", None)
-    message, again = await loop.take_turn(triage, span, [], False)
+    done = await loop.take_turn(triage, span, [], False)
+    message, again = done.message, done.next
     assert type(again) is RunAgain and message is not None
     assert message.tool_calls[0].name == "lookup"
-    _, finished = await loop.take_turn(triage, span, [], False)
+    finished = (await loop.take_turn(triage, span, [], False)).next
     assert type(finished) is Finished and finished.text == "all wrapped up"
-    _, moved = await loop.take_turn(triage, span, [], False)
+    moved = (await loop.take_turn(triage, span, [], False)).next
     assert type(moved) is Transfer and moved.target is billing
-    _, answered = await loop.take_turn(billing, span, [], False)
+    answered = (await loop.take_turn(billing, span, [], False)).next
     assert answered == Answer("All set.")
     assert loop.control.turns == 4
 
@@ -224,8 +225,9 @@ async def test_a_single_turn_agent_that_answers_yields_to_its_caller() -> None:
     loop = new_loop(triage)
     loop.push(Message.user("balance?"))
     loop.transfers.resume(["triage"])  # triage handed the question to helper
-    message, step = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None),
-                                         [], False)
+    done = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None),
+                                [], False)
+    message, step = done.message, done.next
     assert step == Yield(triage)
     assert message is not None and message.content == "Your balance is 42."
 
@@ -236,7 +238,8 @@ async def test_in_a_team_a_tools_transfer_request_ends_the_turn_for_the_team() -
     loop = new_loop(triage)
     loop.push(Message.user("hi"))
     loop.scope.speaker_turn(True)  # as a team's speaker (turns_of does this)
-    _, step = await loop.take_turn(triage, loop.state.trace.start("agent", "desk", None), [], True)
+    span = loop.state.trace.start("agent", "desk", None)
+    step = (await loop.take_turn(triage, span, [], True)).next
     assert type(step) is TeamRoute and step.route.name == "billing"
     assert RAN == ["pass_on"]
 
@@ -247,7 +250,7 @@ async def test_an_output_guardrail_that_blocks_the_answer_ends_the_turn_blocked(
                   output_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
     loop.push(Message.user("hi"))
-    _, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
+    step = (await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)).next
     # The block's answer replaces the text, and the run ends with it.
     assert type(step) is Answer and step.text.startswith("I'm sorry, I can't share")
     assert "Here is how" not in step.text and loop.control.blocked == step.text
@@ -259,7 +262,8 @@ async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked
                   input_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
     loop.push(Message.user("I want a refund"))
-    message, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [],
+    done = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [],
                                          False)
+    message, step = done.message, done.next
     assert type(step) is Blocked and message is None
     assert model.remaining == 1  # the model was never asked

@@ -10,7 +10,6 @@ from typing import Any, Generic
 from pydantic import ValidationError
 from typing_extensions import TypeVar
 
-from ._engine.builders import fast_frozen
 from ._engine.decisions import Decisions
 from ._engine.loop import AgentLoop
 from ._engine.state import RunState
@@ -102,7 +101,6 @@ def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     return found
 
 
-@fast_frozen  # built on every run
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     """How one run goes, besides its agent, input and session, as one value: built once by
@@ -143,10 +141,6 @@ class RunOptions:
     """Where a durable engine records the run's model requests and tool calls."""
 
 
-_last_options = RunOptions()
-"""The options of the last ``Runner.run`` without a context (see there)."""
-
-
 class Runner:
     """Runs agents. Every option after the input is keyword-only."""
 
@@ -182,23 +176,10 @@ class Runner:
         ``user_id`` names whose memory agents with ``memory=`` keep, across sessions (without
         it, the session's own id does).
         """
-        global _last_options
-        options = _last_options
-        # Every turn of a conversation passes the same options: the frozen value made for the
-        # last run is taken again (building one costs more than the rest of a run's set-up).
-        # Not with a context, which the value would keep alive after the run.
-        if context is not None or max_turns is not options.max_turns or \
-                max_handoffs is not options.max_handoffs or \
-                start_agent is not options.start_agent or model is not options.model or \
-                usage_limits is not options.usage_limits or \
-                wait_for_session is not options.wait_for_session or \
-                user_id is not options.user_id:
-            options = RunOptions(
-                context=context, max_turns=max_turns, max_handoffs=max_handoffs,
-                start_agent=start_agent, model=model, usage_limits=usage_limits,
-                wait_for_session=wait_for_session, user_id=user_id)
-            if context is None:
-                _last_options = options
+        options = RunOptions(
+            context=context, max_turns=max_turns, max_handoffs=max_handoffs,
+            start_agent=start_agent, model=model, usage_limits=usage_limits,
+            wait_for_session=wait_for_session, user_id=user_id)
         return await cls._run(agent, input, session, options)
 
     @classmethod

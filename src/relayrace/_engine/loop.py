@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents.agent import Agent
 from ..agents.approvals import Interrupted
 from ..agents.output import OUTPUT_TOOL
-from ..core.events import (
-    HandoffEvent,
-    RunFinishedEvent,
-)
+from ..core.events import HandoffEvent, MessageEvent, RunFinishedEvent, RunStartedEvent
 from ..core.exceptions import (
     MaxTurnsExceeded,
     RunTimeout,
@@ -29,13 +26,7 @@ from ..core.messages import Message, ToolCall
 from ..sessions.base import Session
 from ..teams.routing import Finish, TransferTo
 from ..teams.workflows import SpeakerTurn
-from ..tracing import UNSEEN, Span
-from .builders import (
-    new_handoff_event,
-    new_message_event,
-    new_run_finished_event,
-    new_run_started_event,
-)
+from ..tracing import Span
 from .children import ChildRuns
 from .context import remember, remembers
 from .guarding import guard_text, input_block
@@ -106,7 +97,8 @@ class AgentLoop(Pieces):
         span = state.trace.start("run" if self.place.parent_span is None else "delegation", path,
                                  self.place.parent_span, session_id=self.log.session.session_id,
                                  agent=name)
-        self.log.add(new_run_started_event(name, path, state.trace.trace_id, run_id))
+        self.log.add(RunStartedEvent(agent=name, path=path, trace_id=state.trace.trace_id,
+                                     run_id=run_id))
         pending = unanswered_calls(self.views.transcript)
         self.control.begin(resuming=input is None)
         if input is not None:
@@ -115,7 +107,7 @@ class AgentLoop(Pieces):
                 pending = []
             for message in [Message("user", input)] if isinstance(input, str) else input:
                 self.push(message)
-                self.log.add(new_message_event(name, path, message))
+                self.log.add(MessageEvent(agent=name, path=path, message=message))
         try:
             if self.log.session.persistent:
                 await self.flush()
@@ -125,10 +117,6 @@ class AgentLoop(Pieces):
                         final, agent, reason = await self.drive(agent, span, pending)
                 except TimeoutError:
                     raise RunTimeout(self.place.entry.name, self.place.entry.timeout) from None
-            elif agent.pattern == "react" and not agent.is_composite:
-                # A plain agent: its turns directly, one coroutine less than drive() per run
-                # (measured: about 6% of a run).
-                final, agent, reason = self._ended(await self.turns_of(agent, span, pending))
             elif agent.is_composite and agent is not self.place.entry:
                 # Resumed inside a workflow a handoff brought control to: it finishes, then
                 # the agent that transferred goes on.
@@ -160,8 +148,8 @@ class AgentLoop(Pieces):
             state.trace.end(span, exc)
             raise
         # The final answer (not written on its own) and the run's end: one batch.
-        self.log.add(new_run_finished_event(agent.name, self.path(agent), "completed", final,
-                                        reason))
+        self.log.add(RunFinishedEvent(agent=agent.name, path=self.path(agent), status="completed",
+                                      output=final, reason=reason))
         await self.log.session.append(self.log.unwritten())  # never empty: the end was just added
         if remembers(self.place.entry):  # the answer is safe in the log whatever happens here
             try:
@@ -235,7 +223,8 @@ class AgentLoop(Pieces):
         last_text = ""
         try:
             while True:  # a dispatcher over what each turn decides
-                message, step = await self.take_turn(agent, agent_span, pending, team)
+                turn = await self.take_turn(agent, agent_span, pending, team)
+                message, step = turn.message, turn.next
                 pending = []
                 if message is not None and message.content:
                     last_text = message.content
@@ -301,12 +290,12 @@ class AgentLoop(Pieces):
                                              model_of(agent, self.state.model_override),
                                              Message("assistant", "", tuple(calls)))
                 if answer is not None:
-                    return None, Answer(answer)
+                    return TurnResult(None, Answer(answer))
                 if not given:
                     await self.flush()
-                    return None, RUN_AGAIN
+                    return TurnResult(None, RUN_AGAIN)
                 calls = list(given)
-            offer = self.plain_offer(agent) or await self.offer(agent)
+            offer = await self.offer(agent)
         elif agent.is_human:  # a person's turn: no model call
             return await human_turn(self, agent)
         else:
@@ -318,7 +307,7 @@ class AgentLoop(Pieces):
                 blocked = input_block(self, agent)
                 if blocked is not None:
                     self.control.block(blocked)
-                    return None, Blocked(blocked)
+                    return TurnResult(None, Blocked(blocked))
                 if len(self.views.redact.get(agent.name, ())) != known:
                     source = self.views.filter
                     if source is None:
@@ -328,10 +317,10 @@ class AgentLoop(Pieces):
                             agent, source, self.views.note), source)
             self.control.count_turn(agent.name, agent.max_turns
                                     if agent is not self.place.entry else None)
-            offer = self.plain_offer(agent) or await self.offer(agent)
+            offer = await self.offer(agent)
             message = await model_turn(self, agent, offer, agent_span)
             if message is None:  # calls written as text: the model was told to make them
-                return None, RUN_AGAIN
+                return TurnResult(None, RUN_AGAIN)
             answer = message.content
             given = message.tool_calls
             if agent.output is not None and self.control.blocked is None:
@@ -340,13 +329,13 @@ class AgentLoop(Pieces):
                                              message)
                 if answer is None and not given:  # the model was told what to fix
                     await self.flush()
-                    return message, RUN_AGAIN
+                    return TurnResult(message, RUN_AGAIN)
             if not given:
                 assert answer is not None
                 caller = self.caller() if agent.mode == "single_turn" else None
                 if caller is not None and not self.control.blocked:
-                    return message, Yield(caller)
-                return message, Answer(answer)
+                    return TurnResult(message, Yield(caller))
+                return TurnResult(message, Answer(answer))
             calls = list(given)
         if team:  # routing rules look at what the speaker called
             self.scope.called.update([c.name for c in calls])
@@ -354,20 +343,20 @@ class AgentLoop(Pieces):
         blocked = self.control.blocked
         if blocked is not None:
             await self.flush()
-            return message, Blocked(blocked)
+            return TurnResult(message, Blocked(blocked))
         match route:
             case None:
                 if self.log.session.persistent:  # a memory log is written before tools run
                     await self.flush()
-                return message, RUN_AGAIN
+                return TurnResult(message, RUN_AGAIN)
             case Transfer() | Return():  # its result is written with the move (``turns_of``)
-                return message, route
+                return TurnResult(message, route)
             case End(summary=summary):
                 await self.flush()
-                return message, Finished(summary, route)
+                return TurnResult(message, Finished(summary, route))
             case RouteTo():  # in a team; elsewhere it became a transfer by name
                 await self.flush()
-                return message, TeamRoute(route)
+                return TurnResult(message, TeamRoute(route))
 
     def _log_move(self, agent: Agent[Any], route: Transfer | Return) -> Transfer | None:
         """Log a transfer or a task's return that ``agent``'s turn confirmed (the call's
@@ -382,9 +371,10 @@ class AgentLoop(Pieces):
                     or target.is_composite else None
                 if returns_to:
                     self.transfers.returns.append(returns_to)
-                event = new_handoff_event(
-                    agent.name, self.path(agent), target.name,
-                    route.reason or f"requested by {agent.name}", route.call.id, returns_to)
+                event = HandoffEvent(
+                    agent=agent.name, path=self.path(agent), to_agent=target.name,
+                    reason=route.reason or f"requested by {agent.name}",
+                    tool_call_id=route.call.id, returns_to=returns_to)
                 if h is not None and h.input_type is not None:
                     event.input = h.input_data(route.input)
                 self.log.add(event)
@@ -431,8 +421,7 @@ class AgentLoop(Pieces):
         (``control.blocked``).
         """
         trace = self.state.trace
-        if trace.processors:  # else both spans are UNSEEN
-            trace.end(agent_span)
+        trace.end(agent_span)
         if target.input_guardrails or self.scope.team_input:  # else nothing to check
             blocked = input_block(self, target)
             if blocked is not None:
@@ -443,7 +432,7 @@ class AgentLoop(Pieces):
             self.views.show(target.name)
         else:
             self.views.show(target.name, route.view, route.handoff)
-        return target, trace.start("agent", target.name, run_span) if trace.processors else UNSEEN
+        return target, trace.start("agent", target.name, run_span)
 
 
 def _answered(transcript: Sequence[Message], agent: Agent[Any]) -> bool:

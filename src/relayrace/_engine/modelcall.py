@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..core.events import StatusEvent, TextDeltaEvent
+from ..core.events import MessageEvent, StatusEvent, TextDeltaEvent
 from ..core.exceptions import ModelBehaviorError
 from ..core.messages import Message
 from ..models.interface import (
@@ -17,8 +17,6 @@ from ..models.interface import (
     OutputDelta,
     StatusUpdate,
 )
-from ..tracing import UNSEEN
-from .builders import new_message_event, new_request
 from .context import request_messages
 from .guarding import GuardedStream, cost_block, guard_finish, guard_text
 from .state import model_of
@@ -50,7 +48,7 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         if stop is not None:  # the agent answers with the block, no request is made
             message = Message.assistant(stop, name=agent.name)
             pieces.push(message)
-            pieces.log.add(new_message_event(agent.name, path, message))
+            pieces.log.add(MessageEvent(agent=agent.name, path=path, message=message))
             if state.emit is not None:
                 _emit_text(pieces, agent, path, stop)
             return message
@@ -75,15 +73,15 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     if agent.compression is not None or agent.memory is not None:
         messages = await request_messages(pieces, agent, instructions, definitions, parent)
     info = pieces.log.session.info
-    request = new_request(instructions, messages, definitions, agent.model_settings, name,
-                          offer.output,
-                          info.parent_id or info.session_id)
+    request = ModelRequest(instructions=instructions, messages=messages, tools=definitions,
+                           settings=agent.model_settings, agent=name, output=offer.output,
+                           conversation=info.parent_id or info.session_id)
     budget, local = state.budget, pieces.place.local
     gate = budget.gate
     estimate = None if gate is None else await gate.admit(request, budget.usage.total)
     budget.open_request(path, local)
     trace = state.trace
-    span = trace.start("model", model.name, parent, agent=name) if trace.processors else UNSEEN
+    span = trace.start("model", model.name, parent, agent=name)
     guarded = agent.output_guardrails or pieces.scope.team_output
     shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
     try:
@@ -116,15 +114,14 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
             raise
         if written is not None and written.calls:  # parsed: they run as the model's calls
             calls, content = written.calls, ""
-    if span is not UNSEEN:  # a span someone records
-        attributes = span.attributes
-        attributes["input_tokens"] = u.input_tokens
-        attributes["output_tokens"] = u.output_tokens
-        attributes["response_model"] = response.model
-        if written is not None:
-            attributes["text_tool_calls"] = "parsed" if written.calls else "reasked"
-            attributes["text_tool_names"] = list(written.names)
-        state.trace.end(span)
+    attributes = span.attributes
+    attributes["input_tokens"] = u.input_tokens
+    attributes["output_tokens"] = u.output_tokens
+    attributes["response_model"] = response.model
+    if written is not None:
+        attributes["text_tool_calls"] = "parsed" if written.calls else "reasked"
+        attributes["text_tool_names"] = list(written.names)
+    state.trace.end(span)
     if not calls:
         # A delegated child's empty answer is reported to its parent as empty.
         if not content and not pieces.place.depth:
@@ -153,8 +150,9 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
             if c.name in by_tool:
                 finish = "transfer"
                 break
-    pieces.log.add(new_message_event(name, path, message, u, response.model or model.name,
-                                     finish, written.text if written and calls else None))
+    pieces.log.add(MessageEvent(agent=name, path=path, message=message, usage=u,
+                                model=response.model or model.name, finish_reason=finish,
+                                parsed_from_text=written.text if written and calls else None))
     if written is not None and not calls:  # asked again: the next answer is the turn's
         pieces.note(agent, written.reask)
         await pieces.flush()

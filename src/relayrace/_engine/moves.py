@@ -179,8 +179,6 @@ async def _on_handoff(batch: Batch, index: int, h: Handoff[Any], target: Agent[A
     raises stops the transfer like a crashing tool: (what it raised, its traceback)."""
     pieces, agent = batch.pieces, batch.agent
     trace = pieces.state.trace
-    if h.on_handoff is None and not trace.processors:  # no hook, and no one records spans
-        return None
     span = trace.start("handoff", f"{agent.name} -> {target.name}", parent,
                        from_agent=agent.name, to_agent=target.name, reason=reason)
     if h.on_handoff is not None:

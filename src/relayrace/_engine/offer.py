@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.handoffs import FINISH_TASK
 from ..models.interface import ToolDefinition
-from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["Offer", "offer_of", "output_tool"]
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Offer:
     """What the active agent is offered in one turn; never changed once made."""

@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ..agents.context import RunContext
 from ..agents.handoffs import filter_messages
-from ..core.events import HandoffEvent
+from ..core.events import HandoffEvent, MessageEvent, ToolResultEvent
 from ..core.messages import NOTE, Message, ToolCall
-from .builders import new_context, new_message_event, new_tool_message, new_tool_result_event
 from .callkey import CallKey
 from .loopstate import (
     DEFAULT_MAX_TURNS,
@@ -34,11 +34,10 @@ from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, u
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from ..agents.context import ChildRunner, RunContext
+    from ..agents.context import ChildRunner
     from ..agents.guardrails import Guardrail
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
-    from ..core.events import ToolResultEvent
     from ..sessions.base import Session
     from ..tracing import Span
 
@@ -87,7 +86,7 @@ class Pieces:
         """Add a framework note to the conversation, as a user-role message named NOTE."""
         message = Message("user", text, name=NOTE)
         self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
@@ -98,10 +97,12 @@ class Pieces:
     ) -> RunContext[Any]:
         """A run context for ``agent`` (serving the tool ``call``, if given)."""
         state = self.state
-        return new_context(state.context, agent, self.path(agent), self.log.session,
-                           state.budget.usage, call.call.id if call is not None else "",
-                           self.views.view, self.place.depth, span, self.children,
-                           call.context_key if call is not None else "")
+        return RunContext(context=state.context, agent=agent, path=self.path(agent),
+                          session=self.log.session, usage=state.budget.usage,
+                          tool_call_id=call.call.id if call is not None else "",
+                          call_key=call.context_key if call is not None else "",
+                          messages=self.views.view, depth=self.place.depth, span=span,
+                          children=self.children)
 
     def call_key(self, call: ToolCall) -> CallKey:
         """The identity of ``call``, of the batch of calls running now."""
@@ -131,18 +132,6 @@ class Pieces:
         extra = self.place.extra_tools
         return Toolset(ts.agent, ts.listed, extra) if extra else ts
 
-    def plain_offer(self, agent: Agent[Any]) -> Offer | None:
-        """What ``agent`` is offered this turn when that is simply what it has (the usual
-        case: decided without an await, and made once per toolset); ``None``: build the
-        offer (``offer``)."""
-        if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
-                self.transfers.swarm_limit:
-            return None
-        ts = self.toolset(agent)
-        if ts.gated or ts.handoffs.dynamic:
-            return None
-        return ts.plain
-
     async def offer(self, agent: Agent[Any]) -> Offer:
         """What ``agent`` is offered this turn, its gates asked once: the request carries it,
         and the turn's calls are checked against it. Its toolsets are listed now: a server may
@@ -171,9 +160,10 @@ class Pieces:
                     full: str | None = None) -> ToolResultEvent:
         """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
         name = call.name
-        return new_tool_result_event(agent.name, self.path(agent),
-                                     new_tool_message(content, call.id, name), name, is_error,
-                                     tb, full)
+        return ToolResultEvent(agent=agent.name, path=self.path(agent),
+                               message=Message("tool", content, (), call.id, name),
+                               tool_name=name, is_error=is_error, traceback=tb,
+                               full_content=full)
 
     def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
         """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
@@ -232,7 +222,7 @@ class Pieces:
         """End the turn with a guardrail's answer, as the agent's message."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
         return text
 
     def returned(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
@@ -269,7 +259,7 @@ class Pieces:
         """Add ``agent``'s answer to the conversation."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
 
     def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
         """A team passes the conversation from ``speaker`` to ``to``."""

@@ -121,8 +121,8 @@ class Toolset:
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
         self.plain = Offer(self, self.definitions, frozenset(), self.enabled, False, False)
-        """The `Offer` of a turn that takes these tools as they are (``Pieces.plain_offer``,
-        ``offer_of``), made with them: most turns of most runs offer it."""
+        """The `Offer` of a turn that takes these tools as they are (``offer_of``), made with
+        them: most turns of most runs offer it."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
