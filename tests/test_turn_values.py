@@ -27,9 +27,10 @@ async def test_a_confirmed_transfer_is_a_new_frozen_value_carrying_its_view_and_
     triage = Agent("triage", instructions="t", model=model, sub_agents=[billing])
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
     call = ToolCall("c0", "transfer_to_billing", json.dumps({"reason": "invoice"}))
-    loop.push(Message("assistant", "", (call,), None, "triage"))
-    route = await run_tools(loop, triage, [call], loop.state.trace.start("agent", "t", None),
-                            await loop.offer(triage))
+    loop.pieces.push(Message("assistant", "", (call,), None, "triage"))
+    span = loop.pieces.state.trace.start("agent", "t", None)
+    route = await run_tools(loop.pieces, triage, [call], span,
+                            await loop.pieces.offer(triage))
     assert type(route) is Transfer and route.target is billing and route.call is call
     assert route.note is not None and route.note.content.startswith("Transferred from triage")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -41,8 +42,9 @@ async def test_what_a_turn_decides_cannot_be_changed_after_it_is_made() -> None:
     billing = Agent("billing", instructions="b", model=model)
     triage = Agent("triage", instructions="t", model=model, sub_agents=[billing])
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
-    loop.push(Message.user("hello"))
-    turn = await loop.take_turn(triage, loop.state.trace.start("agent", "t", None), [], False)
+    loop.pieces.push(Message.user("hello"))
+    span = loop.pieces.state.trace.start("agent", "t", None)
+    turn = await loop.take_turn(triage, span, [], False)
     step = turn.next
     assert type(turn) is TurnResult and type(step) is Transfer
     with pytest.raises(dataclasses.FrozenInstanceError):

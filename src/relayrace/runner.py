@@ -247,11 +247,11 @@ class Runner:
                                              "usage_limits": options.usage_limits,
                                              "user_id": user_id})
             return RunResult(final_output="" if agent.output is None else None,
-                             last_agent=agent, new_events=loop.log.new_events,
+                             last_agent=agent, new_events=loop.pieces.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason=stop.reason)
         return RunResult(final_output=_final_output(last, final, reason), last_agent=last,
-                         new_events=loop.log.new_events,
+                         new_events=loop.pieces.log.new_events,
                          usage=state.budget.usage, trace_id=state.trace.trace_id, session=session,
                          reason=reason)
 

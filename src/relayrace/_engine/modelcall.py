@@ -4,12 +4,13 @@ the run's budget, streaming through output guardrails, and the answer logged."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.events import MessageEvent, StatusEvent, TextDeltaEvent
 from ..core.exceptions import ModelBehaviorError
-from ..core.messages import Message
+from ..core.messages import Message, ToolCall
 from ..models.interface import (
     Model,
     ModelRequest,
@@ -39,72 +40,94 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     the call (streamed through its output guardrails), the answer logged. ``None`` when the
     answer was tool calls written as text and the model was told to call them instead
     (``textcalls``): the turn asks again."""
-    state = pieces.state
-    path = pieces.path(agent)
-    model = model_of(agent, state.model_override)
-    if agent.input_guardrails or agent.output_guardrails or pieces.scope.team_output \
-            or pieces.scope.team_input:
+    scope = pieces.scope
+    if agent.input_guardrails or agent.output_guardrails or scope.team_output or \
+            scope.team_input:
         stop = cost_block(pieces, agent)
         if stop is not None:  # the agent answers with the block, no request is made
+            path = pieces.path(agent)
             message = Message.assistant(stop, name=agent.name)
             pieces.push(message)
             pieces.log.add(MessageEvent(agent=agent.name, path=path, message=message))
-            if state.emit is not None:
+            if pieces.state.emit is not None:
                 _emit_text(pieces, agent, path, stop)
             return message
+    model = model_of(agent, pieces.state.model_override)
+    request = await _request(pieces, agent, offer, parent)
+    guarded = bool(agent.output_guardrails or scope.team_output)
+    # A streamed turn's text, shown as its guardrails pass it.
+    shown = GuardedStream(pieces, agent) if guarded and pieces.state.emit is not None else None
+    answer = await _answer(pieces, agent, model, offer, request, shown, parent)
+    return await _record(pieces, agent, offer, answer, guarded, shown)
+
+
+async def _request(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Span
+                   ) -> ModelRequest:
+    """The request of ``agent``'s turn: its instructions (rendered, with the loop's suffix
+    and a prompted output's schema), what it sees of the conversation, the offer's tools."""
     instructions = agent.instructions
     if not isinstance(instructions, str) or agent._templated:
         instructions = await agent.render_instructions(pieces.context_for(agent),
                                                        pieces.place.variables)
-    if pieces.place.suffix:
-        suffix = pieces.place.suffix
+    suffix = pieces.place.suffix
+    if suffix:
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
-    name = agent.name
     spec = agent.output
-    partials: Partials | None = None
-    definitions = offer.definitions
-    mode = offer.output_mode
-    if spec is not None and mode is not None:
-        if mode == "prompted":
-            instructions = prompted(spec, instructions)
-        if state.emit is not None:
-            partials = Partials(state.emit, agent, path, spec, mode)
+    if spec is not None and offer.output_mode == "prompted":
+        instructions = prompted(spec, instructions)
     messages = pieces.views.view
     if agent.compression is not None or agent.memory is not None:
-        messages = await request_messages(pieces, agent, instructions, definitions, parent)
+        messages = await request_messages(pieces, agent, instructions, offer.definitions,
+                                          parent)
     info = pieces.log.session.info
-    request = ModelRequest(instructions=instructions, messages=messages, tools=definitions,
-                           settings=agent.model_settings, agent=name, output=offer.output,
-                           conversation=info.parent_id or info.session_id)
+    return ModelRequest(instructions=instructions, messages=messages, tools=offer.definitions,
+                        settings=agent.model_settings, agent=agent.name, output=offer.output,
+                        conversation=info.parent_id or info.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What the model answered: its response, and the text and calls the turn takes from it
+    (``written``: the answer was calls written as text)."""
+
+    response: ModelResponse
+    model: str
+    """The name of the model asked."""
+    content: str
+    calls: tuple[ToolCall, ...]
+    written: Written | None
+
+
+async def _answer(pieces: Pieces, agent: Agent[Any], model: Model, offer: Offer,
+                  request: ModelRequest, shown: GuardedStream | None, parent: Span) -> _Answer:
+    """``request`` asked under the run's budget, in its span: streamed when the run streams, a
+    step when the run is durable."""
+    state, path = pieces.state, pieces.path(agent)
     budget, local = state.budget, pieces.place.local
     gate = budget.gate
     estimate = None if gate is None else await gate.admit(request, budget.usage.total)
     budget.open_request(path, local)
-    trace = state.trace
-    span = trace.start("model", model.name, parent, agent=name)
-    guarded = agent.output_guardrails or pieces.scope.team_output
-    shown: GuardedStream | None = None  # a streamed turn's text, as its guardrails pass it
+    span = state.trace.start("model", model.name, parent, agent=agent.name)
     try:
         emit, steps = state.emit, state.steps
-        if guarded and emit is not None:
-            shown = GuardedStream(pieces, agent)
         if emit is None and steps is None:  # the usual turn: just ask
             response = await model.request(request)
         else:  # streamed, or a durable run's step that records the answer
+            spec, mode = agent.output, offer.output_mode
+            partials = Partials(emit, agent, path, spec, mode) \
+                if emit is not None and spec is not None and mode is not None else None
             call: Callable[[], Awaitable[ModelResponse]] = partial(model.request, request) \
                 if emit is None else \
                 partial(_stream_model, pieces, model, request, agent, path, shown, partials)
             response = await (call() if steps is None else model_step(
-                steps, pieces.log.session.session_id, len(pieces.views.transcript), name,
+                steps, pieces.log.session.session_id, len(pieces.views.transcript), agent.name,
                 call))
     except BaseException as exc:
         budget.close_request(estimate, path, local, None, model.name)
         state.trace.end(span, exc)
         raise
-    u = response.usage
     budget.close_request(estimate, path, local, response, model.name)
-    message = response.message
-    content, calls = message.content, message.tool_calls
+    content, calls = response.message.content, response.message.tool_calls
     written: Written | None = None
     if not calls and content:
         try:
@@ -114,14 +137,29 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
             raise
         if written is not None and written.calls:  # parsed: they run as the model's calls
             calls, content = written.calls, ""
+    _traced(span, response, written)
+    state.trace.end(span)
+    return _Answer(response, model.name, content, calls, written)
+
+
+def _traced(span: Span, response: ModelResponse, written: Written | None) -> None:
+    """What the model span records of the answer."""
     attributes = span.attributes
-    attributes["input_tokens"] = u.input_tokens
-    attributes["output_tokens"] = u.output_tokens
+    attributes["input_tokens"] = response.usage.input_tokens
+    attributes["output_tokens"] = response.usage.output_tokens
     attributes["response_model"] = response.model
     if written is not None:
         attributes["text_tool_calls"] = "parsed" if written.calls else "reasked"
         attributes["text_tool_names"] = list(written.names)
-    state.trace.end(span)
+
+
+async def _record(pieces: Pieces, agent: Agent[Any], offer: Offer, answer: _Answer,
+                  guarded: bool, shown: GuardedStream | None) -> Message | None:
+    """The answer through ``agent``'s output guardrails, the rest of a stream shown, and the
+    message added to the conversation and logged (``None``: the model was asked again)."""
+    response, content, calls, written = answer.response, answer.content, answer.calls, \
+        answer.written
+    name, path = agent.name, pieces.path(agent)
     if not calls:
         # A delegated child's empty answer is reported to its parent as empty.
         if not content and not pieces.place.depth:
@@ -136,23 +174,17 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         rest = shown.finish(content, guarded=not calls)
         if rest:
             _emit_text(pieces, agent, path, rest)
+    message = response.message
     if message.name != name or content is not message.content or \
             calls is not message.tool_calls:
         # A copy: the model may hand out shared messages (test doubles, caches).
         message = Message("assistant", content, calls, None, name)
     pieces.views.push(message)
-    # Known from the calls themselves, so a stream and a persistent log (written before the tools
-    # run) show it too.
-    finish: Literal["transfer"] | None = None
-    if calls and not offer.refuse_handoffs:
-        by_tool = offer.toolset.handoffs.by_tool
-        for c in calls:
-            if c.name in by_tool:
-                finish = "transfer"
-                break
-    pieces.log.add(MessageEvent(agent=name, path=path, message=message, usage=u,
-                                model=response.model or model.name, finish_reason=finish,
-                                parsed_from_text=written.text if written and calls else None))
+    pieces.log.add(MessageEvent(
+        agent=name, path=path, message=message, usage=response.usage,
+        model=response.model or answer.model,
+        finish_reason=_finish_reason(offer, calls),
+        parsed_from_text=written.text if written and calls else None))
     if written is not None and not calls:  # asked again: the next answer is the turn's
         pieces.note(agent, written.reask)
         await pieces.flush()
@@ -161,9 +193,21 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
         # Logged before the tools run, so a crash cannot lose the calls. A memory log takes
         # them before the tools run; a final answer goes with what ends the turn.
         await pieces.flush()
+    budget = pieces.state.budget
     if budget.limits is not None:  # a token budget to check
         budget.check_tokens()
     return message
+
+
+def _finish_reason(offer: Offer, calls: tuple[ToolCall, ...]) -> Literal["transfer"] | None:
+    """``"transfer"`` when the answer calls a transfer tool: known from the calls themselves,
+    so a stream and a persistent log (written before the tools run) show it too."""
+    if calls and not offer.refuse_handoffs:
+        by_tool = offer.toolset.handoffs.by_tool
+        if any(c.name in by_tool for c in calls):
+            return "transfer"
+    return None
+
 
 def _emit_text(pieces: Pieces, agent: Agent[Any], path: str, delta: str) -> None:
     """Stream a piece of ``agent``'s text (never logged)."""

@@ -9,8 +9,7 @@ pieces; only ``loop.AgentLoop``, the algorithm over them, drives a run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..agents.context import RunContext
@@ -35,7 +34,6 @@ from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, u
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..agents.context import ChildRunner
-    from ..agents.guardrails import Guardrail
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
     from ..sessions.base import Session
@@ -218,8 +216,9 @@ class Pieces:
                 view.append(Message("user", note.content, name=NOTE))
         return view
 
-    def blocked_answer(self, agent: Agent[Any], text: str) -> str:
-        """End the turn with a guardrail's answer, as the agent's message."""
+    def say(self, agent: Agent[Any], text: str) -> str:
+        """Add ``agent``'s answer ``text`` to the conversation (a guardrail's, ending a turn;
+        a team member's); returns it."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
         self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
@@ -232,75 +231,3 @@ class Pieces:
             self.transfers.returns.pop()
         self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
                                   reason=f"returned: {result}"[:500], is_return=True))
-
-    # -- what composite agents ask of the run (``workflows.Driver``) ---------------------
-
-    @property
-    def transcript(self) -> list[Message]:
-        """The session's conversation so far."""
-        return self.views.transcript
-
-    @property
-    def resuming(self) -> bool:
-        """Whether the run continues an interrupted one (``input=None``)."""
-        return self.control.resuming
-
-    @property
-    def blocked(self) -> str | None:
-        """A guardrail's answer that ended the run, if one did."""
-        return self.control.blocked
-
-    @property
-    def context(self) -> Any:
-        """The run's context object."""
-        return self.state.context
-
-    def say(self, agent: Agent[Any], text: str) -> None:
-        """Add ``agent``'s answer to the conversation."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
-
-    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
-        """A team passes the conversation from ``speaker`` to ``to``."""
-        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
-                              reason=why))
-        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
-
-    def finish(self) -> None:
-        """End the run after this member (a tool returned ``Finish``)."""
-        self.control.finish()
-
-    @contextmanager
-    def loop_scope(self) -> Iterator[None]:
-        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
-        self.control.loops += 1
-        try:
-            yield
-        finally:
-            self.control.loops -= 1
-            self.control.leaving_loop = False
-
-    @property
-    def leaving_loop(self) -> bool:
-        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
-        return self.control.leaving_loop
-
-    @contextmanager
-    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
-                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
-        """A team's guardrails hold for its members while it runs, only."""
-        saved = self.scope.enter_team(input_guardrails, output_guardrails)
-        try:
-            yield
-        finally:
-            self.scope.leave_team(saved)
-
-    def take_start_member(self) -> Agent[Any] | None:
-        """The member ``start_agent`` named for the entry team's run, once."""
-        return self.scope.take_start_member()
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run must end now (a Finish, or a guardrail's block)."""
-        return self.control.finished or self.control.blocked is not None
