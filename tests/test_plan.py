@@ -64,12 +64,10 @@ def calls(*made: tuple[str, dict[str, Any]]) -> list[ToolCall]:
 
 
 def offer(agent: Agent[Any], **changes: Any) -> Offer:
-    plain = toolset_of(agent).plain
-    if not changes:
-        return plain
-    fields = {"toolset": plain.toolset, "definitions": plain.definitions, "off": plain.off,
-              "handoffs": plain.handoffs, "finish_task": plain.finish_task,
-              "refuse_handoffs": plain.refuse_handoffs, **changes}
+    """What ``agent`` has, offered as it is (with ``changes``)."""
+    ts = toolset_of(agent)
+    fields = {"toolset": ts, "definitions": ts.definitions, "off": frozenset(),
+              "handoffs": ts.enabled, "finish_task": False, "refuse_handoffs": False, **changes}
     return Offer(**fields)
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..agents.agent import Agent
 from ..agents.approvals import Interrupted
 from ..agents.output import OUTPUT_TOOL
-from ..core.events import HandoffEvent, MessageEvent, RunFinishedEvent, RunStartedEvent
+from ..core.events import HandoffEvent
 from ..core.exceptions import (
     MaxTurnsExceeded,
     RunTimeout,
@@ -30,13 +30,12 @@ from ..teams.routing import Finish, TransferTo
 from ..teams.workflows import SpeakerTurn
 from ..tracing import Span
 from .children import ChildRuns
-from .context import remember, remembers
-from .guarding import guard_text, input_block
+from .guarding import guard_text, input_block, recheck_input
 from .modelcall import model_turn
+from .moves import log_move
 from .pieces import Pieces
-from .start import start
-from .state import RunState, model_of, unanswered_calls
-from .steps import begin_attempt
+from .runends import begin_run, completed, failed, interrupted
+from .state import RunState, model_of
 from .structured import check_output
 from .takeover import human_turn
 from .toolexec import run_tools
@@ -112,48 +111,20 @@ class AgentLoop:
         tool or guardrail ended it); the events are in ``new_events``.
         """
         pieces = self.pieces
-        agent, span, pending = await self._begin(input, start_agent)
+        begun = await begin_run(pieces, input, start_agent)
+        agent, span = begun.agent, begun.span
         try:
             if pieces.log.session.persistent:
                 await pieces.flush()
-            final, agent, reason = await self._main(agent, span, pending)
+            final, agent, reason = await self._main(agent, span, begun.pending)
         except Interrupted as stop:
-            await self._interrupted(stop, agent, span)
+            await interrupted(pieces, stop, agent, span)
             raise
         except BaseException as exc:
-            await self._failed(exc, agent, span)
+            await failed(pieces, exc, agent, span)
             raise
-        await self._completed(final, agent, reason, span)
+        await completed(pieces, final, agent, reason, span)
         return final, agent, reason
-
-    async def _begin(self, input: str | Sequence[Message] | None,
-                     start_agent: Agent[Any] | None) -> tuple[Agent[Any], Span, list[ToolCall]]:
-        """The run starts: the log read, the agent chosen, the run's span opened, its start
-        and input logged. Returns the agent, the span and the calls the log left pending."""
-        pieces = self.pieces
-        state, place = pieces.state, pieces.place
-        log = await pieces.log.session.view()
-        run_id = ""
-        if state.steps is not None and not place.depth:
-            input, start_agent, run_id = await begin_attempt(state.steps, log, input,
-                                                             start_agent)
-        agent = start(pieces, log, input, start_agent)
-        name, path = agent.name, pieces.path(agent)
-        span = state.trace.start("run" if place.parent_span is None else "delegation", path,
-                                 place.parent_span, session_id=pieces.log.session.session_id,
-                                 agent=name)
-        pieces.log.add(RunStartedEvent(agent=name, path=path, trace_id=state.trace.trace_id,
-                                       run_id=run_id))
-        pending = unanswered_calls(pieces.views.transcript)
-        pieces.control.begin(resuming=input is None)
-        if input is not None:
-            if pending:
-                pieces.answer_dangling(agent, "the run was interrupted")
-                pending = []
-            for message in [Message("user", input)] if isinstance(input, str) else input:
-                pieces.push(message)
-                pieces.log.add(MessageEvent(agent=name, path=path, message=message))
-        return agent, span, pending
 
     async def _main(self, agent: Agent[Any], span: Span, pending: list[ToolCall]
                     ) -> tuple[str, Agent[Any], str]:
@@ -173,46 +144,6 @@ class AgentLoop:
         if not (self.stopped or ended or agent.is_composite):
             return self._ended(await self.turns_of(agent, span, []))
         return final, agent, "guardrail" if self.pieces.control.blocked else ""
-
-    async def _interrupted(self, stop: Interrupted, agent: Agent[Any], span: Span) -> None:
-        """The run stopped for a person: what it waits for logged with its end."""
-        pieces = self.pieces
-        if pieces.place.parent_span is None:  # the outer run lists its children's requests too
-            for p in stop.pending:
-                if p.session_id != pieces.log.session.session_id:
-                    pieces.log.add(p.event(here=False))
-        pieces.log.add(RunFinishedEvent(agent=agent.name, path=pieces.path(agent),
-                                        status="interrupted", reason=stop.reason))
-        await pieces.flush()
-        pieces.state.trace.end(span)
-
-    async def _failed(self, exc: BaseException, agent: Agent[Any], span: Span) -> None:
-        """The run failed: every call answered, and its end logged (unless another attempt of
-        a durable run took it over: then nothing of this one is)."""
-        pieces = self.pieces
-        steps = pieces.state.steps
-        if steps is None or not steps.superseded(exc):
-            pieces.answer_dangling(agent, f"the run stopped ({type(exc).__name__})")
-            pieces.log.add(RunFinishedEvent(agent=agent.name, path=pieces.path(agent),
-                                            status="failed",
-                                            output=f"{type(exc).__name__}: {exc}"))
-            await asyncio.shield(pieces.flush())
-        pieces.state.trace.end(span, exc)
-
-    async def _completed(self, final: str, agent: Agent[Any], reason: str, span: Span) -> None:
-        """The final answer (not written on its own) and the run's end, in one batch; then
-        what agents with memory keep of the run."""
-        pieces = self.pieces
-        pieces.log.add(RunFinishedEvent(agent=agent.name, path=pieces.path(agent),
-                                        status="completed", output=final, reason=reason))
-        await pieces.log.session.append(pieces.log.unwritten())  # never empty: the end is in
-        if remembers(pieces.place.entry):  # the answer is safe in the log whatever happens here
-            try:
-                await remember(pieces, span)
-            except BaseException as exc:
-                pieces.state.trace.end(span, exc)
-                raise
-        pieces.state.trace.end(span)
 
     async def drive(
         self, agent: Agent[Any], parent: Span, pending: list[ToolCall]
@@ -421,7 +352,7 @@ class AgentLoop:
         """Control moves as ``agent``'s turn confirmed: logged, and the target made active (a
         workflow target runs its steps, then its caller goes on)."""
         pieces = self.pieces
-        transfer = self._log_move(agent, route)
+        transfer = log_move(pieces, agent, route)
         # The call's result and the move: one batch, so a crash cannot leave a persistent log
         # with the old agent told "Transferred" (or "Returned") and still active. A memory log
         # ends with the process: it takes them with its next write (before a tool runs, or the
@@ -476,7 +407,7 @@ class AgentLoop:
         control = pieces.control
         if control.turns >= control.max_turns:
             raise MaxTurnsExceeded(control.max_turns)
-        blocked = await self._check_input(agent)
+        blocked = await recheck_input(pieces, agent)
         if blocked is not None:
             return TurnResult(None, Blocked(blocked))
         control.count_turn(agent.name, agent.max_turns
@@ -500,27 +431,6 @@ class AgentLoop:
         if caller is not None and not control.blocked:
             return TurnResult(message, Yield(caller))
         return TurnResult(message, Answer(answer))
-
-    async def _check_input(self, agent: Agent[Any]) -> str | None:
-        """Run ``agent``'s input guardrails on what arrived during its own turn (tool
-        results); a guardrail's answer if one blocks. A new redaction makes its view anew."""
-        pieces = self.pieces
-        if not (agent.input_guardrails or pieces.scope.team_input):
-            return None
-        views = pieces.views
-        known = len(views.redact.get(agent.name, ()))
-        blocked = input_block(pieces, agent)
-        if blocked is not None:
-            pieces.control.block(blocked)
-            return blocked
-        if len(views.redact.get(agent.name, ())) != known:
-            source = views.filter
-            if source is None:
-                views.show(agent.name)
-            else:
-                views.show(agent.name, await pieces.filtered_view(agent, source, views.note),
-                           source)
-        return None
 
     async def _run_calls(self, agent: Agent[Any], agent_span: Span, asked: _ToRun,
                          team: bool) -> TurnResult:
@@ -547,28 +457,6 @@ class AgentLoop:
             case RouteTo():  # in a team; elsewhere it became a transfer by name
                 await pieces.flush()
                 return TurnResult(message, TeamRoute(route))
-
-    def _log_move(self, agent: Agent[Any], route: Transfer | Return) -> Transfer | None:
-        """Log a transfer or a task's return that ``agent``'s turn confirmed (the call's
-        result is logged already); returns the transfer, if it is one."""
-        match route:
-            case Return(target=target, summary=summary):
-                self.pieces.returned(agent, target, summary)
-                return None
-            case Transfer(target=target, handoff=h):
-                # A task, single-turn or workflow target gives control back when it is done.
-                returns_to = agent.name if target.mode in ("task", "single_turn") \
-                    or target.is_composite else None
-                if returns_to:
-                    self.pieces.transfers.returns.append(returns_to)
-                event = HandoffEvent(
-                    agent=agent.name, path=self.pieces.path(agent), to_agent=target.name,
-                    reason=route.reason or f"requested by {agent.name}",
-                    tool_call_id=route.call.id, returns_to=returns_to)
-                if h is not None and h.input_type is not None:
-                    event.input = h.input_data(route.input)
-                self.pieces.log.add(event)
-                return route
 
     async def _through(self, workflow: Agent[Any], span: Span, run_span: Span,
                        pending: list[ToolCall]) -> tuple[str, Agent[Any], Span, bool]:

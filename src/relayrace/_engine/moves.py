@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.events import HandoffEvent
 from ..core.exceptions import UserError
 from ..core.templates import ContextTransformError
 from .guarding import guard_text, input_block
@@ -28,9 +29,10 @@ if TYPE_CHECKING:
     from ..core.events import ToolResultEvent
     from ..core.messages import Message
     from ..tracing import Span
+    from .pieces import Pieces
     from .results import Batch
 
-__all__ = ["Move", "first_move", "take_move"]
+__all__ = ["Move", "first_move", "log_move", "take_move"]
 
 Move = TransferAsked | ReturnAsked | RouteTo | End
 """A call's request to move control."""
@@ -208,3 +210,26 @@ def _describe(move: Move) -> str:
             return f"transfer to {name}"
         case TransferAsked(handoff=h):
             return f"transfer to {h.agent.name}"
+
+
+def log_move(pieces: Pieces, agent: Agent[Any], route: Transfer | Return) -> Transfer | None:
+    """Log a transfer or a task's return that ``agent``'s turn confirmed (the call's
+    result is logged already); returns the transfer, if it is one."""
+    match route:
+        case Return(target=target, summary=summary):
+            pieces.returned(agent, target, summary)
+            return None
+        case Transfer(target=target, handoff=h):
+            # A task, single-turn or workflow target gives control back when it is done.
+            returns_to = agent.name if target.mode in ("task", "single_turn") \
+                or target.is_composite else None
+            if returns_to:
+                pieces.transfers.returns.append(returns_to)
+            event = HandoffEvent(
+                agent=agent.name, path=pieces.path(agent), to_agent=target.name,
+                reason=route.reason or f"requested by {agent.name}",
+                tool_call_id=route.call.id, returns_to=returns_to)
+            if h is not None and h.input_type is not None:
+                event.input = h.input_data(route.input)
+            pieces.log.add(event)
+            return route

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from ..agents.handoffs import FINISH_TASK
 from ..models.interface import ToolDefinition
@@ -49,6 +50,18 @@ class Offer:
     """How the agent's ``output_type`` is asked for (``None``: it has none)."""
 
 
+_PLAIN: WeakKeyDictionary[Toolset, Offer] = WeakKeyDictionary()
+
+
+def _plain(ts: Toolset) -> Offer:
+    """The offer of a turn that takes ``ts`` as it is: most turns of most runs offer it, so it
+    is made once per toolset (and goes with it)."""
+    offer = _PLAIN.get(ts)
+    if offer is None:
+        offer = _PLAIN[ts] = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
+    return offer
+
+
 def finish_task_definition() -> dict[str, Any]:
     """The parameters of ``finish_task``, offered to an agent working in ``task`` mode."""
     return {"type": "object", "required": ["result"], "properties": {
@@ -82,7 +95,7 @@ async def offer_of(ts: Toolset, *, finish_task: bool, refuse_handoffs: bool,
     if not (handoffs.dynamic or finish_task or hide_handoffs or ts.gated or spec is not None
             or refuse_handoffs):
         # The common case: the offer is what the agent has.
-        return ts.plain
+        return _plain(ts)
     ctx = context() if ts.gated or handoffs.dynamic else None
     off: set[str] = set()
     for name, t in ts.gated.items():

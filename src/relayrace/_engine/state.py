@@ -22,7 +22,6 @@ from ..teams.meta_tools import build_meta_tools
 from ..tracing import Trace
 from .budget import Budget
 from .decisions import Decisions
-from .offer import Offer
 
 Emit = Callable[[AgentEvent], None]
 
@@ -90,8 +89,8 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is and its
     toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("agent", "definitions", "enabled", "gated", "handoffs", "listed",
-                 "permissions", "plain", "refused", "source", "tools")
+    __slots__ = ("__weakref__", "agent", "definitions", "enabled", "gated", "handoffs", "listed",
+                 "permissions", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
                  extra: Sequence[Tool] = ()) -> None:
@@ -120,9 +119,6 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
-        self.plain = Offer(self, self.definitions, frozenset(), self.enabled, False, False)
-        """The `Offer` of a turn that takes these tools as they are (``offer_of``), made with
-        them: most turns of most runs offer it."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
