@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic
+from typing import Any, Generic, TypedDict
 
 from pydantic import ValidationError
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
 from ._engine.decisions import Decisions
 from ._engine.loop import AgentLoop
 from ._engine.state import RunState
 from .agents.agent import Agent, TOutput
-from .agents.approvals import Interrupted, PendingRun
+from .agents.approvals import Interrupted, PendingRun, StoppedWith
 from .agents.tools import describe_validation_error
 from .core.events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .core.exceptions import OutputValidationError, UserError
@@ -141,6 +141,29 @@ class RunOptions:
     """Where a durable engine records the run's model requests and tool calls."""
 
 
+class RunArgs(TypedDict, total=False):
+    """``Runner.run``'s options after the input, as ``Runner.run_sync`` takes them."""
+
+    session: Session | None
+    context: Any
+    max_turns: int | None
+    max_handoffs: int | None
+    start_agent: Agent[Any] | str | None
+    model: Model | str | None
+    usage_limits: UsageLimits | None
+    wait_for_session: float | None
+    user_id: str | None
+
+
+class StreamArgs(RunArgs, total=False):
+    """``Runner.stream``'s options: ``Runner.run``'s, and a resume's decisions."""
+
+    approvals: dict[str, bool] | None
+    answers: dict[str, str] | None
+    reply: str | None
+    hand_back: str | bool | None
+
+
 class Runner:
     """Runs agents. Every option after the input is keyword-only."""
 
@@ -242,10 +265,10 @@ class Runner:
         except Interrupted as stop:
             pending = PendingRun.of(stop.pending, session_id=session.session_id,
                                     agent=agent.name, entry=agent, session=session,
-                                    options={"context": options.context, "max_turns": max_turns,
-                                             "max_handoffs": max_handoffs, "model": model,
-                                             "usage_limits": options.usage_limits,
-                                             "user_id": user_id})
+                                    options=StoppedWith(
+                                        context=options.context, max_turns=max_turns,
+                                        max_handoffs=max_handoffs, model=model,
+                                        usage_limits=options.usage_limits, user_id=user_id))
             return RunResult(final_output="" if agent.output is None else None,
                              last_agent=agent, new_events=loop.pieces.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
@@ -310,7 +333,7 @@ class Runner:
         cls,
         agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
-        **options: Any,
+        **options: Unpack[RunArgs],
     ) -> RunResult[TOutput]:
         """``Runner.run`` for code without an event loop (takes the same options)."""
         return asyncio.run(cls.run(agent, input, **options))
@@ -320,7 +343,7 @@ class Runner:
         cls,
         agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
-        **options: Any,
+        **options: Unpack[StreamArgs],
     ) -> RunStream[TOutput]:
         """Run like ``Runner.run``, yielding events (text deltas included) as they happen.
 
@@ -351,7 +374,7 @@ class RunStream(Generic[T]):
     """The events of a running run; ``result`` is set once iteration ends."""
 
     def __init__(
-        self, runner: type[Runner], agent: Agent[Any, T], input: Any, options: dict[str, Any]
+        self, runner: type[Runner], agent: Agent[Any, T], input: Any, options: StreamArgs
     ) -> None:
         unknown = set(options) - set(_STREAM_OPTIONS)
         if unknown:
@@ -360,9 +383,14 @@ class RunStream(Generic[T]):
         self._runner = runner
         self._agent = agent
         self._input = input
-        given = dict(options)
-        self._session: Session | None = given.pop("session", None)
-        self._options = RunOptions(**given)  # its `emit` is set when iteration starts
+        self._session: Session | None = options.get("session")
+        self._options = RunOptions(  # its `emit` is set when iteration starts
+            context=options.get("context"), max_turns=options.get("max_turns"),
+            max_handoffs=options.get("max_handoffs"), start_agent=options.get("start_agent"),
+            model=options.get("model"), usage_limits=options.get("usage_limits"),
+            wait_for_session=options.get("wait_for_session"), user_id=options.get("user_id"),
+            approvals=options.get("approvals"), answers=options.get("answers"),
+            reply=options.get("reply"), hand_back=options.get("hand_back"))
         self.result: RunResult[T] | None = None
         """The run's result, once the stream is exhausted."""
 
