@@ -33,3 +33,15 @@ def test_the_loop_holds_its_pieces_and_inherits_nothing() -> None:
     assert AgentLoop.__bases__ == (object,)
     assert not issubclass(AgentLoop, Pieces)
     assert "pieces" in AgentLoop.__slots__
+
+
+def test_no_engine_function_takes_the_loop() -> None:
+    # The helpers take the loop's pieces, never the loop (``AgentLoop`` drives; it is no
+    # helper's argument). Its own methods take ``self``.
+    taking = []
+    for file, f in functions():
+        args = [*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs]
+        for arg in args:
+            if arg.annotation is not None and "AgentLoop" in ast.unparse(arg.annotation):
+                taking.append(f"{file}:{f.lineno} {f.name}({arg.arg})")
+    assert taking == []
