@@ -12,7 +12,6 @@ import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from ..agents.handoffs import FINISH_TASK
 from ..models.interface import ToolDefinition
@@ -50,15 +49,11 @@ class Offer:
     """How the agent's ``output_type`` is asked for (``None``: it has none)."""
 
 
-_PLAIN: WeakKeyDictionary[Toolset, Offer] = WeakKeyDictionary()
-
-
 def _plain(ts: Toolset) -> Offer:
-    """The offer of a turn that takes ``ts`` as it is: most turns of most runs offer it, so it
-    is made once per toolset (and goes with it)."""
-    offer = _PLAIN.get(ts)
-    if offer is None:
-        offer = _PLAIN[ts] = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
+    """The offer of a turn that takes ``ts`` as it is, made once per toolset."""
+    offer = ts.plain
+    if type(offer) is not Offer:
+        offer = ts.plain = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
     return offer
 
 

@@ -89,8 +89,8 @@ class Toolset:
     """The tools one agent is offered, by name; static while the agent's tree is and its
     toolsets list the same tools (see ``toolset_of``)."""
 
-    __slots__ = ("__weakref__", "agent", "definitions", "enabled", "gated", "handoffs", "listed",
-                 "permissions", "refused", "source", "tools")
+    __slots__ = ("agent", "definitions", "enabled", "gated", "handoffs", "listed",
+                 "permissions", "plain", "refused", "source", "tools")
 
     def __init__(self, agent: Agent[Any], listed: tuple[Sequence[Tool], ...] = (),
                  extra: Sequence[Tool] = ()) -> None:
@@ -119,6 +119,9 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
+        self.plain: object = None
+        """The ``Offer`` of a turn that takes these tools as they are, once ``offer_of`` made
+        it (most turns of most runs offer it); it goes with the toolset."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],
