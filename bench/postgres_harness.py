@@ -23,8 +23,10 @@ from round to round), and each round runs every cell once. relayrace's shapes:
 ``--max-connections`` raises the server's limit (100 by default): relayrace before its pools
 were made once opened a first connection per conversation starting at once.
 
-relayrace's pool waits up to 30 s for a connection (``busy_timeout=30``), as LangGraph's
-psycopg pool does by default. LangGraph: bench/compare's driver, ``s4_postgres``
+relayrace's sessions are given ``busy_timeout=30``: before issue 43 that was also the wait for
+a pooled connection (30 s, as LangGraph's psycopg pool waits by default); since, that wait is
+``pool_timeout`` (60 s by default), and ``--src`` trees of either kind take the argument.
+LangGraph: bench/compare's driver, ``s4_postgres``
 (``create_agent`` with ``AsyncPostgresSaver`` on a psycopg pool of 10). Each run is checked
 as bench/compare checks it (model calls, the history each turn sees). ``--src LABEL=PATH``
 runs relayrace's cells once per source tree (e.g. ``before=/tmp/old/src``), the same rounds

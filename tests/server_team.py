@@ -64,3 +64,12 @@ front = Agent("front", instructions="Help.", description="The front desk.",
               model=FunctionModel(front_turn), sub_agents=[billing],
               tools=[researcher.as_tool(), ask_user],
               input_guardrails=[ContentFilterGuardrail(keywords=["password"])])
+
+
+def slow_front(delay: float) -> Agent:
+    """A front desk whose billing agent's model takes ``delay`` seconds per answer: a run that
+    transfers to billing streams for a while (the console's live views)."""
+    slow_billing = Agent("billing", instructions="Refunds.",
+                         model=FunctionModel(billing_turn, delay=delay), tools=[refund])
+    return Agent("front", instructions="Help.", model=FunctionModel(front_turn),
+                 sub_agents=[slow_billing])

@@ -41,6 +41,27 @@ def test_overhead_scenarios_run(monkeypatch: pytest.MonkeyPatch) -> None:
     assert 0 < report_tokens < transcript_tokens
 
 
+def test_reopen_bench_measures_each_length_and_plots_the_curve(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """bench/reopen.py's memory and SQLite cells run (the PostgreSQL one starts a server: the
+    PostgreSQL tests of tests/test_reopen_cost.py run its turns), and the plot is drawn."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import reopen  # the benchmark module, found via bench/
+
+    from relayrace.sessions import open_store
+
+    async def cell(url: str) -> tuple[dict[int, float], dict[int, float]]:
+        async with open_store(url) as store:
+            return await reopen.measure(store, [8, 40], turns=2, rounds=1)
+
+    curves = {name: asyncio.run(cell(url))[0]
+              for name, url in (("memory", "memory://"), ("SQLite", str(tmp_path / "s.db")))}
+    assert all(set(c) == {8, 40} and min(c.values()) > 0 for c in curves.values())
+    reopen.svg(curves, tmp_path / "curve.svg")
+    drawn = (tmp_path / "curve.svg").read_text()
+    assert drawn.startswith("<svg") and drawn.count("<polyline") == 2 and "SQLite" in drawn
+
+
 def test_compression_bench_keeps_requests_near_the_budget(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
@@ -130,3 +151,13 @@ def test_s4_memory_counts_cycles_and_collector_passes(monkeypatch: pytest.Monkey
     figures = s4_memory.measure(BENCH.parent / "src", callgrind=False)
     assert figures["objects left in cycles per run"] == "0.0"
     assert int(figures["collector passes, 1,000 conversations"]) >= 0
+
+
+def test_deep_teams_bench_runs_and_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import deep_teams  # the benchmark module, found via bench/
+
+    costs = deep_teams.per_handoff([5, 20], rounds=1)
+    assert all(cpu > 0 and wall > 0 for cpu, wall in costs.values())
+    svg = deep_teams.line_chart("t", "x", "y", {"a": [(5, 1.0), (20, 2.0)]})
+    assert svg.startswith("<svg") and svg.count("<circle") == 2

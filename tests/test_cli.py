@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
+import shlex
 import signal
 from pathlib import Path
 from typing import Any
@@ -209,6 +211,85 @@ def test_run_stops_for_approval_and_resume_continues(db: Path) -> None:
     assert "Refunded INV-7." in resumed.stdout
 
 
+def test_the_pause_names_who_waits_and_the_resume_command_as_the_run_was_given(
+        db: Path) -> None:
+    target = f"{TEAM}:desk"
+    stopped = invoke("run", target, "refund INV-7", "--db", db, "--session", "w4",
+                     "-c", "customer=ACME GmbH")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert "⏸ desk paused: cashier waits for approval" in stopped.stdout
+    assert "desk interrupted" not in stopped.stdout
+    [hint] = [line for line in stopped.stdout.splitlines() if line.startswith("Go on with: ")]
+    assert "TARGET" not in hint
+    command = hint.removeprefix("Go on with: ").removesuffix(" (or --reject ID).")
+    assert command == (f"relayrace resume {TEAM}:desk --session w4 --db {db} "
+                       "-c 'customer=ACME GmbH' --approve call_9")
+    words = shlex.split(command)
+    assert words[:2] == ["relayrace", "resume"]
+    resumed = invoke(*words[1:])  # pasted as printed, it goes on
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout
+
+
+def test_a_delegated_childs_pause_names_the_child(db: Path) -> None:
+    stopped = invoke("run", f"{TEAM}:refund_coordinator", "refund INV-7", "--db", db)
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    lines = stopped.stdout.splitlines()
+    assert "  ⏸ refund_coordinator/cashier waits for approval" in lines
+    assert "⏸ refund_coordinator paused: refund_coordinator/cashier waits for approval" in lines
+    # The child's request is shown once, though its parent's pause carries it again.
+    assert sum("approval requested: issue_refund" in line for line in lines) == 1
+
+
+def test_print_run_tells_a_python_caller_to_call_runner_resume() -> None:
+    from relayrace.cli import print_run
+    from relayrace.cli._target import load_module
+
+    team = load_module(TEAM)
+    console = Console(file=io.StringIO(), width=200)
+    result = asyncio.run(print_run(team.desk, "refund INV-7", console=console, trace=False))
+    assert result.pending is not None
+    said = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "Go on with: Runner.resume(result.pending, approvals={'call_9': True}) " \
+           "(False rejects a call)." in said
+
+
+def test_a_team_with_one_entry_point_needs_no_agent_to_run_and_resume(
+        db: Path, tmp_path: Path) -> None:
+    one = TEAM.parent / "one_entry_team.py"
+    stopped = invoke("run", one, "refund INV-7", "--db", db, "--session", "p1")
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    assert f"Go on with: relayrace resume {one} --session p1 --db {db} --approve call_9" \
+        in stopped.stdout
+    resumed = invoke("resume", one, "--session", "p1", "--approve", "call_9", "--db", db)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout and "answered by cashier" in resumed.stdout
+    # A YAML team whose one entry point is the agent whose call waits.
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "refunds.py").write_text(
+        "def issue_refund(invoice_id: str) -> str:\n"
+        "    \"\"\"Refund an invoice.\n\n    Args:\n        invoice_id: The invoice.\n    \"\"\"\n"
+        "    return f'Refunded {invoice_id}.'\n")
+    (team / "cashier.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata: {name: cashier}\nspec:\n"
+        "  prompts: {system: You issue refunds.}\n"
+        "  tools: [{type: python, function: 'refunds:issue_refund', requires_approval: true}]\n")
+    model = f"{TEAM}:approval_model"
+    stopped = invoke("run", team, "refund INV-7", "--db", db, "--session", "y1", "--model", model)
+    assert stopped.exit_code == EXIT_APPROVAL, stopped.output
+    resumed = invoke("resume", team, "--session", "y1", "--approve", "call_9", "--db", db,
+                     "--model", model)
+    assert resumed.exit_code == 0, resumed.output
+    assert "Done: Refunded INV-7." in resumed.stdout
+
+
+def test_a_file_with_several_entry_points_still_asks_which(db: Path) -> None:
+    result = invoke("run", TEAM, "hi", "--db", db)
+    assert_clean_error(result, "names no agent and has", "entry points", f"{TEAM}:VARIABLE",
+                       "triage")
+
+
 def test_a_run_waiting_for_approval_exits_3_as_help_says(db: Path) -> None:
     for json_flag in ([], ["--json"]):
         stopped = invoke("run", f"{TEAM}:cashier", "refund INV-7", "--db", db, *json_flag)
@@ -347,6 +428,52 @@ def test_run_bad_model_string(db: Path) -> None:
     assert not db.exists()  # rejected before any session was created
 
 
+def test_a_misspelt_provider_gets_a_did_you_mean(db: Path) -> None:
+    result = run_team(db, "--model", "opneai:gpt-4o")
+    assert_clean_error(result, "Model 'opneai:gpt-4o'", "did you mean 'openai:gpt-4o'?")
+    assert not db.exists()
+
+
+def test_a_model_file_without_the_attribute_names_its_model_objects(
+        db: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models.py"
+    models.write_text("from relayrace.testing import ScriptedModel, text\n"
+                      "model = ScriptedModel([text('hi')])\n"
+                      "backup = ScriptedModel([text('hi')])\n"
+                      "greeting = 'hello'\n")
+    missing = run_team(db, "--model", f"{models}:nothere")
+    assert_clean_error(missing, "models.py has no attribute 'nothere'.",
+                       "Model objects in models.py: model, backup.")
+    assert "NoneType" not in missing.stderr
+    misspelt = run_team(db, "--model", f"{models}:modle")
+    assert_clean_error(misspelt, "no attribute 'modle'; did you mean 'model'?")
+    not_a_model = run_team(db, "--model", f"{models}:greeting")
+    assert_clean_error(not_a_model, "greeting is a str ('hello'), not a Model.",
+                       "Model objects in models.py: model, backup.")
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    assert_clean_error(run_team(db, "--model", f"{empty}:model"),
+                       "empty.py defines no Model object at its top level.")
+    # eval's --model takes a function too; it names the Model objects the same way.
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("cases:\n  - id: one\n    input: hi\n")
+    evaluated = invoke("eval", "run", f"{TEAM}:triage", cases, "--model", f"{models}:nothere",
+                       "--db", db)
+    assert_clean_error(evaluated, "models.py has no attribute 'nothere'.",
+                       "Model objects in models.py: model, backup.")
+
+
+def test_a_misspelt_agent_gets_a_did_you_mean(db: Path, tmp_path: Path) -> None:
+    assert_clean_error(run_team(db, "--agent", "trige"),
+                       "No agent named 'trige' in cli_team.py; did you mean 'triage'?")
+    assert_clean_error(run_team(db, agent="trige"),
+                       "no variable 'trige'; did you mean 'triage'?")
+    assert_clean_error(invoke("run", YAML_TEAM, "hi", "--agent", "leed", "--db", db),
+                       "has no agent 'leed'; did you mean 'lead'?", "lead, researcher, writer")
+    assert_clean_error(invoke("run", YAML_TEAM, "hi", "--agent", "zzz", "--db", db),
+                       "has no agent 'zzz'. Agents: lead, researcher, writer.")
+
+
 def test_resolve_target_selects_agents_by_name() -> None:
     assert resolve_target(f"{TEAM}:triage", agent="billing").name == "billing"
     with pytest.raises(UserError, match="No agent named 'ghost'"):
@@ -462,6 +589,23 @@ def test_printer_renders_every_event_kind() -> None:
     assert "  ✗ a/b failed: Boom" in out
 
 
+def test_a_delegation_line_shows_the_reports_summary_not_its_json(db: Path) -> None:
+    done = invoke("run", YAML_TEAM, "What is a handoff?", "--db", db,
+                  "--model", f"{TEAM}:yaml_model")
+    assert done.exit_code == 0, done.output
+    [line] = [ln for ln in done.stdout.splitlines() if "delegated to researcher" in ln]
+    assert line.startswith("⇢ lead delegated to researcher ok: A handoff moves the live "
+                           "conversation to another agent (note 1). (1 source) [session ")
+    assert '"raw"' not in done.stdout and '"summary"' not in done.stdout
+    out = render([DelegationEvent(
+        agent="a", path="a", child_agent="b", child_session_id="x.1", report={
+            "summary": "Refunds take 5 days.", "key_findings": ["5 days", "card only"],
+            "sources": ["policy.md"], "confidence": "high", "gaps": ["weekends"],
+            "raw": "<handoff>...</handoff>"})])
+    assert out.strip() == ("⇢ a delegated to b ok: Refunds take 5 days. (confidence high, "
+                           "2 findings, 1 source, 1 gap) [session x.1]")
+
+
 def test_printer_streams_interleaved_paths_without_repeating() -> None:
     def delta(path: str, text: str) -> TextDeltaEvent:
         return TextDeltaEvent(agent=path.rsplit("/", 1)[-1], path=path, delta=text)
@@ -497,6 +641,44 @@ def test_validate_reports_a_good_team_and_fails_on_a_bad_key(tmp_path: Path) -> 
     assert "bad.agent.yaml:9" in failed.stderr and "max_iterations" in failed.stderr
 
 
+def test_validate_reports_every_problem_of_a_team_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "invoice_tools.py").write_text(
+        "def lookup_invoice(invoice_id: str) -> str:\n"
+        "    \"\"\"Look an invoice up.\n\n    Args:\n        invoice_id: The invoice.\n"
+        "    \"\"\"\n    return invoice_id\n\n\n"
+        "def lookup_customer(name: str) -> str:\n"
+        "    \"\"\"Look a customer up.\n\n    Args:\n        name: The name.\n"
+        "    \"\"\"\n    return name\n")
+    (tmp_path / "billing.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: billing\nspec:\n"
+        "  prompts:\n    system: You bill.\n  orchestration:\n    max_iteration: 3\n"
+        "  tools:\n    - type: python\n      function: invoice_tools:lookup_invoce\n"
+        "    - type: python\n      function: invoice_tools:lookup_customer\n")
+    (tmp_path / "triage.agent.yaml").write_text(
+        "apiVersion: relayrace/v1\nkind: Agent\nmetadata:\n  name: triage\nspec:\n"
+        "  prompts:\n    system: You route.\n  sub_agents: [biling]\n")
+    failed = invoke("validate", tmp_path)
+    assert failed.exit_code == 1
+    problems = [line for line in failed.stderr.splitlines() if ".agent.yaml:" in line]
+    assert problems == [
+        f"{tmp_path}/billing.agent.yaml:9: unknown key 'spec.orchestration.max_iteration'; "
+        "did you mean 'max_iterations'?",
+        f"{tmp_path}/billing.agent.yaml:12: spec.tools[0].function: module 'invoice_tools' has no "
+        "attribute 'lookup_invoce'; did you mean 'lookup_invoice'?",
+        f"{tmp_path}/triage.agent.yaml:8: spec.sub_agents[0]: undefined agent 'biling'; "
+        "did you mean 'billing'?",
+    ]
+    assert "(3 problems)" in failed.stderr
+    # Fixed, the same team validates.
+    for name, wrong, right in [("billing", "max_iteration", "max_iterations"),
+                               ("billing", "lookup_invoce\n", "lookup_invoice\n"),
+                               ("triage", "biling", "billing")]:
+        file = tmp_path / f"{name}.agent.yaml"
+        file.write_text(file.read_text().replace(wrong, right))
+    fixed = invoke("validate", tmp_path)
+    assert fixed.exit_code == 0, fixed.output
+
+
 def test_graph_prints_mermaid_edges() -> None:
     drawn = invoke("graph", YAML_TEAM)
     assert drawn.exit_code == 0, drawn.output
@@ -521,7 +703,11 @@ def test_graph_svg_without_graphviz_fails_and_says_what_to_do(
     drawn = invoke("graph", YAML_TEAM, "--svg", tmp_path / "team.svg")
     assert drawn.exit_code == 1
     assert "Install Graphviz" in drawn.stderr and "Mermaid" in drawn.stderr
+    assert "'dot', which is not installed" in drawn.stderr
     assert not (tmp_path / "team.svg").exists()
+    # The Mermaid text is printed all the same, as without --svg.
+    assert drawn.stdout == invoke("graph", YAML_TEAM).stdout
+    assert 'lead ==>|"delegates: research"| researcher' in drawn.stdout
 
 
 def test_run_a_yaml_team_by_agent_name(db: Path, tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
 
         # Any run opens as a waterfall: the delegated child nested under its delegation.
         second = runs.nth(1)
-        second.locator("summary").click()
+        second.locator(":scope > summary").click()
         second.get_by_role("button", name="Trace").click()
         second.locator(".span-row").first.wait_for()
         page.wait_for_function("""() => {
@@ -86,19 +86,25 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
         assert "request: " in detail and "user: research relay races" in detail
         assert "Research done" in detail
         shot(page, tmp_path / "waterfall.png")
-        second.locator("summary").click()  # closed again
+        second.locator(":scope > summary").click()  # closed again
 
-        # Fork at the end of the first run: the next message is offered for editing.
+        # One fork control per run (none per event). Fork at the end of the first run,
+        # picked in its list: the next message is offered for editing.
+        assert page.locator("#history .run-tools button.fork").all_text_contents() == [
+            "Fork from here"] * 4
+        assert page.locator("#history li.event button").count() == 0
         first = runs.nth(0)
-        first.locator("summary").click()
+        first.locator(":scope > summary").click()
         end = first.locator("li.event").last
         at = int(end.get_attribute("data-seq") or 0)
         assert end.get_attribute("data-kind") == "run_finished"
-        end.get_by_role("button", name="Fork from here").click()
+        end.click()
+        first.get_by_role("button", name="Fork from here").click()
         form = page.locator("#history .fork-form")
-        assert form.locator("textarea").input_value() == "research relay races"
-        form.locator("textarea").fill("hello two")
-        form.locator("select").select_option("front")
+        assert form.locator("select[name=at]").input_value() == str(at)
+        assert form.locator("textarea[name=message]").input_value() == "research relay races"
+        form.locator("textarea[name=message]").fill("hello two")
+        form.locator("select[name=agent]").select_option("front")
         shot(page, tmp_path / "fork-form.png")
         form.get_by_role("button", name="Fork and run").click()
         page.get_by_text("Echo: hello two").first.wait_for()
@@ -126,6 +132,9 @@ def test_history_lists_every_run_and_forks_from_any_event(browser: Any, tmp_path
         page.wait_for_function(f"() => document.querySelector('#session-title')"
                                f".textContent.endsWith('{sid}')")
         page.locator("#history details.run").nth(3).wait_for()
+        # ... and the origin lists its fork, which opens from there too
+        forks = page.locator("#history .forks")
+        assert forks.inner_text() == f"Forks of this session (1): {fork_id} at event {at}"
         assert errors == []
 
 
@@ -296,15 +305,9 @@ def test_the_inbox_answers_pending_work_across_sessions(browser: Any, tmp_path: 
 
 
 def test_the_graph_follows_a_streaming_run_live(browser: Any, tmp_path: Path) -> None:
-    from relayrace import Agent
-    from relayrace.testing import FunctionModel
-    from server_team import billing_turn, front_turn, refund
+    from server_team import slow_front
 
-    slow_billing = Agent("billing", instructions="Refunds.",
-                         model=FunctionModel(billing_turn, delay=1.5), tools=[refund])
-    desk = Agent("front", instructions="Help.", model=FunctionModel(front_turn),
-                 sub_agents=[slow_billing])
-    app = create_app(desk, store=SQLiteStore(tmp_path / "s.db"))
+    app = create_app(slow_front(1.5), store=SQLiteStore(tmp_path / "s.db"))
     with uvicorn_server(app) as url:
         sid = httpx.post(f"{url}/api/sessions", json={}).json()["session_id"]
         httpx.post(f"{url}/api/sessions/{sid}/runs", json={"input": "hello"}, timeout=30)
@@ -317,6 +320,7 @@ def test_the_graph_follows_a_streaming_run_live(browser: Any, tmp_path: Path) ->
         page.click("#tab-graph")
         page.locator("#graph svg.team-graph g.node").first.wait_for()
         assert page.locator("#graph g.edge.taken").count() == 0  # "hello": no transfer
+        assert page.locator("#session-usage").inner_text().startswith("1 requests · ")
         page.fill("#input", "refund INV-9")
         page.click("#send")
         # While billing's slow model call runs: billing is the active agent, the edge lit.
@@ -324,11 +328,18 @@ def test_the_graph_follows_a_streaming_run_live(browser: Any, tmp_path: Path) ->
                                "'#graph g.node.active')?.dataset.name === 'billing'")
         assert page.locator("#graph g.edge.taken").get_attribute("data-target") == "billing"
         assert page.locator("#session-status").inner_text() == "running"
+        # The header counts usage as the run streams: front's transfer, billing still to come.
+        page.wait_for_function("() => document.querySelector('#session-usage').textContent"
+                               ".startsWith('2 requests')")
+        assert page.locator("#session-status").inner_text() == "running"
         shot(page, tmp_path / "graph-live.png")
         # The run stops for the approval: the path stays, numbered, nothing active.
         page.locator("#session-status.waiting").wait_for()
         page.wait_for_function("() => !document.querySelector('#graph g.node.active') && "
                                "document.querySelector('#graph g.edge.taken .step-no')")
+        usage = httpx.get(f"{url}/api/sessions/{sid}").json()["usage"]
+        assert usage["requests"] == 3 and page.locator("#session-usage").inner_text() == \
+            f"{usage['requests']} requests · {usage['total_tokens']} tokens"
         assert errors == []
 
 

@@ -215,6 +215,16 @@ async def test_json_transform_values_arrive_intact(company: str) -> None:
     assert not result.tool_results[0].is_error
 
 
+async def test_the_transforms_object_is_the_childs_context_too() -> None:
+    # Astromesh passes the object as the child's `context`; a run without a context of its
+    # own reads the keys there as well as bare.
+    _, model = await run_transform('{"company": "{{ data.company }}"}',
+                                   {"company": "Acme", "query": "q"},
+                                   "For {{ context.company }} ({{ company }}).")
+    [child] = requests_of(model, "researcher")
+    assert child.instructions.startswith("For Acme (Acme).")
+
+
 async def test_transform_with_default_truncate_and_if() -> None:
     notes = "word " * 60
     transform = ('{"company": "{{ data.company | default(\'an unnamed company\') }}", '

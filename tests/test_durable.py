@@ -562,6 +562,8 @@ async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) ->
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://localhost") as c:
         sid = (await c.post("/api/sessions", json={})).json()["session_id"]
+        member = await c.post(f"/api/sessions/{sid}/runs", json={"input": "x", "agent": "ops"})
+        assert member.status_code == 400 and "--agent ops" in member.text  # not queued
         stopped = (await c.post(f"/api/sessions/{sid}/runs", json={"input": INPUT})).json()
         assert stopped["status"] == "waiting", stopped
         assert stopped["event_count"] > 0  # the worker's events, read from the log
@@ -583,6 +585,8 @@ async def test_a_durable_server_queues_its_runs_for_workers(workers: Workers) ->
         kinds = [e["kind"] for _, e in events]
         assert kinds[0] == "run_started" and kinds[-1] == "run_end"
         assert "tool_result" in kinds  # the charge, as the worker logged it
+        logged = (await c.get(f"/api/sessions/{sid}")).json()["events"]
+        assert [e["approved"] for e in logged if e["kind"] == "approval_decided"] == [True]
     effects = [e[3] for e in read_ledger(workers.ledger) if e[0] == "effect"]
     assert effects.count("charge") == 1
 
@@ -595,8 +599,12 @@ def test_one_live_worker_claims_a_dead_one_and_a_dead_claimers_claim_lapses(
     async def nothing(dead: str) -> int:
         return 0
 
+    async def no_runs() -> None:
+        return None
+
     url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    beats = {name: Heartbeat(url, name, every=0.05, dead_after=0.3, take_over=nothing)
+    beats = {name: Heartbeat(url, name, every=0.05, dead_after=0.3, take_over=nothing,
+                             taken=no_runs)
              for name in ("dead", "a", "b")}
     try:
         beats["dead"]._create()

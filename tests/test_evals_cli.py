@@ -239,3 +239,18 @@ def test_replay_on_a_yaml_team_with_one_entry_point_needs_no_agent(db: Path) -> 
                       "--model", f"{MISROUTE}:yaml_team")
     assert replayed.exit_code == 1, replayed.output
     assert "✗ the replay diverged at step" in replayed.stdout
+
+
+def test_a_python_team_file_with_one_entry_point_needs_no_agent(db: Path, tmp_path: Path) -> None:
+    one = Path(__file__).parent / "fixtures" / "one_entry_team.py"
+    cases = tmp_path / "c.yaml"
+    cases.write_text("- id: refund\n  input: refund INV-7\n  approvals: {issue_refund: approve}\n"
+                     "  expect: {path: [desk, cashier], final: {agent: cashier, "
+                     "contains: Refunded INV-7}}\n")
+    result = invoke("eval", "run", one, cases, "--db", db, "--min-pass-rate", "1")
+    assert result.exit_code == 0, result.output
+    ran = invoke("run", one, "refund INV-7", "--db", db, "--session", "p1")
+    assert ran.exit_code == 3, ran.output  # stopped for the refund's approval
+    replayed = invoke("eval", "replay", "p1", "--team", one, "--db", db)
+    assert replayed.exit_code == 0, replayed.output
+    assert "✓ the replay took the same" in replayed.stdout

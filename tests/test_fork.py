@@ -53,3 +53,21 @@ async def test_a_fork_point_outside_the_log_is_refused(store: SessionStore) -> N
     for bad in (0, size + 1, -1):
         with pytest.raises(UserError, match=rf"event seq from 1 to {size}"):
             await origin.fork(at=bad)
+
+
+async def test_a_fork_may_edit_the_messages_it_copies(store: SessionStore) -> None:
+    origin = store.session("edited-origin")
+    await Runner.run(talker("first done"), "one", session=origin)
+    events = await origin.get_events()
+    seqs = {e.kind: i for i, e in enumerate(events, 1)}  # run_started, message, ...
+    said = next(i for i, e in enumerate(events, 1) if e.kind == "message"
+                and e.message.role == "user")
+    fork = await origin.fork(at=len(events), edits={said: "one, said otherwise"})
+    copied = await fork.get_events()
+    assert copied[said - 1].message.content == "one, said otherwise"
+    assert dump_events(copied[:said - 1]) == dump_events(events[:said - 1])
+    assert dump_events(copied[said:]) == dump_events(events[said:])
+    assert dump_events(await origin.get_events()) == dump_events(events)  # origin untouched
+    for bad in ({seqs["run_started"]: "x"}, {len(events) + 1: "x"}, {said: 3}):
+        with pytest.raises(UserError, match="maps the seqs of messages"):
+            await origin.fork(at=len(events), edits=bad)

@@ -219,9 +219,11 @@ async def dripping_server(content_type: str, drip: bytes) -> AsyncIterator[str]:
     """A local server that answers 200 and then sends ``drip`` every 20 ms, never finishing."""
 
     writers: list[asyncio.StreamWriter] = []
+    handlers: list[asyncio.Task[Any]] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writers.append(writer)
+        handlers.append(asyncio.current_task())  # type: ignore[arg-type]
         head = await reader.readuntil(b"\r\n\r\n")
         length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
                        if line.lower().startswith(b"content-length:")), 0)
@@ -240,6 +242,10 @@ async def dripping_server(content_type: str, drip: bytes) -> AsyncIterator[str]:
         server.close()
         for writer in writers:
             writer.close()
+        # A handler still dripping would outlive this loop and be destroyed pending later.
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
         await server.wait_closed()
 
 

@@ -25,6 +25,7 @@ from relayrace import (
     Runner,
     SessionConflictError,
     SessionInUseError,
+    SessionStoreBusy,
     SessionStoreUnavailable,
     tool,
 )
@@ -601,14 +602,14 @@ async def test_sessions_waiting_for_a_postgres_connection_wait_for_a_permit_not_
     await store.aclose()
 
 
-async def test_a_postgres_session_waiting_past_busy_timeout_for_a_connection_says_so(
+async def test_a_postgres_session_waiting_past_pool_timeout_for_a_connection_says_so(
         postgres_url: str) -> None:
-    """Every connection held past ``busy_timeout``: the waiting session's operation fails with
-    `SessionStoreUnavailable` naming the wait, and the connection's holder is unaffected."""
-    from relayrace.core.exceptions import SessionStoreUnavailable
+    """Every connection held past ``pool_timeout``: the waiting session's operation fails with
+    `SessionStoreBusy` naming that setting, and the connection's holder is unaffected. The
+    wait is its own setting: ``busy_timeout`` (a lock's wait) does not bound it."""
     from relayrace.sessions.postgres import PostgresStore
 
-    store = PostgresStore(postgres_url, pool_size=1, busy_timeout=0.3)
+    store = PostgresStore(postgres_url, pool_size=1, busy_timeout=0.1, pool_timeout=0.3)
     await store.session("first").get_events()  # the pool and its one connection
     holding = asyncio.Event()
 
@@ -620,9 +621,18 @@ async def test_a_postgres_session_waiting_past_busy_timeout_for_a_connection_say
     holder = asyncio.create_task(store.session("holder")._run(hold))
     await holding.wait()
     started = time.monotonic()
-    with pytest.raises(SessionStoreUnavailable, match="couldn't get a connection after 0.30"):
+    with pytest.raises(SessionStoreBusy, match="pool of 1 for the 0.3 s pool_timeout.*raise "
+                                               "the store's pool_timeout") as caught:
         await store.session("waiter").get_events()
+    assert caught.value.setting == "pool_timeout" and caught.value.retryable
     assert 0.25 <= time.monotonic() - started < 0.9
     assert await holder == "held"
+    holding.clear()
+    patient = asyncio.create_task(store.session("holder")._run(hold))
+    await holding.wait()
+    # busy_timeout is 0.1 s: the default pool_timeout waits out the holder's second.
+    assert await PostgresStore(postgres_url, pool_size=1, busy_timeout=0.1).session(
+        "waiter").get_events() == []
+    assert await patient == "held"
     assert await store.session("waiter").get_events() == []  # the permit came back
     await store.aclose()

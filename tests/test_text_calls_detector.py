@@ -1,5 +1,6 @@
 """What the detector of tool calls written as text holds to, for any call and any text: each
-written form of any call of an offered tool is found whole, and nothing else is a call."""
+written form of any call of an offered tool is found whole, and nothing else is a call; a
+streamed answer is held back while it may be calls, and no text is lost by holding it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from relayrace._engine.textcalls import TextCall, find_text_calls
+from relayrace._engine.textcalls import HeldText, TextCall, find_text_calls, may_be_calls
 
 OFFERED = frozenset({"get_weather", "transfer_to_billing", "submit_report", "final_result"})
 
@@ -110,3 +111,28 @@ def test_arguments_that_are_no_object_make_no_call(call: TextCall, arguments: st
 @given(written())
 def test_nothing_is_a_call_when_nothing_is_offered(case: tuple[str, list[TextCall]]) -> None:
     assert find_text_calls(case[0], frozenset()) == ()
+
+
+@given(written(), st.data())
+def test_a_streamed_written_call_is_held_back_to_its_end(case: tuple[str, list[TextCall]],
+                                                         data: st.DataObject) -> None:
+    text = case[0]
+    assert may_be_calls(text[:data.draw(st.integers(0, len(text)))])
+
+
+@given(st.text(), st.text())
+def test_text_that_opens_no_call_is_never_held(head: str, rest: str) -> None:
+    opening = head.lstrip()[:1]
+    assert opening in ("", "`", "<", "{", "[") or not may_be_calls(head + rest)
+
+
+@given(st.lists(st.text(max_size=6), max_size=10))
+@example(["```py", "thon\nprint(1)", "\n```"])
+@example(['{"', 'verdict": "sunny"}'])
+def test_holding_a_stream_loses_no_text_and_lets_go_for_good(deltas: list[str]) -> None:
+    held = HeldText()
+    passed = [held.feed(d) for d in deltas]
+    assert "".join(passed) + held.held == "".join(deltas)
+    first = next((i for i, text in enumerate(passed) if text), None)
+    if first is not None:  # once let go, every later delta passes as it comes
+        assert not held.holding and held.held == "" and passed[first + 1:] == deltas[first + 1:]

@@ -17,6 +17,7 @@ from relayrace import (
     ModelSettings,
     RunFinishedEvent,
     Runner,
+    TextDeltaEvent,
     ToolResultEvent,
     UserError,
     tool,
@@ -232,6 +233,51 @@ async def test_streamed_events_show_the_parsed_call() -> None:
     seen = [e async for e in Runner.stream(_agent(model, "parse"), "weather?")
             if isinstance(e, MessageEvent) and e.parsed_from_text]
     assert [e.message.tool_calls[0].name for e in seen] == ["get_weather"]
+
+
+async def _streamed(agent: Agent[Any]) -> tuple[list[str], Any]:
+    stream = Runner.stream(agent, "weather in Paris?")
+    deltas = [e.delta async for e in stream if isinstance(e, TextDeltaEvent)]
+    return deltas, stream.result
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("setting", ["parse", "reask"])
+async def test_a_streamed_written_call_is_never_shown_as_text(form: str, setting: str) -> None:
+    # The scripted model streams word by word, as a real one streams tokens.
+    second = text("It is sunny in Paris.") if setting == "parse" else \
+        tool_call("get_weather", _ARGS)
+    model = ScriptedModel([text(FORMS[form]), second, text("It is sunny in Paris.")])
+    deltas, result = await _streamed(_agent(model, setting))
+    assert ran == ["Paris"]
+    assert "".join(deltas) == result.final_output == "It is sunny in Paris."
+    assert len(deltas) > 1  # the answer itself still streams in pieces
+
+
+@pytest.mark.parametrize("form", FORMS)
+async def test_with_off_a_streamed_written_call_is_shown_as_the_answer(form: str) -> None:
+    model = ScriptedModel([text(FORMS[form])])
+    deltas, result = await _streamed(_agent(model, "off"))
+    assert "".join(deltas) == result.final_output == FORMS[form]
+
+
+@pytest.mark.parametrize("answer", [
+    "```python\nprint('sunny in Paris')\n```",  # a fence, but code: it streams once that is clear
+    '{"verdict": "sunny all afternoon in Paris"}',  # JSON, but no call's key
+    "<b>Sunny</b> all day long in Paris.",
+])
+async def test_an_answer_that_only_opens_like_a_call_streams(answer: str) -> None:
+    model = ScriptedModel([text(answer)])
+    deltas, result = await _streamed(_agent(model, "parse"))
+    assert "".join(deltas) == result.final_output == answer
+    assert len(deltas) > 1
+
+
+async def test_json_that_is_no_call_of_an_offered_tool_is_shown_whole_at_its_end() -> None:
+    answer = '{"name": "Paris", "arguments": {"sky": "clear", "wind": "light"}}'
+    model = ScriptedModel([text(answer)])
+    deltas, result = await _streamed(_agent(model, "reask"))
+    assert deltas == [answer] and result.final_output == answer
 
 
 def test_a_setting_that_is_no_choice_is_refused() -> None:

@@ -1,6 +1,9 @@
 """Validate the YAML team in this directory, draw it, and run it offline with a scripted model.
 
     python examples/yaml_team/run.py
+
+The model plays scripts/handoff.yaml, the answers `relayrace run examples/yaml_team ...
+--model scripted:examples/yaml_team/scripts/handoff.yaml` plays too.
 """
 
 from __future__ import annotations
@@ -9,21 +12,13 @@ import asyncio
 from pathlib import Path
 
 from relayrace import Runner
-from relayrace.config import load_team, to_mermaid
-from relayrace.testing import ScriptedModel, text, tool_call
+from relayrace.config import load_script, load_team, to_mermaid
 
 HERE = Path(__file__).parent
 
 
 async def main() -> None:
-    model = ScriptedModel([
-        tool_call("research", {"query": "What is a handoff?", "topic": "handoffs"}),
-        tool_call("search_notes", {"query": "handoff"}),
-        text("A handoff moves the live conversation to another agent (note 1)."),
-        tool_call("write", {"query": "Explain handoffs from the notes."}),
-        text("A handoff passes the conversation on. Sources: note 1."),
-        text("A handoff passes the conversation on. Sources: note 1."),
-    ])
+    model = load_script(HERE / "scripts" / "handoff.yaml")
     team = load_team(HERE, model=model)  # model= replaces every agent's model
     for warning in team.warnings:
         print("warning:", warning)

@@ -22,6 +22,7 @@ from .agents.tools import FunctionTool, RateLimit, Tool, ToolRetry, Toolset, too
 from .core._lazy import lazy_names
 from .core.events import (
     AgentEvent,
+    ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ContextCompactedEvent,
     DelegationEvent,
@@ -91,6 +92,7 @@ __all__ = [
     "AgentEvent",
     "AllModelsFailed",
     "AnswerError",
+    "ApprovalDecidedEvent",
     "ApprovalRequestedEvent",
     "CircularReferenceError",
     "Compression",

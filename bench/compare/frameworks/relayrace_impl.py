@@ -196,9 +196,9 @@ class _App:
 
             from relayrace.sessions.postgres import PostgresStore
 
-            # A connection waited for up to 30 s, as LangGraph's psycopg pool does (its
-            # default timeout): on a loaded machine 1,000 conversations queue past the 5 s
-            # default of busy_timeout.
+            # busy_timeout=30: before issue 43 it was also the wait for a pooled connection
+            # (30 s as LangGraph's psycopg pool waits); since, that wait is pool_timeout, 60 s
+            # by default, and this keeps the figures comparable with older trees.
             self._postgres = PostgresStore(postgres_url(), busy_timeout=30.0)
         return self._postgres
 

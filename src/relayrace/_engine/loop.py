@@ -498,18 +498,21 @@ class AgentLoop:
         confirmed; a return is checked here, and a block there ends the run
         (``control.blocked``).
         """
-        trace = self.pieces.state.trace
+        pieces = self.pieces
+        trace = pieces.state.trace
         trace.end(agent_span)
-        if target.input_guardrails or self.pieces.scope.team_input:  # else nothing to check
-            blocked = input_block(self.pieces, target)
+        if target.input_guardrails or pieces.scope.team_input:  # else nothing to check
+            blocked = input_block(pieces, target)
             if blocked is not None:
-                self.pieces.control.block(blocked)
+                pieces.control.block(blocked)
+        pieces.transfers.given = None if route is None or route.context is None else (
+            target.name, route.context)
         if route is not None and route.note is not None:
-            self.pieces.views.keep_note(route.note)
+            pieces.views.keep_note(route.note)
         if route is None or route.view is None:
-            self.pieces.views.show(target.name)
+            pieces.views.show(target.name)
         else:
-            self.pieces.views.show(target.name, route.view, route.handoff)
+            pieces.views.show(target.name, route.view, route.handoff)
         return target, trace.start("agent", target.name, run_span)
 
 

@@ -248,11 +248,13 @@ class Calls:
 class Transfers:
     """Handoffs made in the run: hops, limits, and the task-mode return stack."""
 
-    __slots__ = ("count", "hops", "limit", "returns", "swarm_limit")
+    __slots__ = ("count", "given", "hops", "limit", "passed", "returns", "swarm_limit")
 
     def __init__(self, limit: int | None, swarm_limit: bool) -> None:
         self.hops: list[str] = []
         """Agents passed through by handoffs since the last real work (loop detection)."""
+        self.passed: set[str] = set()
+        """The same agents as a set: a hop to a new agent costs the same at any depth."""
         self.count = 0
         """Handoffs made."""
         self.limit = limit
@@ -261,6 +263,10 @@ class Transfers:
         """Whether the limit is a swarm's (refuse and answer) rather than an error."""
         self.returns: list[str] = []
         """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
+        self.given: tuple[str, dict[str, Any]] | None = None
+        """(the active agent, the template variables the transfer to it gave): what a
+        handoff's ``context_transform`` made, for as long as that agent holds the
+        conversation."""
 
     def check(self, agent: str, target: str) -> tuple[str | None, HandoffError | None]:
         """Why a transfer from ``agent`` to ``target`` must not happen (a limit, or a cycle
@@ -272,16 +278,19 @@ class Transfers:
                 return (f"this swarm allows {limit} handoffs per run; answer the user "
                         "yourself."), None
             return f"this run already made {limit} handoffs.", MaxHandoffsExceeded(limit)
-        hops = self.hops or [agent]
+        hops, passed = self.hops, self.passed
+        if not hops:
+            hops.append(agent)
+            passed.add(agent)
         hops.append(target)
-        self.hops = hops
         # A loop: the last hops repeat the ones before them (A B A B, A B C A B C, ...), which
         # needs the target to be there before.
-        if hops.count(target) > 1:
+        if target in passed:
             for k in range(2, len(hops) // 2 + 1):
                 if hops[-k:] == hops[-2 * k:-k]:
                     return ("handoff loop detected (control went round the same agents with "
                             "no work done)."), HandoffLoopError(hops[-2 * k:])
+        passed.add(target)
         return None, None
 
     def made(self) -> None:
@@ -309,6 +318,7 @@ class Transfers:
     def worked(self) -> None:
         """Real work happened (not only routing): the hops so far are no cycle."""
         self.hops.clear()
+        self.passed.clear()
 
 
 class Scope:

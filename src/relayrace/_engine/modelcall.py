@@ -23,7 +23,7 @@ from .guarding import GuardedStream, cost_block, guard_finish, guard_text
 from .state import model_of
 from .steps import model_step
 from .structured import Partials, prompted
-from .textcalls import Written, written_calls
+from .textcalls import HeldText, Written, held_text, written_calls
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -55,10 +55,37 @@ async def model_turn(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Sp
     model = model_of(agent, pieces.state.model_override)
     request = await _request(pieces, agent, offer, parent)
     guarded = bool(agent.output_guardrails or scope.team_output)
-    # A streamed turn's text, shown as its guardrails pass it.
-    shown = GuardedStream(pieces, agent) if guarded and pieces.state.emit is not None else None
-    answer = await _answer(pieces, agent, model, offer, request, shown, parent)
-    return await _record(pieces, agent, offer, answer, guarded, shown)
+    streamed = _streamed(pieces, agent, model, offer, guarded)
+    answer = await _answer(pieces, agent, model, offer, request, streamed, parent)
+    return await _record(pieces, agent, offer, answer, guarded, streamed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Streamed:
+    """What a streamed turn shows of its answer as it comes."""
+
+    shown: GuardedStream | None
+    """The text, as its output guardrails pass it."""
+    held: HeldText | None
+    """The text held back while it may be tool calls written as text."""
+    partials: Partials | None
+    """A structured answer's value so far."""
+
+
+_NOT_STREAMED = _Streamed(None, None, None)
+
+
+def _streamed(pieces: Pieces, agent: Agent[Any], model: Model, offer: Offer,
+              guarded: bool) -> _Streamed:
+    """What ``agent``'s turn shows as the model streams (nothing unless the run streams)."""
+    emit = pieces.state.emit
+    if emit is None:
+        return _NOT_STREAMED
+    spec, mode = agent.output, offer.output_mode
+    return _Streamed(GuardedStream(pieces, agent) if guarded else None,
+                     held_text(agent, model, offer),
+                     Partials(emit, agent, pieces.path(agent), spec, mode)
+                     if spec is not None and mode is not None else None)
 
 
 async def _request(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Span
@@ -67,8 +94,10 @@ async def _request(pieces: Pieces, agent: Agent[Any], offer: Offer, parent: Span
     and a prompted output's schema), what it sees of the conversation, the offer's tools."""
     instructions = agent.instructions
     if not isinstance(instructions, str) or agent._templated:
-        instructions = await agent.render_instructions(pieces.context_for(agent),
-                                                       pieces.place.variables)
+        variables, given = pieces.place.variables, pieces.transfers.given
+        if given is not None and given[0] == agent.name:  # a swarm member's transform
+            variables = {**(variables or {}), **given[1]}
+        instructions = await agent.render_instructions(pieces.context_for(agent), variables)
     suffix = pieces.place.suffix
     if suffix:
         instructions = f"{instructions}\n\n{suffix}" if instructions else suffix
@@ -99,7 +128,7 @@ class _Answer:
 
 
 async def _answer(pieces: Pieces, agent: Agent[Any], model: Model, offer: Offer,
-                  request: ModelRequest, shown: GuardedStream | None, parent: Span) -> _Answer:
+                  request: ModelRequest, streamed: _Streamed, parent: Span) -> _Answer:
     """``request`` asked under the run's budget, in its span: streamed when the run streams, a
     step when the run is durable."""
     state, path = pieces.state, pieces.path(agent)
@@ -113,12 +142,9 @@ async def _answer(pieces: Pieces, agent: Agent[Any], model: Model, offer: Offer,
         if emit is None and steps is None:  # the usual turn: just ask
             response = await model.request(request)
         else:  # streamed, or a durable run's step that records the answer
-            spec, mode = agent.output, offer.output_mode
-            partials = Partials(emit, agent, path, spec, mode) \
-                if emit is not None and spec is not None and mode is not None else None
             call: Callable[[], Awaitable[ModelResponse]] = partial(model.request, request) \
                 if emit is None else \
-                partial(_stream_model, pieces, model, request, agent, path, shown, partials)
+                partial(_stream_model, pieces, model, request, agent, path, streamed)
             response = await (call() if steps is None else model_step(
                 steps, pieces.log.session.session_id, len(pieces.views.transcript), agent.name,
                 call))
@@ -154,7 +180,7 @@ def _traced(span: Span, response: ModelResponse, written: Written | None) -> Non
 
 
 async def _record(pieces: Pieces, agent: Agent[Any], offer: Offer, answer: _Answer,
-                  guarded: bool, shown: GuardedStream | None) -> Message | None:
+                  guarded: bool, streamed: _Streamed) -> Message | None:
     """The answer through ``agent``'s output guardrails, the rest of a stream shown, and the
     message added to the conversation and logged (``None``: the model was asked again)."""
     response, content, calls, written = answer.response, answer.content, answer.calls, \
@@ -170,10 +196,8 @@ async def _record(pieces: Pieces, agent: Agent[Any], offer: Offer, answer: _Answ
             content = guard_text(pieces, agent, content)
     elif offer.finish_task and guarded:
         calls = tuple(guard_finish(pieces, agent, c) for c in calls)
-    if shown is not None and content and written is None:
-        rest = shown.finish(content, guarded=not calls)
-        if rest:
-            _emit_text(pieces, agent, path, rest)
+    if written is None:  # calls written as text are never shown
+        _show_rest(pieces, agent, path, streamed, content, calls)
     message = response.message
     if message.name != name or content is not message.content or \
             calls is not message.tool_calls:
@@ -199,6 +223,20 @@ async def _record(pieces: Pieces, agent: Agent[Any], offer: Offer, answer: _Answ
     return message
 
 
+def _show_rest(pieces: Pieces, agent: Agent[Any], path: str, streamed: _Streamed,
+               content: str, calls: tuple[ToolCall, ...]) -> None:
+    """What a streamed answer still has to show once it is complete."""
+    shown, held = streamed.shown, streamed.held
+    if shown is not None and content:
+        rest = shown.finish(content, guarded=not calls)
+        if rest:
+            _emit_text(pieces, agent, path, rest)
+    elif held is not None and held.held:  # no calls after all: shown
+        _emit_text(pieces, agent, path, held.held)
+        if streamed.partials is not None:
+            streamed.partials.feed(held.held)
+
+
 def _finish_reason(offer: Offer, calls: tuple[ToolCall, ...]) -> Literal["transfer"] | None:
     """``"transfer"`` when the answer calls a transfer tool: known from the calls themselves,
     so a stream and a persistent log (written before the tools run) show it too."""
@@ -217,17 +255,20 @@ def _emit_text(pieces: Pieces, agent: Agent[Any], path: str, delta: str) -> None
 
 async def _stream_model(
     pieces: Pieces, model: Model, request: ModelRequest, agent: Agent[Any], path: str,
-    shown: GuardedStream | None, partials: Partials | None = None,
+    streamed: _Streamed,
 ) -> ModelResponse:
+    shown, held, partials = streamed.shown, streamed.held, streamed.partials
     if shown is not None and not shown.live:
         # A guardrail that may block holds the answer whole: model_turn shows what passes.
         return await model.request(request)
     response: ModelResponse | None = None
-    streamed = False
+    any_text = False
     async for item in model.stream(request):
         if isinstance(item, str):
-            streamed = True
-            delta = item if shown is None else shown.feed(item)
+            any_text = True
+            if held is not None:
+                item = held.feed(item)
+            delta = item if shown is None or not item else shown.feed(item)
             if delta:
                 _emit_text(pieces, agent, path, delta)
                 if partials is not None:
@@ -243,7 +284,10 @@ async def _stream_model(
             response = item
     if response is None:
         raise ModelBehaviorError(f"Model {model.name!r} ended its stream without a response.")
-    if not streamed and shown is None and response.message.content:
+    if not any_text and shown is None and response.message.content:
         # A model that cannot stream text (a guarded turn shows its text as it passes).
-        _emit_text(pieces, agent, path, response.message.content)
+        text = response.message.content
+        text = text if held is None else held.feed(text)
+        if text:
+            _emit_text(pieces, agent, path, text)
     return response

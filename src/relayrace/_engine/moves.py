@@ -129,15 +129,16 @@ async def _transfer(batch: Batch, index: int, target: Agent[Any], reason: str,
     assert note is not None
     pieces.transfers.made()
     batch.push()
-    return Transfer(batch.calls[index], target, reason, h, value, view, note.message)
+    return Transfer(batch.calls[index], target, reason, h, value, view, note.message,
+                    context)
 
 
 def _note(agent: Agent[Any], target: Agent[Any], reason: str, h: Handoff[Any] | None,
-          value: Any, context: str | None) -> str:
+          value: Any, context: dict[str, Any] | None) -> str:
     """The result of a confirmed transfer's call: what the target is told of it."""
     text = f"Transferred from {agent.name} to {target.name}."
     if context is not None:  # the handoff's context_transform replaces the reason
-        return f"{text} Context: {context}"
+        return f"{text} Context: {json.dumps(context, ensure_ascii=False)}"
     if reason:
         text += f" Reason: {reason}"
     if h is not None and h.input_type is not None:
@@ -231,5 +232,6 @@ def log_move(pieces: Pieces, agent: Agent[Any], route: Transfer | Return) -> Tra
                 tool_call_id=route.call.id, returns_to=returns_to)
             if h is not None and h.input_type is not None:
                 event.input = h.input_data(route.input)
+            event.context = route.context
             pieces.log.add(event)
             return route

@@ -59,6 +59,8 @@ def start(pieces: Pieces, log: LogView, input: str | Sequence[Message] | None,
                 agent = entry
     if log.handoff is not None and log.handoff.to_agent == agent.name:
         pieces.views.remember(_filter_of(pieces, log.handoff.agent, agent))
+        if log.handoff.context is not None:  # what the transfer's context_transform made
+            pieces.transfers.given = (agent.name, log.handoff.context)
     return agent
 
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from .offer import Offer
     from .pieces import Pieces
 
-__all__ = ["TEXT_CALL_ID", "TextCall", "Written", "find_text_calls", "written_calls"]
+__all__ = ["TEXT_CALL_ID", "HeldText", "TextCall", "Written", "find_text_calls", "held_text",
+           "may_be_calls", "written_calls"]
 
 TEXT_CALL_ID = "text_call_"
 """How the ids relayrace gives the calls it parsed from text begin."""
@@ -125,6 +126,79 @@ def written_calls(pieces: Pieces, agent: Agent[Any], model: Model, offer: Offer,
             "ModelSettings(text_tool_calls='parse') to run the calls it writes as text.")
     return Written(text, called, (), f"Your answer was a call of {names} written as text, which "
                              f"runs nothing. {_REASK_END}")
+
+
+class HeldText:
+    """A streamed answer's text, held back while it may still turn out to be tool calls
+    written as text: those are no answer, so their text is never shown. Once the text can no
+    longer be calls, what was held is passed on with the delta that decided it, and every
+    delta after that at once; what is still held when the stream ends is ``held``, shown by
+    the turn only if the answer is not calls."""
+
+    __slots__ = ("held", "holding")
+
+    def __init__(self) -> None:
+        self.held = ""
+        """The text held back so far."""
+        self.holding = True
+        """Whether the text may still be calls."""
+
+    def feed(self, delta: str) -> str:
+        """Take a streamed text delta; return the text to pass on ("" while held)."""
+        if not self.holding:
+            return delta
+        self.held += delta
+        if may_be_calls(self.held):
+            return ""
+        self.holding = False
+        passed, self.held = self.held, ""
+        return passed
+
+
+def held_text(agent: Agent[Any], model: Model, offer: Offer) -> HeldText | None:
+    """A `HeldText` for a streamed turn of ``agent`` whose answer may be calls written as
+    text (tools offered, and ``text_tool_calls`` not ``"off"``); ``None`` otherwise."""
+    if not offer.definitions or _setting(agent, model) == "off":
+        return None
+    return HeldText()
+
+
+_OPENING = re.compile(r"```[\w-]*[ \t]*\n?")
+_TAG = "<tool_call>"
+_FIRST_KEYS = ("name", "arguments", "parameters")
+
+
+def may_be_calls(prefix: str) -> bool:
+    """Whether a text beginning with ``prefix`` may still be, once complete, only tool calls
+    written as text (`find_text_calls`' forms): a fence, a ``<tool_call>`` tag or JSON
+    opening a call object, whose first key may be a call's. Cheap and decided early, so a
+    streamed answer is held back only as long as it looks like a call."""
+    s = prefix.lstrip()
+    if not s:
+        return True
+    if s[0] == "`":
+        opening = _OPENING.match(s)
+        if opening is None:
+            return "```".startswith(s)
+        return opening.end() == len(s) or _may_open_call(s[opening.end():])
+    if s[0] == "<":
+        return _TAG.startswith(s) if len(s) < len(_TAG) else \
+            s.startswith(_TAG) and _may_open_call(s[len(_TAG):])
+    return _may_open_call(s)
+
+
+def _may_open_call(body: str) -> bool:
+    """Whether JSON beginning with ``body`` may be a call object (or an array of them)."""
+    b = body.lstrip()
+    at = 0
+    while at < len(b) and (b[at] in "{[" or b[at].isspace()):
+        at += 1
+    if at == len(b):
+        return True
+    if not at or b[at] != '"':
+        return False
+    key, quote, _ = b[at + 1:].partition('"')
+    return key in _FIRST_KEYS if quote else any(k.startswith(key) for k in _FIRST_KEYS)
 
 
 def _setting(agent: Agent[Any], model: Model) -> str:

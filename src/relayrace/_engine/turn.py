@@ -47,6 +47,8 @@ class Transfer:
     """What the target sees through the handoff's input filter (once confirmed)."""
     note: Message | None = None
     """The call's result, which the target keeps seeing beside a filter (once confirmed)."""
+    context: dict[str, Any] | None = None
+    """What the handoff's ``context_transform`` made: the target's template variables."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -280,15 +280,7 @@ class Agent(Generic[TContext, TOutput]):
                     f"also be a sub-agent of {name!r}; an agent has at most one parent. "
                     "Use agent.clone() to place a copy under a second parent."
                 )
-        seen: set[str] = set()
-        for h in self.handoffs:
-            for agent in h.agent.walk():
-                if agent.name in seen or agent.name == name:
-                    raise UserError(
-                        f"Two agents named {agent.name!r} in the tree of {name!r}; "
-                        "names must be unique within a tree so transfers are unambiguous."
-                    )
-                seen.add(agent.name)
+        largest, rest = _check_unique_names(self)
         if pattern == "supervisor" and not any(t.delegates for t in self.tools):
             raise UserError(f"Agent {name!r} uses the supervisor pattern but has no workers; "
                             "give it agent tools (worker.as_tool()) or specialists.")
@@ -302,8 +294,8 @@ class Agent(Generic[TContext, TOutput]):
                         f"{h.agent.name!r} is a team, pattern or swarm and cannot be a handoff "
                         f"target of {name!r}; offer it as a tool ({h.agent.name}.as_tool()) or "
                         "make it a step of a workflow.")
-        if self.handoffs:
-            _check_output_types(self)
+        self._answers: tuple[str, Any] | None = _check_output_types(self)
+        """The tree's first chat agent and what it answers with (see _check_output_types)."""
         # The transfers of this agent and of each child placed here, checked (for clashing
         # tool names) before any link is made: a failed construction changes no child.
         own = resolve_handoffs(self, None)
@@ -311,7 +303,10 @@ class Agent(Generic[TContext, TOutput]):
         for h, transfers in zip(self.handoffs, placed, strict=True):
             h.agent.parent = self
             h.agent._handoff_cache = transfers  # resolved where it now sits: runs start warm
+            h.agent._names = None  # a placed child is never placed again: its set moves up
         self._handoff_cache = own  # until a parent places this agent
+        largest |= rest  # the largest child's set (or a new one) becomes this tree's
+        self._names: set[str] | None = largest
 
     def __repr__(self) -> str:
         return f"Agent({self.name!r})"
@@ -330,10 +325,14 @@ class Agent(Generic[TContext, TOutput]):
         return agent
 
     def walk(self) -> Iterator[Agent[Any]]:
-        """This agent and every agent below it, depth first."""
-        yield self
-        for h in self.handoffs:
-            yield from h.agent.walk()
+        """This agent and every agent below it, depth first (each before its children, the
+        children in order). A loop over a stack, not recursion: a tree of any depth walks in
+        time linear in its size."""
+        stack: list[Agent[Any]] = [self]
+        while stack:
+            agent = stack.pop()
+            yield agent
+            stack.extend(h.agent for h in reversed(agent.handoffs))
 
     def find_agent(self, name: str) -> Agent[Any] | None:
         """The agent called ``name`` anywhere in this agent's tree, or ``None``."""
@@ -344,6 +343,18 @@ class Agent(Generic[TContext, TOutput]):
 
     def clone(self, **changes: Any) -> Agent[TContext, TOutput]:
         """A copy with ``changes`` applied; its sub-agents are cloned too, and it has no parent."""
+        copies: dict[int, Agent[Any]] = {}
+        if "sub_agents" not in changes:
+            # Every agent below, children before parents (a reversed walk), so that each is
+            # built with its copied children in a loop: a tree of any depth clones.
+            for agent in reversed(list(self.walk())[1:]):
+                own_clone = type(agent).clone is not Agent.clone  # (a person's copy)
+                copies[id(agent)] = agent.clone() if own_clone else agent._copy({}, copies)
+        return self._copy(changes, copies)
+
+    def _copy(self, changes: dict[str, Any], copies: dict[int, Agent[Any]]
+              ) -> Agent[TContext, TOutput]:
+        """This agent with ``changes``, its children being their ``copies`` (by ``id``)."""
         options: dict[str, Any] = {k: getattr(self, k) for k in _DEFAULTS}
         options.update(instructions=self.instructions, output_type=self.output_type,
                        tools=self._user_tools,
@@ -351,7 +362,7 @@ class Agent(Generic[TContext, TOutput]):
         if "sub_agents" not in changes:
             options["sub_agents"] = [
                 Handoff(
-                    agent=h.agent.clone(),
+                    agent=copies.pop(id(h.agent)),
                     tool_name=h.tool_name,
                     description=h.description,
                     is_enabled=h.is_enabled,
@@ -420,7 +431,8 @@ class Agent(Generic[TContext, TOutput]):
     async def render_instructions(
         self, ctx: RunContext[Any], extra: Mapping[str, Any] | None = None
     ) -> str:
-        """The system prompt for this turn; ``extra`` adds template variables."""
+        """The system prompt for this turn; ``extra`` adds template variables (a context
+        transform's object), under ``context`` too unless the run context is an object."""
         source = self.instructions
         if not isinstance(source, str):
             result = source(ctx)
@@ -429,6 +441,9 @@ class Agent(Generic[TContext, TOutput]):
             return source
         context = ctx.context
         variables: dict[str, Any] = dict(context) if isinstance(context, Mapping) else {}
+        if extra and (context is None or isinstance(context, Mapping)):
+            # Astromesh hands a transform's object to the target as its `context`.
+            context = {**variables, **extra}
         variables.setdefault("context", context)
         variables.setdefault("agent_name", self.name)
         if extra:
@@ -436,19 +451,63 @@ class Agent(Generic[TContext, TOutput]):
         return render_instructions(source, variables)
 
 
-def _check_output_types(agent: Agent[Any, Any]) -> None:
+def _check_unique_names(agent: Agent[Any, Any]) -> tuple[set[str], set[str]]:
+    """Refuse a name that is twice in ``agent``'s tree (transfers would be ambiguous); return
+    the largest child's set of names and the tree's other names, which together are the
+    tree's. Each child keeps its subtree's names, and only those outside the largest child's
+    set are looked at, so building a tree costs O(n log n) at most (a chain O(n)), not a walk
+    of every subtree at each level. Nothing is changed here: the sets are joined once the
+    agent is built."""
+    sets = [h.agent._names if h.agent._names is not None else {a.name for a in h.agent.walk()}
+            for h in agent.handoffs]
+    at = max(range(len(sets)), key=lambda i: len(sets[i]), default=-1)
+    largest = sets[at] if sets else set()
+    rest = {agent.name}
+    clash = agent.name in largest
+    for i, names in enumerate(sets):
+        if i == at or clash:
+            continue
+        clash = not rest.isdisjoint(names) or not largest.isdisjoint(names)
+        rest |= names
+    if clash:  # name the first repeated agent in walk order
+        walked: set[str] = set()
+        for other in agent.walk():
+            if other.name in walked:
+                raise UserError(f"Two agents named {other.name!r} in the tree of "
+                                f"{agent.name!r}; names must be unique within a tree so "
+                                "transfers are unambiguous.")
+            walked.add(other.name)
+    return largest, rest
+
+
+def _check_output_types(agent: Agent[Any, Any]) -> tuple[str, Any] | None:
     """Refuse a tree where the run's final answer could come from a chat agent that answers
     with another type than ``agent``: ``Runner.run(agent)`` would then not return what
-    ``Agent[..., T]`` promises."""
-    for other in agent.walk():
-        if other is agent or other.mode != "chat" or other.output_type == agent.output_type:
+    ``Agent[..., T]`` promises.
+
+    Returns the name of the tree's first chat agent in walk order and the type it answers
+    with (``None``: text), or ``None`` when no agent in the tree chats. Once a tree passes,
+    every chat agent below its top answers alike, so that first one stands for the whole
+    subtree when a parent checks it: no subtree is walked again."""
+    mine = _answer(agent)
+    first = (agent.name, mine) if agent.mode == "chat" else None
+    for h in agent.handoffs:
+        below = h.agent._answers
+        if below is None:
             continue
-        if agent.output is None and other.output is None:
-            continue  # no output_type, or str: both text
-        mine = "text" if agent.output is None else repr(agent.output_type)
-        theirs = "text" if other.output is None else repr(other.output_type)
-        raise UserError(
-            f"Agent {agent.name!r} answers with {mine}, but {other.name!r} in its tree answers "
-            f"with {theirs}; a handoff to it would end the run with an answer of another type. "
-            f"Give both the same output_type, or make {other.name!r} mode='task' (it returns "
-            "control to its caller).")
+        name, theirs = below
+        if theirs != mine:
+            said = "text" if mine is None else repr(mine)
+            told = "text" if theirs is None else repr(theirs)
+            raise UserError(
+                f"Agent {agent.name!r} answers with {said}, but {name!r} in its tree answers "
+                f"with {told}; a handoff to it would end the run with an answer of another "
+                f"type. Give both the same output_type, or make {name!r} mode='task' (it "
+                "returns control to its caller).")
+        first = first or below
+    return first
+
+
+def _answer(agent: Agent[Any, Any]) -> Any:
+    """What ``agent`` answers with: its ``output_type``, or ``None`` for text (``str`` too)."""
+    return None if agent.output is None else agent.output_type

@@ -8,7 +8,6 @@ by the agent tree (``sub_agents``) and its :class:`TransferPolicy`.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -137,9 +136,11 @@ class Handoff(Generic[A]):
     template over ``data`` producing a JSON object, as an agent tool's ``context_transform``
     (same sandbox and bounds). ``data`` holds ``reason`` (also as ``query``, Astromesh's
     name for what a swarm passes along, unless the ``input_type`` has a field of that name)
-    and the ``input_type``'s fields. The transfer's note
-    shows the rendered object; a template that fails on the model's arguments is a tool error
-    the model can correct, and no transfer happens."""
+    and the ``input_type``'s fields. The rendered object's keys are template variables of the
+    target's instructions (``{{ company }}``, or ``{{ context.company }}`` beside a mapping run
+    context) while it holds the conversation, and the transfer's note shows the object; a
+    template that fails on the model's arguments is a tool error the model can correct, and no
+    transfer happens."""
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _transform: ContextTransform | None = field(default=None, init=False, repr=False)
@@ -168,9 +169,9 @@ class Handoff(Generic[A]):
             self._transform = ContextTransform(self.context_transform,
                                                name=f"{about}.context_transform")
 
-    def context(self, reason: str, value: Any) -> str | None:
+    def context(self, reason: str, value: Any) -> dict[str, Any] | None:
         """What the target receives for a transfer with ``reason`` (and ``input_type``
-        ``value``): the ``context_transform``'s object as JSON text, or ``None`` without one.
+        ``value``): the ``context_transform``'s object, or ``None`` without one.
 
         Raises ``ContextTransformError`` when the template fails on these arguments.
         """
@@ -179,7 +180,7 @@ class Handoff(Generic[A]):
         data: dict[str, Any] = {"reason": reason, "query": reason}
         if self._adapter is not None and value is not None:
             data.update(self.input_data(value))  # a field named query wins over the alias
-        return json.dumps(self._transform.render(data), ensure_ascii=False)
+        return self._transform.render(data)
 
     def parameters(self) -> dict[str, Any]:
         """The transfer tool's JSON schema: the ``input_type``'s fields and ``reason``."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ._common import errors
+from ._common import MODEL_HELP, errors
 from ._mcp import entry_agents
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model
@@ -35,8 +35,7 @@ def serve(
         help="Where sessions live: a SQLite file or a store URL (default: "
         ".relayrace/sessions.db).")] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Use this model for every agent: provider:model, or "
-        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+        "--model", "-m", help=MODEL_HELP)] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per message.")] = None,
     name: Annotated[str | None, typer.Option(

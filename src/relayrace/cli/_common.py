@@ -20,10 +20,10 @@ from ..sessions import DEFAULT_DB_PATH
 if TYPE_CHECKING:
     from ..sessions import SessionStore
 
-__all__ = ["DEFAULT_DB", "EXIT_APPROVAL", "EXIT_CODES", "AgentOption", "ContextOption",
-           "DbOption", "JsonOption", "ModelOption", "TargetArgument", "err_console", "errors",
-           "fail", "known", "out_console", "parse_answers", "parse_context", "sync",
-           "unknown_session"]
+__all__ = ["DEFAULT_DB", "EXIT_APPROVAL", "EXIT_CODES", "MODEL_HELP", "AgentOption",
+           "ContextOption", "DbOption", "JsonOption", "ModelOption", "TargetArgument",
+           "err_console", "errors", "fail", "known", "out_console", "parse_answers",
+           "parse_context", "sync", "unknown_session"]
 
 EXIT_APPROVAL = 3
 """The exit code of ``run`` and ``resume`` when the run stopped for a person: approval, or an
@@ -45,12 +45,15 @@ DbOption = Annotated[
 DEFAULT_DB = str(DEFAULT_DB_PATH)
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON lines instead.")]
 TargetArgument = Annotated[str, typer.Argument(
-    help="The agent to run: path/to/team.py:variable, or a YAML team (use --agent).")]
+    help="The agent to run: path/to/team.py:variable, or a YAML team (a team with one entry "
+    "point needs no variable nor --agent).")]
 AgentOption = Annotated[str | None, typer.Option(
-    "--agent", "-a", help="The agent to run, by name (required for a YAML team).")]
-ModelOption = Annotated[str | None, typer.Option(
-    "--model", "-m", help="Use this model for every agent: provider:model, or "
-    "path/to/file.py:VARIABLE naming a Model object.")]
+    "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+    "points).")]
+MODEL_HELP = ("Use this model for every agent: provider:model, path/to/file.py:VARIABLE naming "
+              "a Model object, or scripted:FILE.yaml (scripted answers, offline).")
+"""What ``--model`` takes, on every command that runs a team."""
+ModelOption = Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP)]
 ContextOption = Annotated[list[str] | None, typer.Option(
     "--context", "-c", help="A context variable KEY=VALUE (repeatable).")]
 

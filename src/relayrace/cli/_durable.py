@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ._common import EXIT_APPROVAL, errors, fail, parse_answers, parse_context
+from ._common import EXIT_APPROVAL, MODEL_HELP, errors, fail, parse_answers, parse_context
 from ._run import handoff_tools
 from ._target import resolve_model, resolve_target
 
@@ -30,9 +30,11 @@ _QUEUE_HELP = "The DBOS queue (default: relayrace-<agent name>); submitters use 
 
 def worker(
     target: Annotated[str, typer.Argument(
-        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+        help="The team: path/to/team.py:variable, or a YAML team (one entry point needs no "
+        "variable nor --agent).")],
     agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+        "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+        "points).")] = None,
     db: Annotated[str | None, typer.Option("--db", envvar="RELAYRACE_DB", help=_DB_HELP)] = None,
     queue: Annotated[str | None, typer.Option("--queue", help=_QUEUE_HELP)] = None,
     concurrency: Annotated[int, typer.Option(
@@ -49,8 +51,7 @@ def worker(
         "--drain", min=0, help="On SIGTERM or Ctrl-C, seconds to let running runs finish "
         "before handing the rest back to the queue.")] = 30.0,
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Use this model for every agent: provider:model, or "
-        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+        "--model", "-m", help=MODEL_HELP)] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per run.")] = None,
     context: Annotated[list[str] | None, typer.Option(
@@ -109,12 +110,14 @@ async def _work(runner: DurableRunner, drain: float) -> None:
 
 def submit(
     target: Annotated[str, typer.Argument(
-        help="The team: path/to/team.py:variable, or a YAML team (use --agent).")],
+        help="The team: path/to/team.py:variable, or a YAML team (one entry point needs no "
+        "variable nor --agent).")],
     prompt: Annotated[str | None, typer.Argument(
         help="The user message ('-' reads stdin); leave it out to resume with --approve, "
         "--reject or --answer.")] = None,
     agent_name: Annotated[str | None, typer.Option(
-        "--agent", "-a", help="The agent to run, by name (required for a YAML team).")] = None,
+        "--agent", "-a", help="The agent to run, by name (when the team has several entry "
+        "points).")] = None,
     session: Annotated[str | None, typer.Option(
         "--session", "-s", help="Run in (or resume) this session.")] = None,
     run_id: Annotated[str | None, typer.Option(

@@ -22,7 +22,7 @@ from ..models import Model
 from ..sessions import new_session_id
 from ..testing import ScriptedModel
 from ._common import errors, fail
-from ._target import load_module, resolve_model, resolve_target
+from ._target import model_attribute, model_names, resolve_model, resolve_target
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -112,17 +112,14 @@ def _model_choice(spec: str | None) -> ModelChoice:
     file_part, _, name = spec.rpartition(":")
     if not file_part.endswith(".py"):
         return resolve_model(spec)
-    path = Path(file_part)
-    if not path.is_file():
-        raise UserError(f"Model file {file_part!r} does not exist.")
-    value = getattr(load_module(path), name, None)
+    module, value = model_attribute(file_part, name)
     if isinstance(value, ScriptedModel):
         raise UserError(f"{spec} is a ScriptedModel, which plays one conversation; give a "
                         f"function that makes one per case run: def {name}(case) -> Model.")
     if isinstance(value, Model) or (callable(value) and not isinstance(value, type)):
         return value
     raise UserError(f"{spec} is neither a Model nor a function (case) -> Model (found "
-                    f"{type(value).__name__}).")
+                    f"{type(value).__name__}). {model_names(module)}")
 
 
 def _load_result(ref: str, store: SessionStore) -> EvalResult:

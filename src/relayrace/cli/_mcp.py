@@ -10,7 +10,7 @@ import typer
 
 from ..agents.agent import Agent
 from ..core.exceptions import UserError
-from ._common import errors
+from ._common import MODEL_HELP, errors
 from ._options import AllowedHosts, AllowedOrigins, ApiKeys, api_keys_given
 from ._target import resolve_model, resolve_target
 
@@ -49,8 +49,7 @@ def serve(
         "--db", help="Keep each call's session in this SQLite file (default: in memory).")
     ] = None,
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", help="Use this model for every agent: provider:model, or "
-        "path/to/file.py:VARIABLE naming a Model object.")] = None,
+        "--model", "-m", help=MODEL_HELP)] = None,
     max_turns: Annotated[int | None, typer.Option(
         "--max-turns", min=1, help="Model turns allowed per call.")] = None,
     name: Annotated[str, typer.Option("--name", help="The server's name.")] = "relayrace",

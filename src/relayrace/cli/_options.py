@@ -25,7 +25,7 @@ AllowedOrigins = Annotated[list[str] | None, typer.Option(
 
 ApiKeys = Annotated[list[str] | None, typer.Option(
     "--api-key", help=f"Require this API key (repeatable; also {ENV_KEYS}, "
-    "comma-separated). Each key sees only its own sessions.")]
+    "comma-separated), or NAME:KEY to name it. Each key sees only its own sessions.")]
 """The ``--api-key`` option, the same on every server command."""
 
 

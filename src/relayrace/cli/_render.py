@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from ..core.events import (
     AgentEvent,
+    ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     DelegationEvent,
     GuardrailTriggeredEvent,
@@ -86,6 +87,10 @@ class EventPrinter:
         self._newline_due = False  # the streamed text so far ends with a line break
         self._streamed: dict[str, str] = {}  # text streamed per path, not yet confirmed
         self._guarded: list[GuardrailTriggeredEvent] = []  # said once the streamed text ends
+        # Who waits for a person, by agent path: for what, and the requests already shown (a
+        # child's request comes again with its parent's pause).
+        self._waiting: dict[str, str] = {}
+        self._asked: set[tuple[str, str]] = set()
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -145,15 +150,26 @@ class EventPrinter:
             else:
                 self._guardrail(event)
         elif isinstance(event, ApprovalRequestedEvent):
-            self._line(event, ("⏸ approval requested: ", "bold yellow"),
-                       (f"{event.tool_name}({truncate(event.arguments)})", "yellow"),
+            if self._waits(event, "approval", event.tool_call_id):
+                self._line(event, ("⏸ approval requested: ", "bold yellow"),
+                           (f"{event.tool_name}({truncate(event.arguments)})", "yellow"),
+                           (f" [call {event.tool_call_id}]", "dim"))
+        elif isinstance(event, ApprovalDecidedEvent):
+            verdict = "approved" if event.approved else "rejected"
+            self._line(event, (f"{'✔' if event.approved else '✗'} {verdict} ",
+                               "bold green" if event.approved else "bold red"),
+                       (event.tool_name, "green" if event.approved else "red"),
+                       (f" by {event.decided_by or 'someone unnamed'}"
+                        f" at {format_time(event.time)}", "dim"),
                        (f" [call {event.tool_call_id}]", "dim"))
         elif isinstance(event, QuestionAskedEvent):
-            choices = f" ({' / '.join(event.choices)})" if event.choices else ""
-            self._line(event, ("⏸ question: ", "bold yellow"),
-                       (f"{event.question}{choices}", "yellow"),
-                       (f" [question {event.question_id}]", "dim"))
+            if self._waits(event, "an answer", event.question_id):
+                choices = f" ({' / '.join(event.choices)})" if event.choices else ""
+                self._line(event, ("⏸ question: ", "bold yellow"),
+                           (f"{event.question}{choices}", "yellow"),
+                           (f" [question {event.question_id}]", "dim"))
         elif isinstance(event, HumanTakeoverEvent):
+            self._waits(event, "their reply", "")
             self._line(event, ("⏸ ", "bold yellow"),
                        (f"{event.agent} (a person) holds the conversation", "yellow"))
         elif isinstance(event, StatusEvent):
@@ -164,6 +180,32 @@ class EventPrinter:
                 self._line(event, (f"▸ {event.path or event.agent} started", "dim"))
         elif isinstance(event, RunFinishedEvent):
             self._finished(event)
+
+    def _waits(self, event: AgentEvent, what: str, request: str) -> bool:
+        """Note that ``event.path`` waits for ``what``; whether ``request`` is new (to show)."""
+        path = event.path or event.agent
+        self._waiting.setdefault(path, what)
+        key = (path, request)
+        new = key not in self._asked
+        self._asked.add(key)
+        return new
+
+    def _paused(self, event: RunFinishedEvent) -> None:
+        """A run that stopped for a person, and who in it waits (not always who it started
+        with: the agent a handoff reached, or a delegated child)."""
+        path = event.path or event.agent
+        # Its agents (a handoff's target is a sibling path) and their delegated children.
+        prefix = path.rpartition("/")[0]
+        waiting = {p: what for p, what in self._waiting.items()
+                   if not prefix or p.startswith(prefix + "/")}
+        if not waiting:
+            self._line(event, (f"⏸ {path} paused", "bold yellow"))
+            return
+        waits = "; ".join(f"{p} waits for {what}" for p, what in waiting.items())
+        head = "" if list(waiting) == [path] else f"{path} paused: "
+        self._line(event, (f"⏸ {head}{waits}", "bold yellow"))
+        if not self._indent(event):  # the run itself: what it waited for is said
+            self._waiting.clear()
 
     def _guardrail(self, event: GuardrailTriggeredEvent) -> None:
         detail = f": {event.message}" if event.message else ""
@@ -225,7 +267,7 @@ class EventPrinter:
     def _delegation(self, event: DelegationEvent) -> None:
         head = f"⇢ {event.agent} delegated to {event.child_agent}"
         if event.ok:
-            report = f": {truncate(json.dumps(event.report))}" if event.report else ""
+            report = _report_line(event.report) if event.report else ""
             self._line(event, (head, "bold cyan"), (" ok", "bold green"), report,
                        (f" [session {event.child_session_id}]", "dim"))
         else:
@@ -242,9 +284,22 @@ class EventPrinter:
             self._line(event, (f"✗ {event.path or event.agent} failed: ", "bold red"),
                        (truncate(event.output), "red"))
         elif event.status == "interrupted":
-            self._line(event, (f"⏸ {event.path or event.agent} interrupted", "bold yellow"))
+            self._paused(event)
         elif child:
             self._line(event, (f"◂ {event.path or event.agent} finished", "dim"))
+
+
+def _report_line(report: dict[str, Any]) -> str:
+    """A delegation report on one line: its summary and what backs it, not its JSON (whose
+    ``raw`` field repeats the whole answer)."""
+    text = str(report.get("summary") or report.get("raw") or "")
+    counts = [f"{len(report[k])} {label}{'s' if len(report[k]) > 1 else ''}"
+              for k, label in (("key_findings", "finding"), ("sources", "source"), ("gaps", "gap"))
+              if isinstance(report.get(k), list) and report[k]]
+    confidence = report.get("confidence")
+    if confidence and confidence != "unknown":
+        counts.insert(0, f"confidence {confidence}")
+    return f": {truncate(text)}" + (f" ({', '.join(counts)})" if counts else "")
 
 
 # -- trace --------------------------------------------------------------------------------------

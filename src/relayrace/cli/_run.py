@@ -5,6 +5,7 @@ approval, a question) is asked on the terminal or exits with ``EXIT_APPROVAL``."
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -121,7 +122,7 @@ async def print_run(agent: Agent[Any], input: str | None, *, console: Console | 
     result = stream.result
     assert result is not None
     if result.pending:
-        print_pending(out, result.pending, result.session.session_id)
+        print_pending(out, result.pending)
     if trace:
         out.print()
         out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
@@ -129,8 +130,9 @@ async def print_run(agent: Agent[Any], input: str | None, *, console: Console | 
     return result
 
 
-def print_pending(console: Console, pending: PendingRun, session_id: str) -> None:
-    """Say what a stopped run waits for, and the ``resume`` command that goes on."""
+def print_pending(console: Console, pending: PendingRun, resume: str | None = None) -> None:
+    """Say what a stopped run waits for, and how to go on: the ``resume`` command line that
+    starts with ``resume`` (without one, the ``Runner.resume`` call)."""
     if pending.approvals:
         console.print(Text("⏸ The run is waiting for approval:", style="bold yellow"))
     for item in pending.approvals:
@@ -150,11 +152,40 @@ def print_pending(console: Console, pending: PendingRun, session_id: str) -> Non
                            "console.", style="bold yellow"), soft_wrap=True)
         if not pending.approvals and not pending.questions:
             return
-    ids = " ".join([*(f"--approve {a.call_id}" for a in pending.approvals),
-                    *(f"--answer {q.id}=TEXT" for q in pending.questions)])
-    console.print(Text(f"Go on with: relayrace resume TARGET --session {session_id} {ids}" +
-                       (" (or --reject ID)." if pending.approvals else "."), style="dim"),
-                  soft_wrap=True)
+    if resume is None:
+        given = []
+        if pending.approvals:
+            decided = ", ".join(f"{a.call_id!r}: True" for a in pending.approvals)
+            given.append(f"approvals={{{decided}}}")
+        if pending.questions:
+            answered = ", ".join(f"{q.id!r}: TEXT" for q in pending.questions)
+            given.append(f"answers={{{answered}}}")
+        line = f"Go on with: Runner.resume(result.pending, {', '.join(given)})" + (
+            " (False rejects a call)." if pending.approvals else ".")
+    else:
+        ids = " ".join([*(f"--approve {a.call_id}" for a in pending.approvals),
+                        *(f"--answer {q.id}=TEXT" for q in pending.questions)])
+        line = f"Go on with: {resume} {ids}" + (" (or --reject ID)." if pending.approvals
+                                                 else ".")
+    console.print(Text(line, style="dim"), soft_wrap=True)
+
+
+def resume_command(target: str, session_id: str, *, agent_name: str | None, db: str,
+                   model: str | None, context: list[str] | None, json_output: bool) -> str:
+    """``relayrace resume`` for the session, with the options the run was given (its target,
+    agent, store, model and context as typed), so it can be pasted as it is."""
+    words = ["relayrace", "resume", target, "--session", session_id]
+    if agent_name:
+        words += ["--agent", agent_name]
+    if db != DEFAULT_DB:
+        words += ["--db", db]
+    if model:
+        words += ["--model", model]
+    for item in context or ():
+        words += ["-c", item]
+    if json_output:
+        words.append("--json")
+    return shlex.join(words)
 
 
 def run(
@@ -290,14 +321,16 @@ def _run_team(target: str, prompt: str | None, *, session: str | None, db: str,
         finally:
             set_trace_processors(previous)
         pending = result.pending
+        go_on = resume_command(target, session_id, agent_name=agent_name, db=db, model=model,
+                               context=context, json_output=json_output)
         if json_output:
             if pending:
-                print_pending(err, pending, session_id)
+                print_pending(err, pending, go_on)
                 raise typer.Exit(EXIT_APPROVAL)
             return
         printer.close()
         if pending:
-            print_pending(out, pending, session_id)
+            print_pending(out, pending, go_on)
         out.print()
         out.print(trace_tree(processor.tree(result.trace_id), result.trace_id))
         out.print()

@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..agents.agent import Agent
 from ..agents.delegation import AgentTool
+from ..core._suggest import closest
 from ..core.exceptions import UserError
 from ..models import Model, infer_model
 from ..testing import FunctionModel, ScriptedModel
@@ -24,6 +26,8 @@ __all__ = [
     "check_credentials",
     "describe_models",
     "load_module",
+    "model_attribute",
+    "model_names",
     "resolve_model",
     "resolve_target",
 ]
@@ -37,7 +41,8 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
 
     ``target`` is ``path/to/team.py:variable``, or a YAML team (a file or a directory).
     ``agent`` (``--agent``) selects an agent by name instead, within the team the target
-    defines; a YAML team with one entry point needs none.
+    defines; a team with one entry point needs neither (a YAML team's agent nothing refers
+    to, a Python file's one agent tree that no other of its agents reaches).
     """
     if Path(target).is_dir() or target.endswith((".yaml", ".yml")):
         return _yaml_agent(Path(target), agent)
@@ -50,9 +55,12 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
     module = load_module(path)
     agents = agent_variables(module)
     if variable is None and agent is None:
+        entries = _entry_points(agents)
+        if len(entries) == 1:
+            return entries[0]
         raise UserError(
-            f"Target {target!r} names no agent; use {file_part}:VARIABLE with one of: "
-            f"{_names(agents)}."
+            f"Target {target!r} names no agent and has {len(entries) or 'no'} entry points; use "
+            f"{file_part}:VARIABLE with one of: {_names(agents)}."
         )
     found: Agent[Any] | None = None
     if variable is not None:
@@ -65,18 +73,51 @@ def resolve_target(target: str, agent: str | None = None) -> Agent[Any]:
 
 def resolve_model(spec: str) -> Model | str:
     """The model ``spec`` names: ``provider:model`` (checked, and kept as the string it is, so
-    it is shown as given), or ``file.py:VARIABLE`` holding a Model."""
+    it is shown as given), ``file.py:VARIABLE`` holding a Model, or ``scripted:FILE.yaml``, a
+    scripted model's answers (`relayrace.config.load_script`)."""
+    if spec.startswith("scripted:"):
+        from ..config import load_script
+
+        return load_script(spec.removeprefix("scripted:"))
     file_part, _, variable = spec.rpartition(":")
     if not file_part.endswith(".py"):
         infer_model(spec)
         return spec
+    module, value = model_attribute(file_part, variable)
+    if not isinstance(value, Model):
+        raise UserError(f"{spec} is {_describe(value)}, not a Model. {model_names(module)}")
+    return value
+
+
+def model_attribute(file_part: str, name: str) -> tuple[ModuleType, Any]:
+    """The file ``file_part`` of a ``--model file.py:NAME``, loaded, and its ``name``.
+
+    Raises ``UserError`` when the file does not exist or has no ``name``, naming the Model
+    objects it has.
+    """
     path = Path(file_part)
     if not path.is_file():
         raise UserError(f"Model file {file_part!r} does not exist.")
-    value = getattr(load_module(path), variable, None)
-    if not isinstance(value, Model):
-        raise UserError(f"{spec} is not a Model object (found {type(value).__name__}).")
-    return value
+    module = load_module(path)
+    if not name:
+        raise UserError(f"--model {file_part}: names no variable; use {file_part}:NAME. "
+                        f"{model_names(module)}")
+    if not hasattr(module, name):
+        raise UserError(f"{path.name} has no attribute {name!r}"
+                        f"{_did_you_mean(name, _models_in(module))} {model_names(module)}")
+    return module, getattr(module, name)
+
+
+def model_names(module: ModuleType) -> str:
+    """Which variables of a loaded ``--model`` file hold a Model, as a sentence."""
+    names = _models_in(module)
+    where = Path(module.__file__ or "").name
+    return (f"Model objects in {where}: {', '.join(names)}." if names else
+            f"{where} defines no Model object at its top level.")
+
+
+def _models_in(module: ModuleType) -> list[str]:
+    return [k for k, v in vars(module).items() if isinstance(v, Model) and not k.startswith("_")]
 
 
 def describe_models(agent: Agent[Any], *, model: Model | str | None = None) -> str:
@@ -124,6 +165,14 @@ def _models(
     return used
 
 
+def _entry_points(agents: dict[str, Agent[Any]]) -> list[Agent[Any]]:
+    """The agents a run of the file would start with: the roots of its agent variables that
+    no other of them reaches (by handoff, delegation or as a specialist)."""
+    roots = list({id(a.root): a.root for a in agents.values()}.values())
+    reached = {id(m) for r in roots for m in _team(r) if m is not r}
+    return [r for r in roots if id(r) not in reached]
+
+
 def _team(agent: Agent[Any]) -> list[Agent[Any]]:
     """Every agent a run of ``agent`` may ask a model: its tree, specialists and agent tools."""
     found: dict[int, Agent[Any]] = {}
@@ -169,8 +218,8 @@ def _yaml_agent(path: Path, agent: str | None) -> Agent[Any]:
                         f"run with --agent NAME, one of: "
                         f"{', '.join(team.entry_points or list(team))}.")
     if agent not in team:
-        raise UserError(f"The team at {path} has no agent {agent!r}; agents: "
-                        f"{', '.join(team)}.")
+        raise UserError(f"The team at {path} has no agent {agent!r}{_did_you_mean(agent, team)}"
+                        f" Agents: {', '.join(team)}.")
     return team[agent]
 
 
@@ -234,8 +283,8 @@ def _variable(
 ) -> Agent[Any]:
     if not hasattr(module, variable):
         raise UserError(
-            f"{path.name} has no variable {variable!r}. Agent variables in {path.name}: "
-            f"{_names(agents)}."
+            f"{path.name} has no variable {variable!r}{_did_you_mean(variable, agents)} Agent "
+            f"variables in {path.name}: {_names(agents)}."
         )
     value = getattr(module, variable)
     if not isinstance(value, Agent):
@@ -255,9 +304,14 @@ def _by_name(
         if match is not None:
             return match
     known = sorted({a.name for c in candidates for a in c.root.walk()})
-    raise UserError(
-        f"No agent named {name!r} in {path.name}; agents: {', '.join(known) or 'none'}."
-    )
+    raise UserError(f"No agent named {name!r} in {path.name}{_did_you_mean(name, known)} "
+                    f"Agents: {', '.join(known) or 'none'}.")
+
+
+def _did_you_mean(name: str, names: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the name most like ``name``, else ``"."``."""
+    close = closest(name, names)
+    return f"; did you mean {close!r}?" if close else "."
 
 
 def _describe(value: object) -> str:

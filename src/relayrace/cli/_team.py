@@ -32,8 +32,11 @@ def graph(
         "--svg", help="Also write an SVG here (needs Graphviz's dot).")] = None,
 ) -> None:
     """Print a team as a Mermaid graph: agents, transfers, delegations, tools, routing rules."""
-    from ..config.cli import graph as draw
+    from ..config.cli import drawing, svg_file
+    from ..config.graph import to_mermaid
 
     with errors():
-        text = draw(target, svg)
-    typer.echo(text)
+        drawn = drawing(target)
+        typer.echo(to_mermaid(drawn))  # printed even when the SVG cannot be made
+        if svg is not None:
+            svg_file(drawn, svg)

@@ -18,6 +18,7 @@ from ._validate import ConfigWarning, suggest
 from ._yaml import SourceDocument, format_path, read_documents
 from .graph import GraphEdge, GraphNode, TeamGraph, agent_graph, to_dot, to_mermaid, write_svg
 from .loader import DocumentInfo, LoadedTeam, load_team
+from .scripts import load_script
 
 __all__ = [
     "ConfigWarning",
@@ -30,6 +31,7 @@ __all__ = [
     "agent_graph",
     "format_path",
     "json_schema",
+    "load_script",
     "load_team",
     "read_documents",
     "suggest",

@@ -31,8 +31,8 @@ from ..teams.patterns import DEFAULT_STAGES, ParallelFanOut, Pipeline, PlanAndEx
 from ..teams.routing import NestedChatTarget, TerminateTarget
 from ..teams.team import Team
 from ..teams.workflows import Chain, ChainLink, LoopAgent, ParallelAgent, SequentialAgent
-from ._validate import ConfigWarning, ParsedDocument
-from ._yaml import Loc, format_path
+from ._validate import ConfigWarning, ParsedDocument, suggest
+from ._yaml import Loc, SourceDocument, format_path
 from .models import (
     PROVIDER_ALIASES,
     A2AToolSpec,
@@ -49,7 +49,7 @@ from .models import (
     WorkflowDocument,
 )
 
-__all__ = ["Builder", "swarm_root_name"]
+__all__ = ["Builder", "import_target", "swarm_root_name"]
 
 _LOCATED = re.compile(r"[^\n]+:\d+: ")
 
@@ -106,10 +106,11 @@ def _import_module(module_name: str, folder: Path) -> Any:
                           f"{exc}") from exc
 
 
-def _import(doc: ParsedDocument, target: str) -> Any:
-    """``package.module:attribute``; a module not importable as is is found next to the file."""
+def import_target(source: SourceDocument, target: str) -> Any:
+    """``package.module:attribute``; a module not importable as is is found next to the file
+    ``source`` is in."""
     module_name, _, attribute = target.partition(":")
-    folder = Path(doc.source.path).resolve().parent
+    folder = Path(source.path).resolve().parent
     module = _import_module(module_name, folder)
     local = _local_file(folder, module_name)
     loaded = getattr(module, "__file__", None)
@@ -119,13 +120,15 @@ def _import(doc: ParsedDocument, target: str) -> Any:
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
-            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}")
+            known = [k for k in dir(value) if not k.startswith("_")]
+            raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}"
+                              f"{suggest(part, known)}")
         value = getattr(value, part)
     return value
 
 
 def _python_tool(doc: ParsedDocument, spec: PythonToolSpec) -> Tool:
-    value = _import(doc, spec.function)
+    value = import_target(doc.source, spec.function)
     if isinstance(value, Tool):
         found = copy.copy(value)  # keep the shared object as its module defined it
         for key in ("name", "description", "sequential", "requires_approval",
@@ -172,6 +175,7 @@ class Builder:
         self.placed: set[str] = set()
         self._models: dict[str, Model | str | None] = {}
         self._servers: dict[str, MCPServer] = {}  # one server per distinct spec, shared
+        self._ready: dict[str, list[Agent[Any]]] = {}  # new sub-agents made by fresh, by name
 
     def build(self, name: str) -> Agent[Any]:
         """The primary object of ``name`` (its dependencies must be built already)."""
@@ -180,8 +184,24 @@ class Builder:
         return self.built[name]
 
     def fresh(self, name: str) -> Agent[Any]:
-        """A new object for ``name``, with new children, for a place where it has a parent."""
+        """A new object for ``name``, with new children, for a place where it has a parent.
+
+        ``name``'s primary object is built by then, so every sub-agent below it is placed
+        and gets a new object too: they are made first, deepest first (in a loop, so a deep
+        tree needs no deep recursion), and taken from ``_ready`` by their parents."""
+        below: list[str] = []
+        stack = list(self._sub_agents(name))
+        while stack:
+            child = stack.pop()
+            below.append(child)
+            stack.extend(self._sub_agents(child))
+        for child in reversed(below):  # each after every sub-agent below it
+            self._ready.setdefault(child, []).append(self._make(self.documents[child]))
         return self._make(self.documents[name])
+
+    def _sub_agents(self, name: str) -> list[str]:
+        model = self.documents[name].model
+        return model.spec.sub_agents if isinstance(model, AgentDocument) else []
 
     def _member(self, name: str) -> Agent[Any]:
         """``name`` placed under a team or workflow: the primary object if still free."""
@@ -323,7 +343,9 @@ class Builder:
             output_guardrails = _guardrails(doc.guardrails.get("output", []))
         sub_agents = list(remote_targets)
         for child in spec.sub_agents:
-            sub_agents.append(self.build(child) if child not in self.placed else self.fresh(child))
+            ready = self._ready.get(child)
+            sub_agents.append(ready.pop() if ready else self.build(child)
+                              if child not in self.placed else self.fresh(child))
             self.placed.add(child)
         primary = spec.model.primary if spec.model is not None else None
         orchestration = spec.orchestration
@@ -456,7 +478,7 @@ class Builder:
                 if ":" not in schema:
                     raise ConfigError(f"output_schema {schema!r} is neither a JSON Schema nor "
                                       "an import path of the form package.module:Name")
-                return _import(doc, schema)
+                return import_target(doc.source, schema)
             return json_schema_type(schema)
 
     @staticmethod

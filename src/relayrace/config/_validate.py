@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 from ..agents.guardrails import guardrail_from_config
+from ..core._suggest import closest
 from ..core.exceptions import ConfigError
 from ..core.templates import Condition, is_template
 from ..teams.routing import Rule, Target
@@ -91,10 +91,8 @@ class ParsedDocument:
 
 def suggest(word: object, choices: Sequence[str], *, cutoff: float = 0.6) -> str:
     """``; did you mean 'x'?`` for the closest of ``choices``, or ``""``."""
-    if not isinstance(word, str):
-        return ""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(word, choices, cutoff=cutoff)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 # -- mapping pydantic error locations back to YAML keys ---------------------------------------

@@ -14,7 +14,7 @@ from ..teams.workflows import Chain
 from .graph import to_mermaid, write_svg
 from .loader import LoadedTeam, load_team
 
-__all__ = ["describe", "graph", "validate"]
+__all__ = ["describe", "drawing", "graph", "svg_file", "validate"]
 
 
 def _model_name(model: Model | str | None) -> str:
@@ -79,20 +79,36 @@ def graph(target: str | Path, svg_out: Path | None = None) -> str:
     ``relayrace run`` takes. An SVG needs Graphviz's ``dot``: without it nothing is drawn and
     ``UserError`` says how to install it. Raises ``ConfigError`` if a YAML team does not load.
     """
-    if svg_out is not None and shutil.which("dot") is None:
-        raise UserError(
-            f"{svg_out} cannot be written: --svg needs Graphviz's 'dot', which is not installed. "
-            "Install Graphviz (apt install graphviz, brew install graphviz, or "
-            "https://graphviz.org/download/), or leave out --svg and paste the Mermaid text "
-            "this command prints into any Mermaid viewer (e.g. https://mermaid.live).")
+    if svg_out is not None:
+        _need_dot(svg_out)
+    drawn = drawing(target)
+    if svg_out is not None:
+        svg_file(drawn, svg_out)
+    return to_mermaid(drawn)
+
+
+def drawing(target: str | Path) -> LoadedTeam | Agent[Any]:
+    """What ``graph`` draws of ``target``: a loaded YAML team, or the agent a
+    ``path/to/team.py:agent`` names."""
     text = str(target)
-    drawn: LoadedTeam | Agent[Any]
     if text.endswith(".py") or ".py:" in text:
         from ..cli._target import resolve_target  # the CLI's own resolution of file.py:agent
 
-        drawn = resolve_target(text)
-    else:
-        drawn = load_team(text)
-    if svg_out is not None:
-        write_svg(drawn, svg_out)
-    return to_mermaid(drawn)
+        return resolve_target(text)
+    return load_team(text)
+
+
+def svg_file(drawn: LoadedTeam | Agent[Any], svg_out: Path) -> None:
+    """Write ``drawn`` as an SVG; ``UserError`` saying how to get Graphviz's ``dot`` if it
+    is not installed."""
+    _need_dot(svg_out)
+    write_svg(drawn, svg_out)
+
+
+def _need_dot(svg_out: Path) -> None:
+    if shutil.which("dot") is None:
+        raise UserError(
+            f"{svg_out} cannot be written: --svg needs Graphviz's 'dot', which is not installed. "
+            "Install Graphviz (apt install graphviz, brew install graphviz, or "
+            "https://graphviz.org/download/); meanwhile the Mermaid text `relayrace graph` "
+            "prints shows the same graph in any Mermaid viewer (e.g. https://mermaid.live).")

@@ -40,10 +40,11 @@ from ._validate import ParsedDocument
 from .models import AgentDocument, AgentToolSpec, PythonToolSpec, TeamDocument, WorkflowDocument
 
 if TYPE_CHECKING:
+    from ..models.interface import Model
     from .loader import LoadedTeam
 
-__all__ = ["GraphEdge", "GraphNode", "TeamGraph", "agent_graph", "build_graph", "to_dot",
-           "to_mermaid", "write_svg"]
+__all__ = ["GraphEdge", "GraphNode", "TeamGraph", "agent_graph", "build_graph", "model_name",
+           "to_dot", "to_mermaid", "write_svg"]
 
 EdgeKind = Literal["handoff", "back", "peer", "return", "delegation", "specialist", "swarm",
                    "tool", "member", "route", "step"]
@@ -199,12 +200,17 @@ def build_graph(documents: Sequence[ParsedDocument]) -> TeamGraph:
 # -- any agent tree ---------------------------------------------------------------------------
 
 
-def _model_name(agent: Agent[Any]) -> str:
-    model = agent.model
+def model_name(agent: Agent[Any], override: Model | str | None = None) -> str:
+    """The model ``agent`` runs on: ``override`` (one model for every agent, as
+    ``Runner.run``'s ``model=``) when given, else its own; ``""`` for a person, a workflow or
+    an agent with none."""
+    if agent.is_human or agent.is_composite:
+        return ""
+    model = override if override is not None else agent.model
     return "" if model is None else model if isinstance(model, str) else model.name
 
 
-def _node(agent: Agent[Any]) -> GraphNode:
+def _node(agent: Agent[Any], override: Model | str | None) -> GraphNode:
     if isinstance(agent, Team):
         return GraphNode(agent.name, "team", "team")
     workflow = ("sequential" if isinstance(agent, SequentialAgent) else "parallel"
@@ -212,8 +218,11 @@ def _node(agent: Agent[Any]) -> GraphNode:
                 if isinstance(agent, LoopAgent) else "")
     if agent.is_composite:
         return GraphNode(agent.name, "workflow", workflow or type(agent).__name__)
+    if agent.is_human:
+        return GraphNode(agent.name, "agent", "a person")
     about = [agent.pattern] + ([agent.mode] if agent.mode != "chat" else [])
-    return GraphNode(agent.name, "agent", " · ".join(about + [_model_name(agent)]).strip(" ·"))
+    return GraphNode(agent.name, "agent",
+                     " · ".join(about + [model_name(agent, override)]).strip(" ·"))
 
 
 def _member_edges(agent: Agent[Any]) -> Iterable[GraphEdge]:
@@ -249,11 +258,13 @@ def _handoff_edges(agent: Agent[Any]) -> Iterable[GraphEdge]:
                         for peer in agent.handoffs if peer.agent is not child)
 
 
-def agent_graph(agent: Agent[Any]) -> TeamGraph:
+def agent_graph(agent: Agent[Any], *, model: Model | str | None = None) -> TeamGraph:
     """The picture of ``agent``'s tree: what it hands off to, delegates to and uses.
 
     Works on any agent, team or workflow built in Python (or loaded from YAML): sub-agents,
     agent tools, specialists and their children are followed; each agent is drawn once.
+    Each agent's detail names its model; ``model`` is one for every agent (as a run's
+    ``model=`` overrides theirs); a person (``human(...)``) is said to be one.
     """
     nodes: list[GraphNode] = []
     edges: list[GraphEdge] = []
@@ -264,7 +275,7 @@ def agent_graph(agent: Agent[Any]) -> TeamGraph:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        nodes.append(_node(current))
+        nodes.append(_node(current, model))
         if current.is_composite:
             edges.extend(_member_edges(current))
         else:

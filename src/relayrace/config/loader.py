@@ -9,13 +9,14 @@ find reference cycles by depth-first search, and only then build, children first
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.agent import Agent
-from ..core.exceptions import CircularReferenceError, ConfigError
+from ..core.exceptions import CircularReferenceError, ConfigError, UserError
 from ..models import Model
 from ..teams.routing import (
     AgentTarget,
@@ -27,9 +28,9 @@ from ..teams.routing import (
     rule_from_dict,
     target_from_dict,
 )
-from ._build import Builder
+from ._build import Builder, import_target
 from ._validate import ConfigWarning, ParsedDocument, parse_document, suggest
-from ._yaml import Loc, format_path, read_documents, yaml_files
+from ._yaml import Loc, SourceDocument, format_path, read_documents, yaml_files
 from .graph import TeamGraph, build_graph
 from .models import AgentDocument, AgentToolSpec, TeamDocument
 
@@ -134,29 +135,42 @@ def _is_swarm(doc: ParsedDocument) -> bool:
     return isinstance(model, AgentDocument) and model.spec.orchestration.pattern == "swarm"
 
 
-def _index(parsed: Sequence[ParsedDocument]) -> dict[str, ParsedDocument]:
+def _index(parsed: Sequence[ParsedDocument], errors: list[str]) -> dict[str, ParsedDocument]:
     by_name: dict[str, ParsedDocument] = {}
     for doc in parsed:
         first = by_name.get(doc.name)
         if first is not None:
             loc = ("metadata", "name")
-            raise ConfigError(f"{doc.where(loc)}: metadata.name: duplicate name {doc.name!r}; "
-                              f"already defined at {first.where(loc)}")
+            errors.append(f"{doc.where(loc)}: metadata.name: duplicate name {doc.name!r}; "
+                          f"already defined at {first.where(loc)}")
+            continue
         by_name[doc.name] = doc
     return by_name
 
 
+def _raw_name(source: SourceDocument) -> str | None:
+    """The ``metadata.name`` of a document that did not validate, if it has one to read."""
+    data = source.data
+    meta = data.get("metadata") if isinstance(data, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def _check_references(parsed: Sequence[ParsedDocument], by_name: dict[str, ParsedDocument],
-                      errors: list[str]) -> None:
-    agents = [n for n, d in by_name.items() if d.kind == "Agent"]
+                      errors: list[str], invalid: set[str]) -> None:
+    """Each reference names a document of the right kind (a name of a document that did not
+    validate, ``invalid``, is not said to be undefined: its own errors are listed)."""
+    agents = [n for n, d in by_name.items() if d.kind == "Agent"] + sorted(invalid)
     for doc in parsed:
         seen: dict[tuple[str, str], Loc] = {}
         for ref in _references(doc):
             where, path = doc.where(ref.loc), format_path(ref.loc)
             target = by_name.get(ref.name)
-            if target is None:
+            if target is None and ref.name in invalid:
+                pass
+            elif target is None:
                 what = "agent" if ref.agent_only else "agent, team or workflow"
-                hint = suggest(ref.name, agents if ref.agent_only else list(by_name))
+                hint = suggest(ref.name, agents if ref.agent_only else [*by_name, *invalid])
                 errors.append(f"{where}: {path}: undefined {what} {ref.name!r}{hint}")
             elif ref.agent_only and target.kind != "Agent":
                 errors.append(f"{where}: {path}: {ref.name!r} is a {target.kind} "
@@ -258,29 +272,36 @@ def _dependency_order(parsed: Sequence[ParsedDocument],
                       by_name: dict[str, ParsedDocument]) -> list[str]:
     """Every name after those it refers to; a cycle raises ``CircularReferenceError``."""
     edges = {d.name: list(dict.fromkeys(r.name for r in _references(d))) for d in parsed}
-    state: dict[str, int] = {}  # absent: unvisited, 1: on the stack, 2: done
+    state: dict[str, int] = {}  # absent: unvisited, 1: on the path, 2: done
     order: list[str] = []
-    stack: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        stack.append(name)
-        for nxt in edges[name]:
+    for doc in parsed:
+        if doc.name in state:
+            continue
+        # A depth-first walk with its own stack (a deep team needs no deep recursion): each
+        # entry is a name on the path and the index of its next reference to follow.
+        state[doc.name] = 1
+        path: list[str] = [doc.name]
+        todo: list[int] = [0]
+        while path:
+            name, i = path[-1], todo[-1]
+            if i == len(edges[name]):
+                path.pop()
+                todo.pop()
+                state[name] = 2
+                order.append(name)
+                continue
+            todo[-1] = i + 1
+            nxt = edges[name][i]
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt):] + [nxt]
                 error = CircularReferenceError(cycle)
                 error.add_note("Defined at: " + ", ".join(
                     f"{n} ({by_name[n].where()})" for n in cycle[:-1]))
                 raise error
             if nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[name] = 2
-        order.append(name)
-
-    for doc in parsed:
-        if doc.name not in state:
-            visit(doc.name)
+                state[nxt] = 1
+                path.append(nxt)
+                todo.append(0)
     return order
 
 
@@ -298,9 +319,46 @@ def _info(doc: ParsedDocument) -> DocumentInfo:
                         model.api_version, meta.description or about, dict(meta.labels))
 
 
+def _check_functions(sources: Sequence[SourceDocument], errors: list[str]) -> None:
+    """Every ``type: python`` tool's function imports: found before anything is built, and
+    read from the data, so that one run reports them with the other problems, a document's
+    own validation errors included."""
+    for source in sources:
+        data = source.data
+        spec = data.get("spec") if isinstance(data, dict) else None
+        tools = spec.get("tools") if isinstance(spec, dict) else None
+        for i, item in enumerate(tools if isinstance(tools, list) else ()):
+            if not isinstance(item, dict) or item.get("type") != "python" or \
+                    not isinstance(function := item.get("function"), str):
+                continue
+            loc: Loc = ("spec", "tools", i, "function")
+            try:
+                import_target(source, function)
+            except UserError as exc:
+                errors.append(f"{source.where(loc)}: {format_path(loc)}: {exc}")
+
+
+_LOCATED = re.compile(r"(.+?):(\d+): ")
+
+
 def _raise(errors: list[str]) -> None:
-    if errors:
-        raise ConfigError("\n".join(dict.fromkeys(errors)))
+    """Raise every problem found, in file and line order, and how many there are."""
+    if not errors:
+        return
+    problems: list[list[str]] = []  # a problem's lines: its file:line one, then any more
+    for line in "\n".join(errors).splitlines():
+        if _LOCATED.match(line) or not problems:
+            problems.append([line])
+        else:
+            problems[-1].append(line)
+
+    def key(problem: list[str]) -> tuple[str, int]:
+        found = _LOCATED.match(problem[0])
+        return (found.group(1), int(found.group(2))) if found else ("", 0)
+
+    found = sorted({"\n".join(p): p for p in problems}.values(), key=key)
+    raise ConfigError("\n".join("\n".join(p) for p in found) +
+                      (f"\n({len(found)} problems)" if len(found) > 1 else ""))
 
 
 def load_team(path: str | Path, *, model: Model | str | None = None) -> LoadedTeam:
@@ -309,28 +367,34 @@ def load_team(path: str | Path, *, model: Model | str | None = None) -> LoadedTe
     ``model`` replaces every agent's model (e.g. a test model for offline runs; a remote
     ``a2a`` agent keeps its own). Nothing is contacted while loading but the agent card of an
     ``a2a`` tool that gives no name. Raises ``ConfigError`` naming the file, line and key of
-    the first problems found, or ``CircularReferenceError`` showing a reference cycle.
+    every problem found (unknown keys, undefined references, functions that do not import,
+    ...; in file and line order, with their count), or ``CircularReferenceError`` showing a
+    reference cycle.
     """
     root = Path(path)
     warnings: list[ConfigWarning] = []
     parsed: list[ParsedDocument] = []
     errors: list[str] = []
+    invalid: set[str] = set()
+    sources: list[SourceDocument] = []
     for file in yaml_files(root):
         for source in read_documents(file, str(file)):
+            sources.append(source)
             try:
                 parsed.append(parse_document(source, warnings))
             except ConfigError as exc:
                 errors.append(str(exc))
-    _raise(errors)
-    if not parsed:
+                invalid.add(_raw_name(source) or "")
+    if not parsed and not errors:
         raise ConfigError(f"{root}: no documents found.")
-    by_name = _index(parsed)
-    _check_references(parsed, by_name, errors)
-    _raise(errors)
+    # Every check runs on the documents that validated, so one load reports every problem.
+    by_name = _index(parsed, errors)
+    _check_references(parsed, by_name, errors, invalid)
     owned = _check_parents(parsed, errors)
     for doc in parsed:
         if isinstance(doc.model, TeamDocument):
             _check_rules(doc, doc.model, by_name, errors)
+    _check_functions(sources, errors)
     _raise(errors)
     order = _dependency_order(parsed, by_name)
     builder = Builder(by_name, model, warnings, owned)

@@ -4,7 +4,7 @@
 over streamable HTTP. Put either in an agent's ``tools=[...]``: the server starts on the first
 run that needs it, its tool list is cached (refreshed when the server says it changed, or on
 ``refresh()``), and one session serves every agent and concurrent run that shares the object.
-Needs the ``mcp`` package (``pip install 'relayrace[mcp]'``), 1.24 or later, 1.x or 2.x.
+Needs the ``mcp`` package (``pip install 'relayrace[mcp]'``), 1.30 or later, 1.x or 2.x.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _sdk() -> Any:
         import mcp
     except ImportError:
         raise UserError("MCPServer needs the mcp package: pip install 'relayrace[mcp]' (mcp "
-                        "1.24 or later).") from None
+                        "1.30 or later).") from None
     return mcp
 
 

@@ -20,6 +20,7 @@ from .usage import Usage
 
 __all__ = [
     "AgentEvent",
+    "ApprovalDecidedEvent",
     "ApprovalRequestedEvent",
     "ContextCompactedEvent",
     "DelegationEvent",
@@ -139,6 +140,9 @@ class HandoffEvent(AgentEvent):
     """Whether this is such a target handing control back to the agent that called it."""
     input: Any = None
     """For a handoff with an ``input_type``: the validated input, as JSON data."""
+    context: dict[str, Any] | None = None
+    """For a handoff with a ``context_transform``: the object it made, which the target's
+    instructions read as template variables while it holds the conversation."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -195,6 +199,26 @@ class ApprovalRequestedEvent(AgentEvent):
     """The session holding the call, when it is a delegated child's ("" for this one)."""
     note: str = ""
     """What the person deciding must know, e.g. that an earlier attempt's outcome is unknown."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecidedEvent(AgentEvent):
+    """A person approved or rejected a pending call: who, and (``time``) when. Written by the
+    server before the run it resumes; a run reads its decisions from the resume, never from
+    this event."""
+
+    kind: Literal["approval_decided"] = "approval_decided"
+    tool_call_id: str
+    """The call decided on."""
+    tool_name: str
+    """The tool or handoff that was called."""
+    approved: bool
+    """Whether the call may run (``False``: the model is told it was rejected)."""
+    decided_by: str = ""
+    """Who decided: the API key's name, the server's ``--user``, or the name a keyless
+    request gave (``""``: nobody said)."""
+    session_id: str = ""
+    """The session holding the call, when it is a delegated child's ("" for this one)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -324,6 +348,7 @@ Event = Annotated[
     | DelegationEvent
     | GuardrailTriggeredEvent
     | ApprovalRequestedEvent
+    | ApprovalDecidedEvent
     | QuestionAskedEvent
     | HumanTakeoverEvent
     | RunFinishedEvent

@@ -293,15 +293,22 @@ class SessionConflictError(SessionError):
 
 
 class SessionStoreBusy(SessionError):
-    """The session's store stayed locked by another writer longer than its busy timeout."""
+    """The session's store stayed busy longer than the write would wait: locked by another
+    writer past its ``busy_timeout``, or (PostgreSQL) every connection of the process's pool
+    in use past its ``pool_timeout``. Nothing of the write was stored."""
 
-    def __init__(self, session_id: str, *, timeout: float, store: str) -> None:
+    def __init__(self, session_id: str, *, timeout: float, store: str,
+                 setting: str = "busy_timeout", waiting: str = "stayed locked by another writer",
+                 also: str = "") -> None:
         self.timeout = timeout
-        """The busy timeout that ran out, in seconds."""
+        """The wait that ran out, in seconds."""
+        self.setting = setting
+        """The store's setting that bounds that wait (``busy_timeout``, ``pool_timeout``)."""
+        named = "busy timeout" if setting == "busy_timeout" else setting
         super().__init__(session_id, (
-            f"Session {session_id!r}: {store} stayed locked by another writer for the "
-            f"{timeout:g} s busy timeout. Nothing of this write was stored; run again on the "
-            "session later, or raise the store's busy_timeout."))
+            f"Session {session_id!r}: {store} {waiting} for the {timeout:g} s {named}. Nothing "
+            f"of this write was stored; run again on the session later, or raise the store's "
+            f"{setting}{also}."))
 
 
 class SessionStoreUnavailable(SessionError):

@@ -4,19 +4,19 @@ length."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ._suggest import closest
 from .exceptions import UserError
 
 __all__ = ["PII_KINDS", "PIIMatch", "find_pii", "iban_valid", "luhn_valid"]
 
 
 def suggestion(word: object, options: Collection[str]) -> str:
-    close = difflib.get_close_matches(str(word), list(options), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    close = closest(str(word), options)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 # --- PII detection -------------------------------------------------------------------------

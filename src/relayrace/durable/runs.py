@@ -15,8 +15,10 @@ DBOS, ``.relayrace/sessions.dbos.sqlite``), or one PostgreSQL database for many 
 (``db="postgresql://..."``: relayrace's tables and DBOS's ``dbos`` schema).
 
 This module is the `DurableRunner`: starting and stopping, submitting, waiting, and a worker's
-attempt of a run. ``workflow`` holds the DBOS workflow and steps, ``results`` what a run comes
-to (and the waiting for it), ``workers`` the heartbeats that hand a dead worker's runs over.
+taking of a run. ``workflow`` holds the DBOS workflow and steps, ``attempts`` a worker's
+attempts of a run, ``results`` what a run comes to (and the waiting for it), ``workers`` the
+heartbeats that hand a dead worker's runs over, ``fence`` the letting go of runs a worker lost
+while it was stopped.
 """
 
 from __future__ import annotations
@@ -28,23 +30,24 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
+from dbos import error as dbos_error
 
 from .._engine.decisions import Decisions
-from .._engine.steps import AttemptEnded
 from ..agents.agent import Agent
 from ..agents.approvals import PendingRun
 from ..core.events import AgentEvent, RunFinishedEvent, RunStartedEvent
-from ..core.exceptions import DurableRunError, RelayraceError, SessionInUseError, UserError
+from ..core.exceptions import DurableRunError, UserError
 from ..core.usage import UsageLimits
 from ..models.interface import Model
-from ..runner import RunOptions, run_with
-from ..sessions.base import Session, new_session_id
+from ..runner import RunOptions
+from ..sessions.base import new_session_id
 from ..sessions.store import MemoryStore, SessionStore, SQLiteStore, open_store
+from .attempts import attempts
+from .fence import Fence
 from .results import (
     DBOS_STATUS,
     DurableResult,
@@ -52,7 +55,6 @@ from .results import (
     RunStatus,
     SubmittedRun,
     _Results,
-    output_of,
     result_of,
 )
 from .workers import Heartbeat, engine_url
@@ -158,6 +160,7 @@ class DurableRunner:
         self._engine: sa.Engine | None = None
         self._slots: asyncio.Semaphore | None = None  # a worker's free places for runs
         self._placed: set[str] = set()  # runs started here, their places already taken
+        self._fence: Fence | None = None  # a worker's runs, let go of if taken over
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -192,9 +195,13 @@ class DurableRunner:
         serve(self)
         try:
             # The first heartbeat is written before DBOS hands this worker any run.
-            self._beat = Heartbeat(self.dbos_url, self.executor_id, every=self.heartbeat,
-                                   dead_after=self.dead_after, take_over=self._take_over)
-            await self._beat.start()
+            beat = self._beat = Heartbeat(
+                self.dbos_url, self.executor_id, every=self.heartbeat,
+                dead_after=self.dead_after, take_over=self._take_over,
+                taken=lambda: fence.check())
+            fence = self._fence = Fence(self.executor_id, self._need_client, beat.stale)
+            fence.install()
+            await beat.start()
             config: DBOSConfig = {
                 "name": "relayrace", "system_database_url": self.dbos_url,
                 "executor_id": self.executor_id, "log_level": self.log_level,
@@ -219,6 +226,9 @@ class DurableRunner:
         heartbeat."""
         if self._beat is not None:
             await self._beat.stop()
+        if self._fence is not None:
+            self._fence.uninstall()
+            self._fence = None
         if serving() is self:
             # Off this loop, whose runs may be finishing meanwhile. DBOS made its thread pool
             # this loop's default executor, and shuts it down: the loop gets a new one.
@@ -414,7 +424,8 @@ class DurableRunner:
         _log.info("worker %s took run %s (session %s)", self.executor_id, run_id, session_id)
         # One session object: each read of its view takes in what was appended since.
         session = self.store.session(session_id)
-        steps = _DbosSteps(self._need_client(), run_id)
+        fence = self._fence
+        steps = _DbosSteps(self._need_client(), run_id, fence.lost if fence else None)
         wait = 2 * self.dead_after  # a dead worker's lease on the session lapses by then
         # ``worker_concurrency`` bounds the runs attempted here, those started here included
         # (the queue counts only those it handed over).
@@ -422,69 +433,20 @@ class DurableRunner:
         if slots is not None and run_id not in self._placed:
             await slots.acquire()  # one started here had its place taken by its submitter
         self._placed.discard(run_id)
+        if fence is not None:
+            fence.add(run_id, steps)
         try:
-            return await self._attempts(run_id, spec, session, steps, wait)
+            options = RunOptions(context=self.context, max_turns=self.max_turns,
+                                 model=self.model, usage_limits=self.usage_limits,
+                                 wait_for_session=wait, steps=steps)
+            return await attempts(self.agent, options, run_id, spec, session)
+        except asyncio.CancelledError:
+            if not steps.lost:
+                raise
+            # Let go of: DBOS parks this execution and takes the new owner's outcome.
+            raise dbos_error.DBOSWorkflowConflictIDError(run_id) from None
         finally:
+            if fence is not None:
+                fence.discard(run_id)
             if slots is not None:
                 slots.release()
-
-    async def _attempts(self, run_id: str, spec: dict[str, Any], session: Session,
-                        steps: _DbosSteps, wait: float) -> dict[str, Any]:
-        while True:
-            try:
-                return await self._attempt(run_id, spec, session, steps, wait)
-            except SessionInUseError:
-                # Renewed all along: its holder lives. A worker taken for dead by mistake
-                # finishes the step it is in, learns it lost the run and lets go; nothing of
-                # this attempt ran yet (the lease comes first), so it waits again.
-                _log.warning("run %s: session %s is still held by a live run; waiting "
-                             "again", run_id, spec["session_id"])
-
-    async def _attempt(self, run_id: str, spec: dict[str, Any], session: Session,
-                       steps: _DbosSteps, wait: float) -> dict[str, Any]:
-        session_id = spec["session_id"]
-        base: dict[str, Any] = {"run_id": run_id, "session_id": session_id}
-        options = RunOptions(context=self.context, max_turns=self.max_turns, model=self.model,
-                             usage_limits=self.usage_limits, wait_for_session=wait,
-                             steps=steps)
-        try:
-            if spec["agent"] != self.agent.name:
-                raise DurableRunError(f"the run is for team {spec['agent']!r}, but this worker "
-                                      f"runs {self.agent.name!r}; give each team its own "
-                                      "queue.", run_id=run_id)
-            if spec["kind"] == "run":
-                # The engine continues the run instead if the log shows an attempt began it.
-                result = await run_with(self.agent, spec["input"], session, replace(
-                    options, start_agent=spec["start_agent"], user_id=spec["user_id"]))
-            else:
-                # Decisions are taken once: by the attempt that finds the stop still open.
-                began = (await session.view()).run_id == run_id
-                pending = None if began else \
-                    await PendingRun.from_session(session, entry=self.agent)
-                if not began and pending is None:
-                    raise DurableRunError(f"Session {session_id!r} waits for no approval or "
-                                          "answer any more.", run_id=run_id)
-                if pending is not None:
-                    options = replace(
-                        options, approvals=spec["approvals"], answers=spec["answers"],
-                        reply=spec.get("reply"), hand_back=spec.get("hand_back"),
-                        given_for=pending)
-                result = await run_with(self.agent, None, session, options)
-        except AttemptEnded as done:  # the log has the outcome; DBOS had not taken it yet
-            return base | await self._outcome(session, done.ended)
-        except RelayraceError as exc:
-            if isinstance(exc, SessionInUseError) and not steps.began:
-                raise  # nothing of this attempt ran: it waits again
-            return base | {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        return base | output_of(result)
-
-    async def _outcome(self, session: Session, ended: RunFinishedEvent) -> dict[str, Any]:
-        """What a run that an earlier attempt ended came to, from its ``RunFinishedEvent``."""
-        if ended.status == "failed":
-            return {"status": "failed", "error": ended.output}
-        pending = await PendingRun.from_session(session, entry=self.agent) \
-            if ended.status == "interrupted" else None
-        return {"status": ended.status, "output": "" if pending else ended.output,
-                "last_agent": ended.agent, "reason": ended.reason,
-                "pending": pending.to_json() if pending is not None else None}
-

@@ -50,11 +50,14 @@ class Heartbeat:
     """This worker's heartbeat, and the takeover of the workers whose heartbeat stopped."""
 
     def __init__(self, url: str, executor_id: str, *, every: float, dead_after: float,
-                 take_over: Callable[[str], Awaitable[int]]) -> None:
+                 take_over: Callable[[str], Awaitable[int]],
+                 taken: Callable[[], Awaitable[None]]) -> None:
         self.executor_id = executor_id
         self.every = every
         self.dead_after = dead_after
         self._take_over = take_over
+        self._taken = taken  # this worker was taken for dead: let go of the runs it lost
+        self.beaten = time.monotonic()  # when a beat last kept this worker alive
         self._engine = sa.create_engine(engine_url(url), pool_size=1, max_overflow=1) \
             if not url.startswith("sqlite") else sa.create_engine(url)
         self._task: asyncio.Task[None] | None = None
@@ -68,11 +71,12 @@ class Heartbeat:
 
     def beat(self) -> bool:
         """Write this worker's heartbeat; ``False`` if another worker took it for dead."""
-        now = time.time()
+        now, started = time.time(), time.monotonic()
         mine = _workers.c.executor_id == self.executor_id
         with self._engine.begin() as conn:
             if conn.execute(sa.update(_workers).where(
                     mine, _workers.c.claimed_by.is_(None)).values(beat=now)).rowcount:
+                self.beaten = max(self.beaten, started)
                 return True
             if conn.execute(sa.select(_workers.c.executor_id).where(mine)).first() is not None:
                 return False  # claimed: another worker is taking this one's runs over
@@ -80,6 +84,12 @@ class Heartbeat:
             conn.execute(sa.insert(_workers).values(executor_id=self.executor_id, beat=now))
         joined, self._joined = self._joined, True
         return not joined
+
+    def stale(self) -> bool:
+        """Whether another worker may have taken this one for dead: its last beat that kept it
+        alive is older than ``dead_after`` less one interval (it was paused, or its beats
+        failed)."""
+        return time.monotonic() - self.beaten > self.dead_after - self.every
 
     def claim_dead(self) -> list[str]:
         """The workers whose heartbeat stopped, each claimed by this worker alone (a claim
@@ -124,6 +134,7 @@ class Heartbeat:
                     _log.warning("worker %s: another worker took this worker's runs over (its "
                                  "heartbeat was older than %ss); dead_after is too short for "
                                  "this machine's pauses", self.executor_id, self.dead_after)
+                    await self._taken()
                 for dead in await asyncio.to_thread(self.claim_dead):
                     count = await self._take_over(dead)
                     await asyncio.to_thread(self.release, dead)

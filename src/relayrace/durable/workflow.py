@@ -88,13 +88,16 @@ async def _nothing() -> str:
 class _DbosSteps(StepRunner):
     """Steps as DBOS steps named by their keys, with what earlier attempts recorded."""
 
-    __slots__ = ("_client", "_done", "began", "run_id")
+    __slots__ = ("_client", "_done", "_lost", "began", "lost", "run_id")
 
-    def __init__(self, client: DBOSClient, run_id: str) -> None:
+    def __init__(self, client: DBOSClient, run_id: str,
+                 lost: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self._client = client
         self._done: dict[str, str] = {}
+        self._lost = lost  # asks, before a step runs, whether another worker took the run
         self.run_id = run_id
-        self.began = False  # whether this attempt went through DBOS's step numbers yet
+        self.began = False  # whether this execution went through DBOS's step numbers yet
+        self.lost = False  # the run was taken over: this attempt stops, writing nothing
 
     async def start(self, again: bool) -> None:
         """Take in what earlier attempts of this run recorded (if one began).
@@ -107,6 +110,8 @@ class _DbosSteps(StepRunner):
         An attempt that finds no start of the run in the log needs none of this: the run's
         start is logged before its first step.
         """
+        if self.began:  # an attempt again in this execution: its steps are in ``_done``
+            return
         self.began = True
         if not again:
             return
@@ -129,10 +134,15 @@ class _DbosSteps(StepRunner):
         if value is not None:
             return value
 
+        if self._lost is not None and await self._lost(self.run_id):
+            raise dbos_error.DBOSWorkflowConflictIDError(self.run_id)
+
         async def call() -> str:
             return await fn()
 
-        return await DBOS.run_step_async({"name": key, "retries_allowed": False}, call)
+        done: str = await DBOS.run_step_async({"name": key, "retries_allowed": False}, call)
+        self._done[key] = done  # for another attempt in this execution (see _attempts)
+        return done
 
     def recorded(self, key: str) -> str | None:
         return self._done.get(key)
@@ -140,5 +150,5 @@ class _DbosSteps(StepRunner):
     def superseded(self, exc: BaseException) -> bool:
         # DBOS's word that another execution owns the workflow now (this worker was taken
         # for dead): DBOS parks this one and takes the owner's outcome, when it comes.
-        return isinstance(exc, dbos_error.DBOSWorkflowConflictIDError)
+        return self.lost or isinstance(exc, dbos_error.DBOSWorkflowConflictIDError)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from ..core._suggest import closest
 from ..core.exceptions import UserError
 from .fallback import FALLBACK_KINDS, FallbackKind, FallbackModel
 from .interface import (
@@ -65,10 +66,12 @@ def infer_model(model: Model | str) -> Model:
         return cached
     provider, sep, name = model.partition(":")
     if not sep or not name or provider not in KNOWN_PROVIDERS:
+        close = closest(provider, KNOWN_PROVIDERS) if sep and name else None
         raise UserError(
             f"Model {model!r} is not of the form 'provider:model' with provider one of "
-            f"{', '.join(KNOWN_PROVIDERS)}; e.g. 'openai:gpt-4o-mini' or "
-            "'anthropic:claude-sonnet-4-5'."
+            f"{', '.join(KNOWN_PROVIDERS)}; " + (
+                f"did you mean '{close}:{name}'?" if close else
+                "e.g. 'openai:gpt-4o-mini' or 'anthropic:claude-sonnet-4-5'.")
         )
     result: Model
     if provider == "anthropic":

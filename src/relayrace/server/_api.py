@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._engine.decisions import bind_reply
 from ..agents.approvals import PendingRun
-from ..core.events import RunStartedEvent
+from ..core.events import ApprovalDecidedEvent, RunStartedEvent
 from ..sessions import Session, SessionInfo
 from ._conversations import check_session_id
 from ._errors import ApiError, run_failed
@@ -36,16 +37,17 @@ class _Body(BaseModel):
 class NewSession(_Body):
     """A session to create."""
 
-    agent: str | None = Field(default=None, description="The served agent it talks to "
-                              "(default: the first).")
+    agent: str | None = Field(default=None, description="The agent it talks to: a served "
+                              "one or any agent of their teams (default: the first served).")
 
 
 class NewRun(_Body):
     """A run to start on a session."""
 
     input: str = Field(min_length=1, description="The user's message.")
-    agent: str | None = Field(default=None, description="The served agent to run (default: "
-                              "the session's).")
+    agent: str | None = Field(default=None, description="The agent the run starts with: a "
+                              "served one, or any agent of their teams (default: the one the "
+                              "session's conversation is with).")
     background: bool = Field(default=False, description="Answer at once with the run's id "
                              "(202) instead of waiting for its result.")
 
@@ -94,17 +96,31 @@ async def _session(request: Request, session_id: str) -> tuple[Session, dict[str
 
 
 def _agent_of(request: Request, name: str | None, events: list[Any] | None = None) -> Any:
+    """The agent named ``name`` (a served one, or any agent of their teams: a run of it starts
+    with it, in its team), else the one the session's log first ran, else the default."""
     server = _server(request)
+    members = server.members
     if name:
-        agent = server.agents.get(name)
+        agent = members.get(name)
         if agent is None:
             raise ApiError(404, f"No agent {name!r} is served; the agents are: "
-                           f"{', '.join(server.agents)}.", "not_found")
+                           f"{', '.join(members)}.", "not_found")
         return agent
     for e in events or ():
-        if isinstance(e, RunStartedEvent) and "/" not in e.path and e.agent in server.agents:
-            return server.agents[e.agent]
+        if isinstance(e, RunStartedEvent) and "/" not in e.path and e.agent in members:
+            return members[e.agent]
     return server.default
+
+
+def _decider(request: Request) -> str:
+    """Who makes a request's decisions: its API key's name; on a server without keys, the
+    ``X-Relayrace-User`` header, else the server's ``user``."""
+    server = _server(request)
+    if server.keys.required:
+        name: str = server.keys.name(_owner(request))
+        return name
+    given = (request.headers.get("x-relayrace-user") or "").strip()
+    return given[:200] if given else str(server.user)
 
 
 @router.get("/agents", summary="The served agents")
@@ -120,7 +136,8 @@ async def create_session(request: Request, body: NewSession) -> dict[str, Any]:
     server = _server(request)
     agent = _agent_of(request, body.agent)
     session = server.store.session(owner=_owner(request))
-    server.created[session.session_id] = {"owner": _owner(request), "agent": agent.name}
+    server.created[session.session_id] = {"owner": _owner(request), "agent": agent.name,
+                                          "at": time.time()}  # and "ran", once run
     while len(server.created) > CREATED_KEPT:
         server.created.popitem(last=False)
     return {"session_id": session.session_id, "agent": agent.name}
@@ -135,10 +152,14 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
                                                    "failed|idle)$")) -> dict[str, Any]:
     server = _server(request)
     owner = _owner(request)
-    filtering = bool(q or status)
-    # Filtering reads each session: it looks at the 1,000 most recent.
-    infos = await server.store.list_sessions(owner=owner, limit=1000 if filtering else limit,
-                                             offset=0 if filtering else offset)
+    # Sessions created and not run yet are not in the store: listed by when they were made.
+    made = await _made(server, owner, q.lower() if q else None, status)
+    # Filtering reads each session: it looks at the 1,000 most recent. Merged with the
+    # sessions made, the page is within the first offset + limit the store lists.
+    filtering = bool(q or status or made)
+    infos = await server.store.list_sessions(
+        owner=owner, limit=1000 if q or status else offset + limit if made else limit,
+        offset=0 if filtering else offset)
     logs = await _log_summaries(server, infos, q.lower() if q else None)
     out = []
     for info, log in zip(infos, logs, strict=True):
@@ -149,8 +170,29 @@ async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=500),
             continue
         out.append(row)
     if filtering:
-        out = out[offset:offset + limit]
+        stored = {r["session_id"] for r in out}
+        out = sorted([*(r for r in made if r["session_id"] not in stored), *out],
+                     key=lambda r: -r["updated_at"])[offset:offset + limit]
     return {"sessions": out, "limit": limit, "offset": offset}
+
+
+async def _made(server: Any, owner: str, q: str | None,
+                status: str | None) -> list[dict[str, Any]]:
+    """The rows of ``owner``'s sessions created and not in the store yet (matching ``q`` and
+    ``status``): made and not run, or run and not written yet."""
+    rows = []
+    for sid, made in reversed(list(server.created.items())):
+        if made["owner"] != owner or (q is not None and q not in sid.lower()):
+            continue
+        if "ran" in made and await server.store.get_info(sid) is not None:
+            del server.created[sid]  # the store lists it now
+            continue
+        row = listed(SessionInfo(session_id=sid, created_at=made["at"], updated_at=made["at"],
+                                 owner=owner), log_summary([], made["agent"]),
+                     server.runs.active.get(sid))
+        if status is None or row["status"] == status:
+            rows.append(row)
+    return rows
 
 
 async def _log_summaries(server: Any, infos: list[SessionInfo],
@@ -222,19 +264,27 @@ async def children(request: Request, session_id: str) -> dict[str, Any]:
 async def _start(request: Request, claim: Claim, session: Session, agent: Any, input: Any, *,
                  background: bool, approvals: dict[str, bool] | None = None,
                  answers: dict[str, str] | None = None, reply: str | None = None,
-                 hand_back: str | bool = False) -> Response:
+                 hand_back: str | bool = False, named: bool = False) -> Response:
     server = _server(request)
     if session.session_id in server.runs.active:
         raise ApiError(409, f"Session {session.session_id!r} has a run going; wait for it or "
                        "cancel it.", "conflict")
     durable = server.runs.durable.get(agent.name)
+    if server.runs.durable and durable is None:
+        raise ApiError(400, f"A durable server queues runs of its served agents only "
+                       f"({', '.join(server.runs.durable)}); {agent.name!r} is not one: serve "
+                       f"it (--agent {agent.name}) to run it.", "invalid")
     if durable is not None:  # queued for the workers, followed through the session log
         run = server.runs.queue(durable, session, _owner(request), input,
                                 approvals=approvals, answers=answers, reply=reply,
                                 hand_back=hand_back)
     else:
         run = server.runs.start(agent, session, _owner(request), input, approvals=approvals,
-                                answers=answers, reply=reply, hand_back=hand_back)
+                                answers=answers, reply=reply, hand_back=hand_back,
+                                named=named)
+    made = server.created.get(session.session_id)
+    if made is not None:  # its run writes it: the store lists it from now on
+        made["ran"] = True
     if background:
         return await claim.record(JSONResponse(run.summary(), status_code=202))
     return await asyncio.shield(claim.settle(run, _ended))
@@ -264,7 +314,7 @@ async def start_run(request: Request, session_id: str, body: NewRun) -> Any:
             raise ApiError(409, f"Session {session_id!r} waits for decisions; answer them at "
                            f"/api/sessions/{session_id}/pending first.", "conflict")
         return await _start(request, claim, session, agent, body.input,
-                            background=body.background)
+                            background=body.background, named=bool(body.agent))
 
 
 @router.get("/sessions/{session_id}/pending", summary="What a session's run waits for")
@@ -297,9 +347,28 @@ async def decide(request: Request, session_id: str, body: Decisions) -> Any:
                                f"{', '.join(questions) or 'none'}.", "invalid")
             questions[qid].check(answer)
         bind_reply(stopped, None, agent, body.reply, body.hand_back)  # a mistake writes nothing
+        calls = {a.call_id: a for a in stopped.approvals}
+        unknown = sorted(set(body.approvals) - set(calls))
+        if unknown:
+            raise ApiError(400, f"No pending call has the id(s) {unknown}; pending: "
+                           f"{sorted(calls)}.", "invalid")
+        if body.approvals and session.session_id not in _server(request).runs.active:
+            await _record_decisions(session, [calls[c] for c in body.approvals],
+                                    body.approvals, _decider(request))
         return await _start(request, claim, session, agent, None,
                             background=body.background, approvals=body.approvals,
                             answers=body.answers, reply=body.reply, hand_back=body.hand_back)
+
+
+async def _record_decisions(session: Session, calls: list[Any], approvals: dict[str, bool],
+                            by: str) -> None:
+    """Write who decided each call, and when, to the log (under its lease: one writer)."""
+    decided = [ApprovalDecidedEvent(
+        agent=c.agent, path=c.path, tool_call_id=c.call_id, tool_name=c.tool_name,
+        approved=approvals[c.call_id], decided_by=by,
+        session_id="" if c.session_id == session.session_id else c.session_id) for c in calls]
+    async with session.lease():
+        await session.append(decided)
 
 
 def _run(request: Request, run_id: str) -> RunRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import logging
@@ -10,7 +11,7 @@ import os
 import re
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +60,10 @@ class Server:
     max_body: int
     idempotency: Idempotency
     """Requests' ``Idempotency-Key`` headers, recorded in the store."""
-    created: OrderedDict[str, dict[str, str]] = field(default_factory=OrderedDict)
-    """Sessions created through the API that have no events yet: id -> owner and agent (the
-    oldest forgotten past ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
+    created: OrderedDict[str, dict[str, Any]] = field(default_factory=OrderedDict)
+    """Sessions created through the API that have no events yet: id -> owner, agent, when it
+    was made and whether a run started on it (the oldest forgotten past
+    ``_api.CREATED_KEPT``: a client cannot grow it without bound)."""
     conversations: Conversations = field(default_factory=Conversations)
     """Each OpenAI-protocol session's transcript so far (its hash)."""
     match_transcripts: bool = False
@@ -69,11 +71,24 @@ class Server:
     session whose transcript it resends."""
     summaries: SummaryCache = field(default_factory=SummaryCache)
     """The session list's log summaries, each read again only when its log grew."""
+    user: str = ""
+    """Who decides approvals on a server without API keys, unless a request says
+    (``X-Relayrace-User``)."""
 
     @property
     def default(self) -> Agent[Any]:
         """The agent a session talks to unless it says otherwise."""
         return next(iter(self.agents.values()))
+
+    @functools.cached_property
+    def members(self) -> dict[str, Agent[Any]]:
+        """Every agent of the served teams by name, the served ones first: a run may start
+        with any of them (teams are fixed once built)."""
+        found = dict(self.agents)
+        for agent in self.agents.values():
+            for name, member in _graph.team_agents(agent).items():
+                found.setdefault(name, member)
+        return found
 
 
 def _durable_runners(served: list[Agent[Any]], store: SessionStore) -> dict[str, Any]:
@@ -90,7 +105,8 @@ def _durable_runners(served: list[Agent[Any]], store: SessionStore) -> dict[str,
 
 
 def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
-               store: SessionStore | str | None = None, api_keys: Sequence[str] = (),
+               store: SessionStore | str | None = None,
+               api_keys: Sequence[str] | Mapping[str, str] = (),
                cors_origins: Sequence[str] = (), max_body_bytes: int = DEFAULT_MAX_BODY,
                rate_limit: RateLimit | str | None = None, model: Model | str | None = None,
                max_turns: int | None = None, console: bool = True,
@@ -99,7 +115,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                idempotency_window: float = DEFAULT_WINDOW,
                match_transcripts: bool = False,
                prices: PriceTable | str | os.PathLike[str] | None = None,
-               eval_cases: str | os.PathLike[str] | None = None) -> FastAPI:
+               eval_cases: str | os.PathLike[str] | None = None, user: str = "") -> FastAPI:
     """An ASGI app serving ``agents``: the sessions and runs API (``/api``), the
     OpenAI-compatible endpoints (``/v1``), the web console (``/``), ``/healthz`` and the
     OpenAPI schema (``/openapi.json``).
@@ -107,9 +123,12 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     Sessions live in ``store`` (a `SessionStore`, or what `open_store` reads; default: the
     SQLite file ``.relayrace/sessions.db``), the same as the CLI's. With ``api_keys``, every
     request needs one (``Authorization: Bearer KEY`` or ``X-API-Key``) and each key sees only
-    its own sessions. ``cors_origins`` lists the origins a browser may call from (none by
-    default); ``max_body_bytes`` bounds a request's body (413 beyond); ``rate_limit``
-    (``"60/m"`` or a `RateLimit`) bounds each key's requests (429 with ``Retry-After``).
+    its own sessions; a key may have a name (``NAME:KEY``, or a mapping of names to keys), which
+    the session log records as who decided an approval (without keys: the request's
+    ``X-Relayrace-User`` header, else ``user``). ``cors_origins`` lists the origins a browser
+    may call from (none by default); ``max_body_bytes`` bounds a request's body (413
+    beyond); ``rate_limit`` (``"60/m"`` or a `RateLimit`) bounds each key's requests (429
+    with ``Retry-After``).
     The app answers only requests whose ``Host`` is ``localhost``, ``127.0.0.1``, ``[::1]`` or
     one of ``allowed_hosts`` (421 otherwise: DNS rebinding), and refuses a state-changing
     request from a web page (its ``Origin``) on another host unless ``allowed_origins`` or
@@ -153,7 +172,7 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
     server = Server(agents={a.name: a for a in served}, store=sessions,
                     runs=runs, keys=Keys(api_keys),
                     limiter=RateLimiter(limit) if limit is not None else None,
-                    max_body=max_body_bytes, match_transcripts=match_transcripts,
+                    max_body=max_body_bytes, match_transcripts=match_transcripts, user=user,
                     idempotency=Idempotency(sessions.idempotency(), idempotency_window))
     exporter = _otel_processor() if otel else None
     if durable:
@@ -204,7 +223,8 @@ def create_app(agents: Agent[Any] | Sequence[Agent[Any]], *,
                            allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "X-API-Key", "Content-Type",
                                           "Last-Event-ID", "X-Relayrace-Session",
-                                          "Idempotency-Key", "X-Relayrace-Progress"],
+                                          "Idempotency-Key", "X-Relayrace-Progress",
+                                          "X-Relayrace-User"],
                            expose_headers=["X-Relayrace-Session", "X-Relayrace-Run",
                                            "Idempotent-Replayed"])
     app.add_middleware(HostGuard, access=access)  # the outermost: checked before anything

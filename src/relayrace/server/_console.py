@@ -21,7 +21,7 @@ BUNDLES: Mapping[str, tuple[str, ...]] = {
     "console.css": ("app.css", "workbench.css"),
     # In this order: each module builds on the ones before it.
     "console.js": ("app.js", "waterfall.js", "workbench.js", "usage.js", "graph.js",
-                   "inbox.js", "evals.js"),
+                   "home.js", "inbox.js", "evals.js"),
 }
 """Each bundle the page loads and the modules it is made of, in order."""
 

@@ -235,14 +235,18 @@ class RunManager:
     def start(self, agent: Agent[Any], session: Session, owner: str, input: Any, *,
               approvals: dict[str, bool] | None = None,
               answers: dict[str, str] | None = None, reply: str | None = None,
-              hand_back: str | bool = False) -> RunRecord:
-        """Start a run of ``agent`` on ``session`` in the background."""
+              hand_back: str | bool = False, named: bool = False) -> RunRecord:
+        """Start a run of ``agent`` on ``session`` in the background (``named``: the request
+        chose it, so the run starts with it, not with whoever the conversation was left
+        with)."""
         run = RunRecord(run_id="run-" + secrets.token_hex(8), session_id=session.session_id,
                         owner=owner, agent=agent.name)
         self.runs[run.run_id] = run
         self.active[session.session_id] = run
         options: StreamArgs = {"session": session, "model": self.model,
                                "max_turns": self.max_turns}
+        if named and agent.parent is None and not agent.is_composite:
+            options["start_agent"] = agent  # a sub-agent run is started with by the Runner
         if approvals or answers or reply is not None or hand_back:
             options |= {"approvals": approvals or {}, "answers": answers or {},
                         "reply": reply, "hand_back": hand_back}

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core.events import (
     AgentEvent,
+    ApprovalDecidedEvent,
     DelegationEvent,
     MessageEvent,
     RunFinishedEvent,
@@ -18,6 +19,9 @@ from ..sessions import SessionInfo
 from ._runs import RunRecord
 
 __all__ = ["SummaryCache", "event_dicts", "summarize"]
+
+TITLE_CHARS = 120
+"""A session's title: its first user message, cut to this many characters."""
 
 SUMMARIES_KEPT = 20_000
 """Session summaries the server keeps (the least recently listed go first)."""
@@ -34,7 +38,8 @@ def listed(info: SessionInfo, log: dict[str, Any], running: RunRecord | None) ->
     status = "running" if running is not None and not running.done else log["status"]
     return {"session_id": info.session_id, "agent": log["agent"],
             "active_agent": log["active_agent"], "status": status,
-            "last_message": log["last_message"], "usage": dict(log["usage"]),
+            "title": log["title"], "last_message": log["last_message"],
+            "usage": dict(log["usage"]),
             "created_at": info.created_at, "updated_at": info.updated_at,
             "event_count": info.event_count, "parent_id": info.parent_id,
             "path": info.path, "forked_from": info.forked_from, "forked_at": info.forked_at}
@@ -42,11 +47,13 @@ def listed(info: SessionInfo, log: dict[str, Any], running: RunRecord | None) ->
 
 def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
     """What a session's log says of it: its first agent, the active one, the last run's status,
-    the last message and the usage."""
+    its title (the first user message), the last message, the usage, and the last approval
+    decided (who, when)."""
     status = "idle"
     agent = default_agent
     active = None
-    last = ""
+    last = title = ""
+    decided = None
     usage = {"requests": 0, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     for e in events:
         kind = type(e)
@@ -57,6 +64,7 @@ def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
             m = e.message  # type: ignore[attr-defined]
             if "/" not in e.path and m.role in ("user", "assistant") and m.content:
                 last = m.content
+                title = title or (m.content if m.role == "user" else "")
                 if m.role == "assistant":
                     active = m.name or active
             _count(usage, e.usage)  # type: ignore[attr-defined]
@@ -65,10 +73,14 @@ def log_summary(events: list[AgentEvent], default_agent: str) -> dict[str, Any]:
         elif kind is RunFinishedEvent and "/" not in e.path:
             status = {"completed": "finished", "failed": "failed",
                       "interrupted": "waiting"}[e.status]  # type: ignore[attr-defined]
+        elif kind is ApprovalDecidedEvent:
+            decided = {"tool": e.tool_name, "approved": e.approved,  # type: ignore[attr-defined]
+                       "decided_by": e.decided_by, "time": e.time}  # type: ignore[attr-defined]
         elif e.kind == "handoff" and "/" not in e.path:  # type: ignore[attr-defined]
             active = e.to_agent  # type: ignore[attr-defined]
     return {"agent": agent, "active_agent": active or agent, "status": status,
-            "last_message": last[:500], "usage": usage}
+            "title": " ".join(title.split())[:TITLE_CHARS], "last_message": last[:500],
+            "usage": usage, "decided": decided}
 
 
 class SummaryCache:

@@ -22,6 +22,8 @@ __all__ = ["run_spans", "usage_of"]
 
 ReadLog = Callable[[str], Awaitable[list[AgentEvent]]]
 """Reads a delegated child's log by its session id."""
+ToolsOf = Callable[[str], list[dict[str, Any]]]
+"""The tools an agent (by name) is offered, for its model calls' detail."""
 
 _KEPT_MESSAGES = 40  # of a model call's request, the most recent messages shown
 
@@ -41,8 +43,8 @@ def _usage(used: Any) -> dict[str, int]:
 class _Builder:
     """Spans in depth-first order, each with its parent's id and times in ms from ``zero``."""
 
-    def __init__(self, zero: float, read: ReadLog) -> None:
-        self.zero, self.read = zero, read
+    def __init__(self, zero: float, read: ReadLog, tools: ToolsOf) -> None:
+        self.zero, self.read, self.tools = zero, read, tools
         self.spans: list[dict[str, Any]] = []
 
     def add(self, kind: str, name: str, start: float, end: float, parent: str | None,
@@ -65,6 +67,7 @@ class _Builder:
         agent_span = self.add("agent", agent, start, end, parent, {}, agent=agent)
         agent_spans = [self.spans[-1]]
         calls: dict[str, tuple[float, dict[str, Any]]] = {}
+        opened: dict[str, dict[str, Any]] = {}  # tool spans opened early: a child under them
         previous = start
         for e in events:
             if isinstance(e, MessageEvent):
@@ -72,8 +75,8 @@ class _Builder:
                     self.add("model", e.model or "model", previous, e.time, agent_span,
                              {"model": e.model, "request": [_message(m) for m in
                                                             history[-_KEPT_MESSAGES:]],
-                              "response": _message(e.message), "usage": _usage(e.usage)},
-                             agent=e.agent)
+                              "response": _message(e.message), "usage": _usage(e.usage),
+                              "tools": self.tools(e.agent)}, agent=e.agent)
                     for c in e.message.tool_calls or ():
                         calls[c.id] = (e.time, {"name": c.name, "arguments": c.arguments})
                 history.append(e.message)
@@ -81,17 +84,26 @@ class _Builder:
                 calls[e.tool_call_id] = (e.time, calls[e.tool_call_id][1])
             elif isinstance(e, ToolResultEvent):
                 history.append(e.message)
-                began, call = calls.pop(e.message.tool_call_id or "", (e.time, {}))
-                self.add("tool", e.tool_name or call.get("name", "tool"), began, e.time,
-                         agent_span, {"arguments": call.get("arguments"),
-                                      "result": e.full_content or e.message.content},
-                         agent=e.agent, error=e.message.content if e.is_error else None)
+                call_id = e.message.tool_call_id or ""
+                began, call = calls.pop(call_id, (e.time, {}))
+                span = opened.pop(call_id, None) or self._find(self.open_tool(
+                    e.tool_name or call.get("name", "tool"), began, agent_span, call, e.agent))
+                span["duration_ms"] = round(max(0.0, e.time - began) * 1000, 3)
+                span["detail"]["result"] = e.full_content or e.message.content
+                span["error"] = e.message.content if e.is_error else None
             elif isinstance(e, DelegationEvent):
-                began = calls.get(e.tool_call_id, (previous, {}))[0]
+                began, call = calls.get(e.tool_call_id, (previous, {}))
+                under = agent_span
+                if e.tool_call_id in calls:  # the delegation happens inside its tool call
+                    tool = opened.get(e.tool_call_id)
+                    if tool is None:
+                        tool = opened[e.tool_call_id] = self._find(self.open_tool(
+                            call.get("name", "tool"), began, agent_span, call, e.agent))
+                    under = tool["span_id"]
                 child = self.add("delegation", f"{e.agent} → {e.child_agent}", began, e.time,
-                                 agent_span, {"report": e.report, "output": e.output,
-                                              "child_session_id": e.child_session_id,
-                                              "usage": _usage(e.usage)},
+                                 under, {"report": e.report, "output": e.output,
+                                         "child_session_id": e.child_session_id,
+                                         "usage": _usage(e.usage)},
                                  agent=e.agent, error=None if e.ok else (e.error or "failed"))
                 if depth < 8:  # deeper nesting is read when that child's own trace is opened
                     await self.log(await self.read(e.child_session_id), [], child, depth + 1)
@@ -107,16 +119,26 @@ class _Builder:
                 agent_spans[-1]["error"] = e.output or e.reason or "failed"
             previous = e.time
 
+    def open_tool(self, name: str, began: float, parent: str, call: dict[str, Any],
+                  agent: str) -> str:
+        """A tool call's span, its end set when its result comes."""
+        return self.add("tool", name, began, began, parent,
+                        {"arguments": call.get("arguments"), "result": None}, agent=agent)
 
-async def run_spans(events: list[AgentEvent], first: int, last: int,
-                    read: ReadLog) -> list[dict[str, Any]]:
+    def _find(self, span_id: str) -> dict[str, Any]:
+        return self.spans[int(span_id[1:]) - 1]
+
+
+async def run_spans(events: list[AgentEvent], first: int, last: int, read: ReadLog,
+                    tools: ToolsOf) -> list[dict[str, Any]]:
     """The spans of the run whose events are ``events[first - 1:last]`` (seqs from 1):
-    the run, then its agents' spans with their model calls, tool calls, handoffs and
-    delegated children nested under them."""
+    the run, then its agents' spans with their model calls (and the tools ``tools`` says
+    each agent is offered), tool calls, handoffs and delegated children nested under them
+    (a delegation under the tool call that made it)."""
     part = events[first - 1:last]
     if not part:
         return []
-    builder = _Builder(part[0].time, read)
+    builder = _Builder(part[0].time, read, tools)
     history = [e.message for e in events[:first - 1]
                if isinstance(e, MessageEvent | ToolResultEvent)]
     finished = next((e for e in part if isinstance(e, RunFinishedEvent)), None)

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from ..core.exceptions import UserError
+from ._snapshots import Snapshots
+from ._sqliteschema import busy, prepare
 from ._sqlitewrites import drop_leases, touch_sessions, write_events
 
 __all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Rows", "Settings", "busy",
@@ -38,10 +40,11 @@ __all__ = ["BUSY_TIMEOUT", "SYNCHRONOUS", "Database", "Rows", "Settings", "busy"
 
 T = TypeVar("T")
 
-BUSY_TIMEOUT = 5.0
+BUSY_TIMEOUT = 30.0
+"""Seconds a write waits for another process's lock by default: past a backup's pause."""
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 """SQLite's ``synchronous`` levels a session may choose (how often a commit syncs the disk)."""
-_RETRY_INTERVAL = 0.01  # seconds between tries of a lock SQLite's busy handler cannot wait for
+_SLACK = 0.25  # seconds a write may wait past its busy timeout, not to change it per group
 _GROUP = 256  # jobs in one transaction at most: a long group delays its first answer
 
 Settings = tuple[float, str]
@@ -57,67 +60,14 @@ the append as written (in the file's thread; it returns the job's finish)."""
 # A job: the function, its arguments, the connection settings, its kind (_PLAIN: runs on its
 # own; _READ / _WRITE: in a group's transaction), whether it runs even if its waiter gave up,
 # the waiter's loop (None: a concurrent future) and future, what undoes a session's state
-# when a group's commit fails, and for an append, what gives its `Rows` (or None).
+# when a group's commit fails, for an append, what gives its `Rows` (or None), and when its
+# wait for another connection's lock runs out (time.monotonic(): queued + busy timeout).
 _Job = tuple[Callable[..., Any], tuple[Any, ...], Settings, int, bool,
              asyncio.AbstractEventLoop | None, Any, Callable[[BaseException], None] | None,
-             Callable[..., Rows | None] | None]
+             Callable[..., Rows | None] | None, float]
 _PLAIN, _READ, _WRITE = 0, 1, 2
 
-_TABLES = """
-CREATE TABLE IF NOT EXISTS sessions (
-    session_id TEXT PRIMARY KEY,
-    parent_id TEXT,
-    parent_tool_call_id TEXT,
-    path TEXT NOT NULL DEFAULT '',
-    child_key TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    owner TEXT NOT NULL DEFAULT '',
-    updated_at REAL NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS sessions_parent ON sessions(parent_id);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL REFERENCES sessions(session_id),
-    seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    time REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS forks (
-    session_id TEXT PRIMARY KEY,
-    origin_id TEXT NOT NULL,
-    at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS leases (
-    session_id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    expires_at REAL NOT NULL
-);
-"""
-# After the migration: an older file's events have no seq, nor its sessions an updated_at,
-# until it has run. A listing walks the recent indexes in order: a page costs its own rows.
-_INDEXES = """
-CREATE UNIQUE INDEX IF NOT EXISTS events_seq ON events(session_id, seq);
-CREATE INDEX IF NOT EXISTS sessions_recent ON sessions(parent_id, updated_at DESC, session_id);
-CREATE INDEX IF NOT EXISTS sessions_owner_recent
-    ON sessions(owner, parent_id, updated_at DESC, session_id);
-"""
-
-_SCHEMA_VERSION = 5
-# Columns later schema versions added to tables of older files.
-_ADDED_COLUMNS = (
-    ("sessions", "child_key", "TEXT NOT NULL DEFAULT ''"),
-    ("events", "time", "REAL NOT NULL DEFAULT 0"),
-    ("events", "seq", "INTEGER NOT NULL DEFAULT 0"),
-    ("sessions", "owner", "TEXT NOT NULL DEFAULT ''"),
-    ("sessions", "updated_at", "REAL NOT NULL DEFAULT 0"),
-)
 _RENEW = "UPDATE leases SET expires_at = ? WHERE session_id = ? AND owner = ?"
-
-
-def busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` is SQLite giving up on another connection's lock."""
-    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def check_synchronous(synchronous: object) -> str:
@@ -177,10 +127,7 @@ class _Worker:
             conn = sqlite3.connect(self.path, timeout=settings[0], isolation_level=None,
                                    check_same_thread=False, cached_statements=512)
             try:
-                self._use_wal(conn, settings[0])
-                conn.executescript(_TABLES)
-                self._migrate(conn)
-                conn.executescript(_INDEXES)
+                prepare(conn, settings[0])
             except BaseException:
                 conn.close()
                 raise
@@ -193,54 +140,6 @@ class _Worker:
                 conn.execute(f"PRAGMA synchronous = {synchronous}")
             self._settings = settings
         return conn
-
-    @staticmethod
-    def _use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
-        """Put the file in WAL mode, waiting up to ``busy_timeout`` for another connection.
-
-        Switching a new (or rollback-journal) file writes its header under a read lock that
-        must become a write lock. SQLite never waits for that upgrade (the other holder may
-        be waiting for this read lock to go) and answers SQLITE_BUSY at once, so two processes
-        opening a new file together would fail one of them. Here the statement starts over,
-        its read lock dropped, until the other connection is done or the timeout runs out.
-        """
-        deadline = time.monotonic() + busy_timeout
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if not busy(exc) or time.monotonic() >= deadline:
-                    raise
-            time.sleep(_RETRY_INTERVAL)
-
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        """Bring a file written by an earlier relayrace to the current schema, in place."""
-        if conn.execute("PRAGMA user_version").fetchone()[0] >= _SCHEMA_VERSION:
-            return
-        conn.execute("BEGIN IMMEDIATE")  # another process may be migrating the file too
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version < _SCHEMA_VERSION:
-                for table, column, declaration in _ADDED_COLUMNS:
-                    names = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                    if column not in names:
-                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
-                if version < 3:  # number each session's events in the order they were written
-                    conn.execute("UPDATE events SET seq = n.seq FROM (SELECT id, ROW_NUMBER() OVER "
-                                 "(PARTITION BY session_id ORDER BY id) AS seq FROM events) AS n "
-                                 "WHERE events.id = n.id")
-                if version < 5:  # each session's last activity, kept by appends from now on
-                    conn.execute("UPDATE sessions SET updated_at = COALESCE((SELECT MAX(time) "
-                                 "FROM events e WHERE e.session_id = sessions.session_id), "
-                                 "created_at)")
-                conn.execute("DROP INDEX IF EXISTS events_session")  # events_seq replaces it
-                conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     # -- held leases ---------------------------------------------------------------------------
 
@@ -299,7 +198,8 @@ class _Worker:
         """Run ``batch`` in order: plain jobs alone, the others in groups; False at the end."""
         group: list[_Job] = []
         for job in batch:
-            if group and (job is None or job[3] == _PLAIN or job[2] != group[0][2]):
+            # A group shares one syncing level; each job keeps its own busy timeout (`_begin`).
+            if group and (job is None or job[3] == _PLAIN or job[2][1] != group[0][2][1]):
                 self._group(group)
                 group = []
             if job is None:
@@ -307,7 +207,7 @@ class _Worker:
             if job[3] != _PLAIN:
                 group.append(job)
                 continue
-            fn, args, _, _, always, _, _, _, _ = job
+            fn, args, always = job[0], job[1], job[4]
             if not always and not _wanted(job):
                 continue
             try:
@@ -332,12 +232,10 @@ class _Worker:
             return
         answers: list[tuple[_Job, Any, BaseException | None]] = []
         done: list[tuple[_Job, Callable[[], Any]]] = []
-        try:
-            conn = self.conn(live[0][2])
-            conn.execute("BEGIN IMMEDIATE" if any(j[3] == _WRITE for j in live) else "BEGIN")
-        except BaseException as exc:
-            self._fail(live, exc)
+        live = self._begin(live)
+        if not live:
             return
+        conn = self.conn((self._settings[0], live[0][2][1]))  # as _begin left it
         ran = 0  # jobs of live that ran (answered, in done, or failing the transaction)
         tried = 0  # appends from here on were tried together already
         try:
@@ -387,6 +285,41 @@ class _Worker:
             except BaseException as exc:
                 answers.append((job, None, exc))
         self._answer(answers)
+
+    def _begin(self, live: list[_Job]) -> list[_Job]:
+        """Begin ``live``'s transaction; the jobs it holds (none: it did not begin).
+
+        Each job waits for another connection's lock until its own deadline (queued, plus
+        its busy timeout): when a wait runs out, only the jobs whose own wait has passed fail,
+        and the others go on waiting, so a group of jobs queued over a long lock (a backup's
+        pause) is never failed whole for the oldest of them.
+        """
+        begin = "BEGIN IMMEDIATE" if any(j[3] == _WRITE for j in live) else "BEGIN"
+        synchronous = live[0][2][1]
+        waited = False
+        while True:
+            wait = max(0.0, min(j[9] for j in live) - time.monotonic())
+            # At first the connection's busy timeout as it is, unless it would wait past the
+            # shortest wait left by more than the slack: no statement to change it for every
+            # group (a free file never waits at all).
+            current = self._settings[0]
+            timeout = current if not waited and 0 <= current <= wait + _SLACK else wait
+            waited = True
+            try:
+                self.conn((timeout, synchronous)).execute(begin)
+                return live
+            except sqlite3.OperationalError as exc:
+                if not busy(exc):
+                    self._fail(live, exc)
+                    return []
+                now = time.monotonic()
+                self._fail([j for j in live if j[9] <= now], exc)
+                live = [j for j in live if j[9] > now]
+                if not live:
+                    return []
+            except BaseException as exc:
+                self._fail(live, exc)
+                return []
 
     @staticmethod
     def _joint(conn: sqlite3.Connection, jobs: list[_Job]
@@ -459,6 +392,8 @@ class Database:
         self.path = path
         self.worker = _Worker(path)
         self._jobs = self.worker.jobs
+        self.snapshots = Snapshots()
+        """The conversations this process ran on the file last (`_snapshots`)."""
         # Daemon: a process may exit with sessions alive; SQLite survives an exit mid-write.
         threading.Thread(target=self.worker.loop, daemon=True,
                          name=f"relayrace-sqlite {path}").start()
@@ -483,13 +418,13 @@ class Database:
         """``fn(*args)`` alone in the file's thread, to await; the loop goes on meanwhile."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, loop, future, None, None, 0.0))
         return future
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)`` in the file's thread, waiting for it (for code without a loop)."""
         future: Future[T] = Future()
-        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None, None))
+        self._jobs.put((fn, args, (0.0, ""), _PLAIN, False, None, future, None, None, 0.0))
         return future.result()
 
     def grouped(self, fn: Callable[..., Callable[[], T]], args: tuple[Any, ...],
@@ -508,5 +443,5 @@ class Database:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, args, settings, _WRITE if writes else _READ, always, loop, future,
-                        failed, rows))
+                        failed, rows, time.monotonic() + settings[0]))
         return future

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import os
@@ -12,28 +13,16 @@ import threading
 import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.events import (
-    AgentEvent,
-    ApprovalRequestedEvent,
-    ContextCompactedEvent,
-    HandoffEvent,
-    MessageEvent,
-    QuestionAskedEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    ToolResultEvent,
-    ToolStartedEvent,
-    dump_events,
-)
+from ..core.events import AgentEvent, MessageEvent, ToolResultEvent, dump_events
 from ..core.exceptions import SessionInUseError, UserError
-from ..core.messages import Message
+from .view import LogView
 
 __all__ = ["DEFAULT_DB_PATH", "Lease", "LeaseHolder", "LogView", "Session", "SessionInfo",
-           "check_wait", "lease_row_owner", "new_session_id", "process_tag"]
+           "check_wait", "check_waits", "lease_row_owner", "new_session_id", "process_tag"]
 
 DEFAULT_DB_PATH = Path(".relayrace") / "sessions.db"
 """Where SQLite sessions and stores live unless told otherwise."""
@@ -160,105 +149,6 @@ class SessionInfo:
     """For a fork (`Session.fork`): the session it was forked from."""
     forked_at: int = 0
     """For a fork: how many of its origin's events it began with (the origin's event seq)."""
-
-
-class LogView:
-    """What a run needs from a log, kept up to date event by event (never rebuilt).
-
-    Continuing a long conversation costs the same as continuing a short one. A turn's tool
-    results are logged as each call finishes, so in the order they finished; the view puts
-    them in the order of their calls, as the run that made them did.
-    """
-
-    __slots__ = ("_order", "active", "archives", "asked", "compactions", "ended", "handoff",
-                 "messages", "returns", "run_id", "size", "started")
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        """The conversation: every message and tool result, in order."""
-        self.active: str | None = None
-        """The agent that held the conversation when the log ends."""
-        self.returns: list[str] = []
-        """Callers that ``task``/``single_turn`` agents owe a return to, innermost last."""
-        self.handoff: HandoffEvent | None = None
-        """The transfer that made ``active`` the active agent (``None`` if no transfer did)."""
-        self.started: dict[str, ToolStartedEvent] = {}
-        """Calls of the last turn that started and have no result yet, by call id."""
-        self.asked: set[str] = set()
-        """Of ``started``, the calls that stopped for a person after they started: asked to be
-        approved again, or asking a question (not of unknown outcome, then)."""
-        self.compactions: dict[str, ContextCompactedEvent] = {}
-        """Per agent: its latest compression summary (what it sees in place of the oldest
-        messages)."""
-        self.archives = 0
-        """How many archives the log holds (compression summaries)."""
-        self.size = 0
-        """How many events have been folded in (a store compares it with its own count)."""
-        self.run_id = ""
-        """The durable run id of the last run that started (``""``: not a durable run)."""
-        self.ended: RunFinishedEvent | None = None
-        """How the last run that started ended (``None``: it did not, or none started)."""
-        # The last turn's calls: their positions, and where its results begin in messages.
-        self._order: tuple[dict[str, int], int] | None = None
-
-    def fold(self, events: Sequence[AgentEvent]) -> None:
-        """Take ``events`` (appended after the ones already folded) into account."""
-        messages, returns = self.messages, self.returns
-        for e in events:
-            kind = type(e)
-            if kind is MessageEvent:
-                message: Message = e.message  # type: ignore[attr-defined]
-                messages.append(message)
-                if message.tool_calls:
-                    self._order = ({c.id: i for i, c in enumerate(message.tool_calls)},
-                                   len(messages))
-                    self.started, self.asked = {}, set()
-                else:
-                    self._order = None
-            elif kind is ToolResultEvent:
-                self._place(e.message)  # type: ignore[attr-defined]
-            elif kind is RunStartedEvent:  # every run's start and end: checked early
-                self.run_id, self.ended = e.run_id, None  # type: ignore[attr-defined]
-                if e.agent != self.active:
-                    self.active, self.handoff = e.agent, None
-            elif kind is RunFinishedEvent:
-                self.ended = e  # type: ignore[assignment]
-            elif kind is ToolStartedEvent:
-                self.started[e.tool_call_id] = e  # type: ignore[attr-defined,assignment]
-                self.asked.discard(e.tool_call_id)  # type: ignore[attr-defined]
-            elif kind is ApprovalRequestedEvent or kind is QuestionAskedEvent:
-                if not e.session_id and e.tool_call_id in self.started:  # type: ignore[attr-defined]
-                    self.asked.add(e.tool_call_id)  # type: ignore[attr-defined]
-            elif kind is HandoffEvent:
-                self.active = e.to_agent  # type: ignore[attr-defined]
-                self.handoff = None if e.is_return else e  # type: ignore[attr-defined,assignment]
-                if e.is_return:  # type: ignore[attr-defined]
-                    if returns:
-                        returns.pop()
-                elif e.returns_to:  # type: ignore[attr-defined]
-                    returns.append(e.returns_to)  # type: ignore[attr-defined]
-            elif kind is ContextCompactedEvent:
-                self.compactions[e.agent] = e  # type: ignore[assignment]
-                self.archives += 1
-        self.size += len(events)
-
-    def _place(self, result: Message) -> None:
-        """Add a tool result after the results of the calls made before its own."""
-        messages = self.messages
-        call_id = result.tool_call_id or ""
-        self.started.pop(call_id, None)
-        self.asked.discard(call_id)
-        order = self._order
-        position = order[0].get(call_id) if order is not None else None
-        if position is None:  # not a call of the last turn: as logged
-            messages.append(result)
-            return
-        assert order is not None
-        index, start = order
-        at = len(messages)
-        while at > start and index.get(messages[at - 1].tool_call_id or "", -1) > position:
-            at -= 1
-        messages.insert(at, result)
 
 
 _DURABLE_RENAMED = ("Session.durable is renamed Session.persistent (whether the log outlives "
@@ -431,22 +321,34 @@ class Session(ABC):
             check_wait(wait)
         return Lease(self, wait)
 
-    async def fork(self, *, at: int) -> Session:
+    async def fork(self, *, at: int, edits: Mapping[int, str] | None = None) -> Session:
         """A new session of the same store whose log is this one's first ``at`` events (up to
         and including event seq ``at``, counted from 1), linked to this one as its origin.
 
         Running on the fork continues from that point (time travel); this session is left
-        as it is. Delegated children's logs stay with the origin.
+        as it is. Delegated children's logs stay with the origin. ``edits`` maps seqs (up to
+        ``at``) of messages (user, assistant or tool results) to the text the fork's copy
+        has instead: the context its next run sees, changed.
         """
         events = await self.get_events()
         if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= len(events):
             raise UserError(f"Session.fork(at=...) takes an event seq from 1 to {len(events)} "
                             f"(the log of {self.session_id!r}); got {at!r}.")
+        copied = events[:at]
+        for seq, text in (edits or {}).items():
+            event = copied[seq - 1] if isinstance(seq, int) and 1 <= seq <= at else None
+            if not isinstance(event, MessageEvent | ToolResultEvent) or not isinstance(text, str):
+                raise UserError(f"Session.fork(edits=...) maps the seqs of messages (1 to {at}) "
+                                f"to their new text; got {seq!r}: {text!r}.")
+            changed = dataclasses.replace(event.message, content=text)
+            copied[seq - 1] = dataclasses.replace(event, message=changed) \
+                if isinstance(event, MessageEvent) else \
+                dataclasses.replace(event, message=changed, full_content=None)
         made = self.open(new_session_id())
         made.info.owner = self.info.owner
         made.info.forked_from, made.info.forked_at = self.session_id, at
         await made._record_fork()
-        await made.append(events[:at])
+        await made.append(copied)
         return made
 
     async def _record_fork(self) -> None:  # noqa: B027 - a store whose info is enough keeps it
@@ -463,6 +365,16 @@ def check_wait(wait: float | None) -> None:
     if wait is not None and not 0 <= wait < math.inf:
         raise UserError(f"wait_for_session is a number of seconds >= 0, or None not to wait; "
                         f"got {wait!r}.")
+
+
+def check_waits(**seconds: object) -> None:
+    """Refuse a store's settings in seconds that are not: each a number >= 0 (``lease_ttl``
+    above 0), named in the error."""
+    for name, value in seconds.items():
+        least = "above 0" if name == "lease_ttl" else ">= 0"
+        if isinstance(value, bool) or not isinstance(value, int | float) or \
+                not (value > 0 if name == "lease_ttl" else value >= 0) or value == math.inf:
+            raise UserError(f"{name} is a number of seconds {least}; got {value!r}.")
 
 
 # Owner ids: unique across processes (a random part drawn once) and cheap per run.

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from itertools import chain
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -34,11 +33,27 @@ from ..core.exceptions import (
     UserError,
 )
 from ._pgconn import Pools, connect, refused, why
+from ._pgrows import (
+    CREATED,
+    LAST,
+    ONE,
+    RELEASE,
+    SELECT,
+    SINCE,
+    TAKE_DEAD,
+    TAKE_LEASE,
+    TOUCH,
+    info_of,
+    where,
+)
+from ._pgschema import migrate
+from ._snapshots import Snapshots
 from .base import (
     LeaseHolder,
     LogView,
     Session,
     SessionInfo,
+    check_waits,
     lease_row_owner,
     new_session_id,
     process_tag,
@@ -50,79 +65,9 @@ __all__ = ["PostgresSession", "PostgresStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
-_MIGRATIONS: dict[int, str] = {
-    1: """
-CREATE TABLE IF NOT EXISTS relayrace_sessions (
-    session_id TEXT PRIMARY KEY,
-    parent_id TEXT,
-    parent_tool_call_id TEXT,
-    path TEXT NOT NULL DEFAULT '',
-    child_key TEXT NOT NULL DEFAULT '',
-    created_at DOUBLE PRECISION NOT NULL,
-    owner TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS relayrace_sessions_parent ON relayrace_sessions(parent_id);
-CREATE INDEX IF NOT EXISTS relayrace_sessions_owner ON relayrace_sessions(owner);
-CREATE TABLE IF NOT EXISTS relayrace_events (
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    time DOUBLE PRECISION NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE TABLE IF NOT EXISTS relayrace_leases (
-    session_id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    expires_at DOUBLE PRECISION NOT NULL
-);
-""",
-    2: """
-CREATE TABLE IF NOT EXISTS relayrace_forks (
-    session_id TEXT PRIMARY KEY,
-    origin_id TEXT NOT NULL,
-    at INTEGER NOT NULL
-);
-""",
-    # Each session's last activity, kept by appends: a listing's page is an index range.
-    3: """
-ALTER TABLE relayrace_sessions ADD COLUMN IF NOT EXISTS updated_at DOUBLE PRECISION NOT NULL
-    DEFAULT 0;
-UPDATE relayrace_sessions s SET updated_at = COALESCE((SELECT MAX(time) FROM relayrace_events e
-    WHERE e.session_id = s.session_id), s.created_at);
-CREATE INDEX IF NOT EXISTS relayrace_sessions_recent
-    ON relayrace_sessions(parent_id, updated_at DESC, session_id);
-CREATE INDEX IF NOT EXISTS relayrace_sessions_owner_recent
-    ON relayrace_sessions(owner, parent_id, updated_at DESC, session_id);
-""",
-}
-"""Each schema version's DDL, applied in order to bring a database up to ``SCHEMA_VERSION``."""
-
+POOL_TIMEOUT = 60.0
+"""Seconds an operation waits for a pooled connection by default (see docs/stores.md)."""
 _ONE_STATEMENT = 2000  # events appended in one statement (5 parameters each, of 65,535)
-_MIGRATION_LOCK = 0x72656C6179  # the advisory lock that serializes migrations ("relay")
-_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
-_SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM relayrace_events e WHERE "
-           "e.session_id = s.session_id) AS event_count, (SELECT origin_id FROM relayrace_forks "
-           "f WHERE f.session_id = s.session_id) AS forked_from, (SELECT at FROM "
-           "relayrace_forks f WHERE f.session_id = s.session_id) AS forked_at "
-           "FROM relayrace_sessions s")
-# Every batch writes its session's row: made with the first events, later its last activity
-# (the latest event time, as the events say; a fork's events keep their origin's times).
-_TOUCH = (f"INSERT INTO relayrace_sessions ({_COLUMNS}, updated_at) VALUES (%s, %s, %s, %s, %s, "
-          "%s, %s, %s) ON CONFLICT (session_id) DO UPDATE SET updated_at = "
-          "GREATEST(relayrace_sessions.updated_at, excluded.updated_at)")
-_LAST = "SELECT COALESCE(MAX(seq), 0) FROM relayrace_events WHERE session_id = %s"
-_ONE = f"{_SELECT} WHERE session_id = %s"
-_SINCE = "SELECT data FROM relayrace_events WHERE session_id = %s AND seq > %s ORDER BY seq"
-_RELEASE = "DELETE FROM relayrace_leases WHERE session_id = %s AND owner = %s"
-_TAKE_LEASE = ("INSERT INTO relayrace_leases (session_id, owner, expires_at) VALUES (%s, %s, %s) "
-               "ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, "
-               "expires_at = excluded.expires_at "
-               "WHERE relayrace_leases.expires_at <= %s OR relayrace_leases.owner LIKE %s")
-# Take over the lease of a holder that died on this machine: the row as it was read.
-_TAKE_DEAD = ("UPDATE relayrace_leases SET owner = %s, expires_at = %s WHERE session_id = %s "
-              "AND owner = %s")
 
 
 class _Held:
@@ -140,13 +85,6 @@ class _Held:
             self.keeper.cancel()
 
 
-def _info(row: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(session_id=row[0], parent_id=row[1], parent_tool_call_id=row[2],
-                       path=row[3], key=row[4], created_at=row[5], owner=row[6],
-                       updated_at=row[7], event_count=row[8], forked_from=row[9],
-                       forked_at=row[10] or 0)
-
-
 async def _received(sent: tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCursor[Any]]
                     ) -> tuple[list[str], Any]:
     """What `PostgresSession._send_read` asked for: the event lines and the session's row."""
@@ -155,49 +93,30 @@ async def _received(sent: tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCu
     return [r[0] for r in await events.fetchall()], row
 
 
-def _where(url: str) -> str:
-    """The database as an error names it: host and database, never the password."""
-    parts = urlsplit(url)
-    return f"the PostgreSQL database {parts.path.lstrip('/') or '(default)'} at " \
-           f"{parts.hostname or 'the local socket'}"
-
-
-_pools = Pools(lambda conn: _migrate(conn))
-
-
-async def _migrate(conn: psycopg.AsyncConnection[Any]) -> None:
-    """Bring the database to ``SCHEMA_VERSION``; concurrent starters wait for one another."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        await conn.execute("CREATE TABLE IF NOT EXISTS relayrace_schema (version INTEGER NOT "
-                           "NULL, applied_at DOUBLE PRECISION NOT NULL)")
-        row = await (await conn.execute("SELECT MAX(version) FROM relayrace_schema")).fetchone()
-        current = (row[0] if row else None) or 0
-        if current > SCHEMA_VERSION:
-            raise UserError(f"The PostgreSQL store was written by a newer relayrace (schema "
-                            f"{current}; this one knows {SCHEMA_VERSION}): upgrade relayrace.")
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            await conn.execute(_MIGRATIONS[version])
-            await conn.execute("INSERT INTO relayrace_schema VALUES (%s, %s)",
-                               (version, time.time()))
+_pools = Pools(lambda conn: migrate(conn))
+_snapshots: dict[str, Snapshots] = {}  # per database URL: the conversations run here last
 
 
 class PostgresSession(Session):
     """A session in the PostgreSQL database at ``url`` (its row is written with its first
-    events). ``busy_timeout`` bounds how long a write waits for a lock; ``lease_ttl`` is how
-    long a run's lease outlives its last renewal."""
+    events). ``busy_timeout`` bounds how long a write waits for a lock (and for a restarting
+    server); ``pool_timeout`` how long it waits for one of the process's ``pool_size`` pooled
+    connections; ``lease_ttl`` is how long a run's lease outlives its last renewal."""
 
     def __init__(self, session_id: str | None = None, url: str = "", *,
                  parent_id: str | None = None, parent_tool_call_id: str | None = None,
                  agent_path: str = "", child_key: str = "", owner: str = "",
-                 busy_timeout: float = 5.0, lease_ttl: float = 30.0, pool_size: int = 10) -> None:
+                 busy_timeout: float = 5.0, lease_ttl: float = 30.0, pool_size: int = 10,
+                 pool_timeout: float = POOL_TIMEOUT) -> None:
         if not url:
             raise UserError("PostgresSession needs the database's URL, postgresql://...")
+        check_waits(busy_timeout=busy_timeout, lease_ttl=lease_ttl, pool_timeout=pool_timeout)
         self.session_id = session_id or new_session_id()
         self.url = url
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
         self.pool_size = pool_size
+        self.pool_timeout = pool_timeout
         now = time.time()
         self.info = SessionInfo(session_id=self.session_id, parent_id=parent_id,
                                 parent_tool_call_id=parent_tool_call_id, path=agent_path,
@@ -208,11 +127,15 @@ class PostgresSession(Session):
         # The log as read with the lease (where the read began, and what it found), for the
         # run's first view: (the read's key, event lines, the session's row).
         self._ahead: tuple[tuple[int | None, bool], list[str], Any] | None = None
+        # A snapshot this object started from, until a read finds the database still holds
+        # its session: the session's created_at that read must find (`_snapshots`).
+        self._check: float | None = None
         self._lock = asyncio.Lock()  # this object's reads and writes, one at a time
 
     def _like(self, session_id: str, **links: Any) -> PostgresSession:
         return PostgresSession(session_id, self.url, busy_timeout=self.busy_timeout,
-                               lease_ttl=self.lease_ttl, pool_size=self.pool_size, **links)
+                               lease_ttl=self.lease_ttl, pool_size=self.pool_size,
+                               pool_timeout=self.pool_timeout, **links)
 
     async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
                    again: Callable[[psycopg.AsyncConnection[Any]], Any] | None = None,
@@ -227,7 +150,7 @@ class PostgresSession(Session):
             # own context, whose commit at the end is a no-op on these autocommit connections
             # (a lock and a generator a round trip); the pool rolls back a connection returned
             # inside a transaction all the same.
-            conn = await pooled.take(self.busy_timeout)
+            conn = await pooled.take(self.pool_timeout)
             try:
                 return await fn(conn)
             except psycopg.OperationalError:
@@ -239,24 +162,28 @@ class PostgresSession(Session):
                 return await (again or fn)(fresh)
         except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
             raise SessionStoreBusy(self.session_id, timeout=self.busy_timeout,
-                                   store=_where(self.url)) from exc
+                                   store=where(self.url)) from exc
+        except PoolTimeout as exc:  # all connections in use past pool_timeout (before its base)
+            raise SessionStoreBusy(
+                self.session_id, timeout=self.pool_timeout, store=where(self.url),
+                setting="pool_timeout", also=" (or pool_size; docs/stores.md sizes them)",
+                waiting=f"had no free connection in this process's pool of {self.pool_size}",
+            ) from exc
         except (psycopg.OperationalError, OSError) as exc:
-            raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
+            raise SessionStoreUnavailable(self.session_id, store=where(self.url),
                                           reason=why(exc), refused=refused(exc)) from exc
-        except PoolTimeout as exc:  # every connection busy past busy_timeout
-            raise SessionStoreUnavailable(self.session_id, store=_where(self.url),
-                                          reason=str(exc)) from exc
 
     async def _load_info(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        row = await (await conn.execute(_ONE, (self.session_id,))).fetchone()
+        row = await (await conn.execute(ONE, (self.session_id,))).fetchone()
         if row is not None:
-            self.info = _info(row)
+            self.info = info_of(row)
 
     # -- reading ------------------------------------------------------------------------------
 
     async def view(self) -> LogView:
         """The cached view, with what other objects or processes appended since folded in."""
         async with self._lock:
+            self._adopt()
             view = self._view
             if view is None or self._seq is None:
                 view, seen, fresh = LogView(), 0, True
@@ -266,27 +193,60 @@ class PostgresSession(Session):
                 seen, fresh = self._seq, False
             self._unfolded = None
             ahead, self._ahead = self._ahead, None
+
+            async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], Any]:
+                # A first read takes the session's row and its events in one round trip (a
+                # read from a snapshot, the row's created_at).
+                async with conn.pipeline() if fresh or self._check is not None else \
+                        contextlib.nullcontext():
+                    sent = await self._send_read(conn, seen, fresh)
+                return await _received(sent)
+
             if ahead is not None and ahead[0] == (self._seq, fresh):  # read with the lease
                 lines, row = ahead[1], ahead[2]
             else:
-                async def read(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], Any]:
-                    # A first read takes the session's row and its events in one round trip.
-                    async with conn.pipeline() if fresh else contextlib.nullcontext():
-                        sent = await self._send_read(conn, seen, fresh)
-                    return await _received(sent)
                 lines, row = await self._run(read)
+            if self._check is not None:
+                if not self._checked(row):  # not the log the snapshot was of: read it whole
+                    view, seen, fresh = LogView(), 0, True
+                    lines, row = await self._run(read)
+                row = None if not fresh else row
             if row is not None:
-                self.info = _info(row)
-            view.fold(load_events(lines))
+                self.info = info_of(row)
+            events = load_events(lines)
+            view.fold(events)
             self._view, self._seq, self._failed = view, view.size, None
             self.info.event_count = view.size
+            if events:
+                self.info.updated_at = max(self.info.updated_at, events[-1].time)
             return view
+
+    def _adopt(self) -> None:
+        """Start from the process's snapshot of the session, if this object has read nothing
+        yet; the next read checks that the database still holds the same session."""
+        if self._view is None and self._seq is None:
+            kept = _snapshots.setdefault(self.url, Snapshots()).take(self.session_id)
+            if kept is not None:
+                self._view, self.info = kept
+                self._seq, self._check = kept[0].size, kept[1].created_at
+
+    def _checked(self, row: Any) -> bool:
+        """Whether the row a read from a snapshot found is the snapshot's session (if not,
+        this object forgets the snapshot)."""
+        check, self._check = self._check, None
+        if row is not None and row[0] == check:
+            return True
+        self._view, self._seq, self._unfolded = None, None, None
+        return False
 
     async def _send_read(self, conn: psycopg.AsyncConnection[Any], seen: int, fresh: bool
                          ) -> tuple[psycopg.AsyncCursor[Any] | None, psycopg.AsyncCursor[Any]]:
-        """Ask for the events after position ``seen`` (``fresh``: and the session's row)."""
-        info = await conn.execute(_ONE, (self.session_id,)) if fresh else None
-        return info, await conn.execute(_SINCE, (self.session_id, seen))
+        """Ask for the events after position ``seen`` (``fresh``: and the session's row; from
+        a snapshot: the row's created_at)."""
+        sid = self.session_id
+        info = await conn.execute(ONE, (sid,)) if fresh else await conn.execute(
+            CREATED, (sid,)) if self._check is not None else None
+        return info, await conn.execute(SINCE, (sid, seen))
 
     async def get_events(self) -> list[AgentEvent]:
         async with self._lock:
@@ -301,6 +261,8 @@ class PostgresSession(Session):
 
             rows = await self._run(read)
             last = rows[-1][0] if rows else 0
+            if self._check is not None:  # a snapshot never checked: the view is built anew
+                self._check, self._seq = None, None
             if self._seq != last:
                 self._view, self._unfolded = None, None
             self._ahead = None
@@ -337,7 +299,7 @@ class PostgresSession(Session):
             async def write(conn: psycopg.AsyncConnection[Any]) -> int:
                 start = seq
                 if start is None:  # nothing read or written yet: append at the end
-                    row = await (await conn.execute(_LAST, (sid,))).fetchone()
+                    row = await (await conn.execute(LAST, (sid,))).fetchone()
                     start = row[0] if row else 0
                 rows = [(sid, start + n, e.kind, e.time, line)  # type: ignore[attr-defined]
                         for n, (e, line) in enumerate(zip(events, lines, strict=True), 1)]
@@ -346,19 +308,19 @@ class PostgresSession(Session):
                          i.owner, max(r[3] for r in rows))
                 if len(rows) > _ONE_STATEMENT:  # beyond a statement's parameters: a block
                     async with conn.transaction(), conn.cursor() as cur:
-                        await cur.execute(_TOUCH, touch)
+                        await cur.execute(TOUCH, touch)
                         if release:
-                            await cur.execute(_RELEASE, release)
+                            await cur.execute(RELEASE, release)
                         await cur.executemany(
                             "INSERT INTO relayrace_events (session_id, seq, kind, time, data) "
                             "VALUES (%s, %s, %s, %s, %s)", rows)
                     return start
                 values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-                released = f", released AS ({_RELEASE})" if release else ""
+                released = f", released AS ({RELEASE})" if release else ""
                 # One statement, so one round trip, atomic without a transaction block: the
                 # session's row (made or touched), every event and the lease given back (at a
                 # run's end) land together or not at all.
-                await conn.execute(f"WITH touched AS ({_TOUCH}){released} INSERT INTO "
+                await conn.execute(f"WITH touched AS ({TOUCH}){released} INSERT INTO "
                                    f"relayrace_events (session_id, seq, kind, time, data) "
                                    f"VALUES {values}",
                                    [*touch, *release, *chain.from_iterable(rows)])
@@ -377,7 +339,7 @@ class PostgresSession(Session):
                 start = await self._run(write, again=again)
             except pg_errors.UniqueViolation as exc:  # another writer holds these positions
                 async def last(conn: psycopg.AsyncConnection[Any]) -> int:
-                    row = await (await conn.execute(_LAST, (sid,))).fetchone()
+                    row = await (await conn.execute(LAST, (sid,))).fetchone()
                     return int(row[0]) if row else 0
                 found = await self._run(last)
                 self._failed = SessionConflictError(sid, expected=seq or 0, found=found)
@@ -407,12 +369,13 @@ class PostgresSession(Session):
         now = time.time()
         row_owner, sid, expires = lease_row_owner(owner, now), self.session_id, \
             now + self.lease_ttl
+        self._adopt()
         fresh = self._view is None or self._seq is None  # what view() will read
         key, seen = (self._seq, fresh), 0 if fresh else self._seq or 0
 
         async def take(conn: psycopg.AsyncConnection[Any]) -> bool:
             async with conn.pipeline():  # in order: the read sees the log under the lease
-                cur = await conn.execute(_TAKE_LEASE, (sid, row_owner, expires, now,
+                cur = await conn.execute(TAKE_LEASE, (sid, row_owner, expires, now,
                                                        process_tag() + ":%"))
                 sent = await self._send_read(conn, seen, fresh)
             if cur.rowcount == 1:
@@ -424,7 +387,7 @@ class PostgresSession(Session):
             holder = None if row is None else LeaseHolder.of(row[0], row[1])
             self.holder = str(holder or "held by another process")
             if row is not None and holder is not None and holder.gone():  # died here
-                cur = await conn.execute(_TAKE_DEAD, (row_owner, expires, sid, row[0]))
+                cur = await conn.execute(TAKE_DEAD, (row_owner, expires, sid, row[0]))
                 return cur.rowcount == 1
             return False
 
@@ -459,11 +422,18 @@ class PostgresSession(Session):
 
     async def release_lease(self, owner: str) -> None:
         held, self._ahead = self._held, None
+        view = self._view
+        if view is not None and self._failed is None and self._check is None and \
+                self._seq is not None:  # a snapshot for the next object on the session
+            self._catch_up(view)
+            if view.size == self._seq:
+                _snapshots.setdefault(self.url, Snapshots()).keep(self.session_id, view,
+                                                                  self.info)
         try:
             if held is not None and held.owner == owner:  # not given back with the run's end
                 self._held = None
                 held.drop()
-                await self._run(lambda conn: conn.execute(_RELEASE, (self.session_id,
+                await self._run(lambda conn: conn.execute(RELEASE, (self.session_id,
                                                                      held.row)))
         except (SessionStoreBusy, SessionStoreUnavailable):
             pass  # the row lapses after lease_ttl; the run's outcome stands
@@ -492,9 +462,9 @@ class PostgresSession(Session):
 
     async def children(self) -> list[SessionInfo]:
         async def read(conn: psycopg.AsyncConnection[Any]) -> list[SessionInfo]:
-            rows = await (await conn.execute(f"{_SELECT} WHERE parent_id = %s ORDER BY "
+            rows = await (await conn.execute(f"{SELECT} WHERE parent_id = %s ORDER BY "
                                              "created_at", (self.session_id,))).fetchall()
-            return [_info(r) for r in rows]
+            return [info_of(r) for r in rows]
         result: list[SessionInfo] = await self._run(read)
         return result
 
@@ -508,18 +478,25 @@ class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``url`` (``postgresql://user:pw@host/db``).
 
     ``pool_size`` bounds the connections this process opens to it (per event loop), shared
-    by every session of the store; ``busy_timeout`` and ``lease_ttl`` are given to each.
+    by every session of the store, and ``pool_timeout`` how long an operation waits for one
+    of them (a thousand conversations on ten connections queue for them); ``busy_timeout`` is
+    how long a write waits for a lock; all of them and ``lease_ttl`` are given to each session.
     """
 
     def __init__(self, url: str, *, pool_size: int = 10, busy_timeout: float = 5.0,
-                 lease_ttl: float = 30.0) -> None:
+                 lease_ttl: float = 30.0, pool_timeout: float = POOL_TIMEOUT) -> None:
         if not url.startswith(("postgresql://", "postgres://")):
             raise UserError(f"A PostgreSQL store's URL starts with postgresql://; got "
                             f"{url.split('://')[0]!r}://...")
+        check_waits(busy_timeout=busy_timeout, lease_ttl=lease_ttl, pool_timeout=pool_timeout)
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise UserError(f"pool_size counts connections (an int, at least 1); got "
+                            f"{pool_size!r}.")
         self.url = url
         self.pool_size = pool_size
         self.busy_timeout = busy_timeout
         self.lease_ttl = lease_ttl
+        self.pool_timeout = pool_timeout
         self._idempotency = PostgresIdempotency(self._run)
 
     def idempotency(self) -> PostgresIdempotency:
@@ -527,7 +504,8 @@ class PostgresStore(SessionStore):
 
     def session(self, session_id: str | None = None, *, owner: str = "") -> PostgresSession:
         return PostgresSession(session_id, self.url, owner=owner, busy_timeout=self.busy_timeout,
-                               lease_ttl=self.lease_ttl, pool_size=self.pool_size)
+                               lease_ttl=self.lease_ttl, pool_size=self.pool_size,
+                               pool_timeout=self.pool_timeout)
 
     async def _run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Any], *,
                    safe: bool = True) -> Any:
@@ -544,16 +522,16 @@ class PostgresStore(SessionStore):
 
         async def read(conn: psycopg.AsyncConnection[Any]) -> list[SessionInfo]:
             rows = await (await conn.execute(
-                f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, session_id LIMIT %s "
+                f"{SELECT} WHERE {where} ORDER BY updated_at DESC, session_id LIMIT %s "
                 "OFFSET %s", (*args, limit, offset))).fetchall()
-            return [_info(r) for r in rows]
+            return [info_of(r) for r in rows]
         result: list[SessionInfo] = await self._run(read)
         return result
 
     async def get_info(self, session_id: str) -> SessionInfo | None:
         async def read(conn: psycopg.AsyncConnection[Any]) -> SessionInfo | None:
-            row = await (await conn.execute(_ONE, (session_id,))).fetchone()
-            return None if row is None else _info(row)
+            row = await (await conn.execute(ONE, (session_id,))).fetchone()
+            return None if row is None else info_of(row)
         result: SessionInfo | None = await self._run(read)
         return result
 
@@ -571,9 +549,12 @@ class PostgresStore(SessionStore):
                     await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",
                                        (ids,))
                 return bool(ids)
+        _snapshots.get(self.url, Snapshots()).forget(session_id)
         result: bool = await self._run(remove, safe=False)  # a second run would find nothing
         return result
 
     async def aclose(self) -> None:
-        """Close this process's pool for the store's URL (in the running event loop)."""
+        """Close this process's pool for the store's URL (in the running event loop), and
+        drop its snapshots of the store's conversations."""
+        _snapshots.pop(self.url, None)
         await _pools.close(self.url)

@@ -37,6 +37,7 @@ from ._sqlitefile import Database as _Database
 from ._sqlitefile import Rows as _Rows
 from ._sqlitefile import Settings, check_synchronous
 from ._sqlitefile import busy as _busy
+from ._sqliterows import SELECT, children_of, info_of
 from ._sqlitewrites import drop_leases, touch_sessions, write_events
 from .base import (
     DEFAULT_DB_PATH,
@@ -44,6 +45,7 @@ from .base import (
     LogView,
     Session,
     SessionInfo,
+    check_waits,
     lease_row_owner,
     new_session_id,
     process_tag,
@@ -54,29 +56,6 @@ __all__ = ["DEFAULT_DB_PATH", "SQLiteSession"]
 T = TypeVar("T")
 
 
-def _info(
-    row: tuple[str, str | None, str | None, str, str, float, str, float, int,
-               str | None, int | None]
-) -> SessionInfo:
-    return SessionInfo(
-        session_id=row[0],
-        parent_id=row[1],
-        parent_tool_call_id=row[2],
-        path=row[3],
-        key=row[4],
-        created_at=row[5],
-        owner=row[6],
-        updated_at=row[7],
-        event_count=row[8],
-        forked_from=row[9],
-        forked_at=row[10] or 0,
-    )
-
-
-_COLUMNS = "session_id, parent_id, parent_tool_call_id, path, child_key, created_at, owner"
-_SELECT = (f"SELECT {_COLUMNS}, updated_at, (SELECT COUNT(*) FROM events e WHERE e.session_id = "
-           "s.session_id), (SELECT origin_id FROM forks f WHERE f.session_id = s.session_id), "
-           "(SELECT at FROM forks f WHERE f.session_id = s.session_id) FROM sessions s")
 _LAST = "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?"
 # Take the lease if it is free, its holder let it lapse, or this process left it (its own
 # lease is free here, so the row outlived a release that found the file locked).
@@ -87,49 +66,6 @@ _TAKE_LEASE = ("INSERT INTO leases (session_id, owner, expires_at) VALUES (?, ?,
 
 # Take over the lease of a holder that died on this machine: the row as it was read.
 _TAKE_DEAD = "UPDATE leases SET owner = ?, expires_at = ? WHERE session_id = ? AND owner = ?"
-
-
-def _list(conn: sqlite3.Connection, parent_id: str | None) -> list[SessionInfo]:
-    where = "parent_id IS NULL" if parent_id is None else "parent_id = ?"
-    args: tuple[str, ...] = () if parent_id is None else (parent_id,)
-    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY created_at", args).fetchall()
-    return [_info(r) for r in rows]
-
-
-def _page(conn: sqlite3.Connection, parent_id: str | None, owner: str | None, limit: int,
-          offset: int) -> list[SessionInfo]:
-    """A page of sessions, most recently updated first (`SQLiteStore.list_sessions`)."""
-    where, args = ("parent_id IS NULL", []) if parent_id is None else ("parent_id = ?",
-                                                                       [parent_id])
-    if owner is not None:
-        where += " AND owner = ?"
-        args.append(owner)
-    rows = conn.execute(f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, session_id "
-                        "LIMIT ? OFFSET ?", (*args, limit, offset)).fetchall()
-    return [_info(r) for r in rows]
-
-
-def _one(conn: sqlite3.Connection, session_id: str) -> SessionInfo | None:
-    row = conn.execute(f"{_SELECT} WHERE session_id = ?", (session_id,)).fetchone()
-    return None if row is None else _info(row)
-
-
-def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Delete a session, its delegated children (recursively), their events and leases."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        ids = [r[0] for r in conn.execute(
-            "WITH RECURSIVE tree(id) AS (SELECT session_id FROM sessions WHERE session_id = ? "
-            "UNION ALL SELECT s.session_id FROM sessions s JOIN tree ON s.parent_id = tree.id) "
-            "SELECT id FROM tree", (session_id,))]
-        for table in ("events", "leases", "forks", "sessions"):
-            conn.executemany(f"DELETE FROM {table} WHERE session_id = ?", [(i,) for i in ids])
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return bool(ids)
 
 
 class SQLiteSession(Session):
@@ -157,6 +93,7 @@ class SQLiteSession(Session):
         lease_ttl: float = 30.0,
         synchronous: str = "NORMAL",
     ) -> None:
+        check_waits(busy_timeout=busy_timeout, lease_ttl=lease_ttl)
         self.session_id = session_id or new_session_id()
         self.path = Path(path)
         self.busy_timeout = busy_timeout
@@ -221,9 +158,9 @@ class SQLiteSession(Session):
         self._failed, self._seq = exc, None
 
     def _load_info(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
+        row = conn.execute(f"{SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
         if row is not None:
-            self.info = _info(row)
+            self.info = info_of(row)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -243,9 +180,18 @@ class SQLiteSession(Session):
         """Read the events appended since this object last looked; fold them in once the
         transaction holds."""
         view, seen = self._view, self._seq
-        row = None
+        row, kept = None, None
+        if view is None:  # the process's snapshot of the log, if the file still holds it
+            kept = self._db.snapshots.take(self.session_id)
+            if kept is not None:
+                found = conn.execute("SELECT created_at FROM sessions WHERE session_id = ?",
+                                     (self.session_id,)).fetchone()
+                if found is not None and found[0] == kept[1].created_at:
+                    view, seen = kept[0], kept[0].size
+                else:
+                    kept = None
         if view is None or seen is None:  # the whole log, and the session's row
-            row = conn.execute(f"{_SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
+            row = conn.execute(f"{SELECT} WHERE session_id = ?", (self.session_id,)).fetchone()
             view, seen = None, 0
         rows = conn.execute("SELECT data FROM events WHERE session_id = ? AND seq > ? "
                             "ORDER BY seq", (self.session_id, seen)).fetchall()
@@ -258,14 +204,19 @@ class SQLiteSession(Session):
             if folded is None:
                 folded = LogView()
                 if row is not None:
-                    self.info = _info(row)
+                    self.info = info_of(row)
+            elif kept is not None:
+                self.info = kept[1]
             else:
                 for batch in self._unfolded or ():
                     folded.fold(batch)
             self._unfolded = None
-            folded.fold(load_events([r[0] for r in rows]))
+            events = load_events([r[0] for r in rows])
+            folded.fold(events)
             self._view = folded
             self.info.event_count = folded.size
+            if events:
+                self.info.updated_at = max(self.info.updated_at, events[-1].time)
             return folded
 
         return fold
@@ -430,6 +381,7 @@ class SQLiteSession(Session):
 
     async def release_lease(self, owner: str) -> None:
         self._fresh = False
+        self._keep_snapshot()
         try:
             # A trip only if the row was not given back with the run's end (the file's
             # thread forgot it once that batch committed, before the batch's answer).
@@ -439,6 +391,15 @@ class SQLiteSession(Session):
             pass  # the row lapses after lease_ttl; the run's outcome stands
         finally:
             await super().release_lease(owner)
+
+    def _keep_snapshot(self) -> None:
+        """Leave the process a snapshot of the log as this object's run left it, for the next
+        object opened on the session (only of a log this object knows whole and exactly)."""
+        view = self._view
+        if view is not None and self._failed is None and self._seq is not None:
+            self._catch_up(view)
+            if view.size == self._seq:
+                self._db.snapshots.keep(self.session_id, view, self.info)
 
     def _drop_lease(self, conn: sqlite3.Connection, owner: str) -> Callable[[], None]:
         row_owner = self._rows.get(owner)
@@ -474,7 +435,7 @@ class SQLiteSession(Session):
         return self._like(session_id, owner=self.info.owner)
 
     async def children(self) -> list[SessionInfo]:
-        return await self._call(lambda: _list(self._conn(), self.session_id))
+        return await self._call(lambda: children_of(self._conn(), self.session_id))
 
     def open_child(self, info: SessionInfo) -> SQLiteSession:
         child = self._like(info.session_id)
@@ -490,7 +451,7 @@ class SQLiteSession(Session):
         Blocking: for code without an event loop, such as the CLI.
         """
         db = _Database.get(path)
-        return db.run_sync(lambda: _list(db.conn(_DEFAULTS), parent_id))
+        return db.run_sync(lambda: children_of(db.conn(_DEFAULTS), parent_id))
 
     @staticmethod
     def exists(session_id: str, path: str | os.PathLike[str] = DEFAULT_DB_PATH) -> bool:

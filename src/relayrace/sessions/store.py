@@ -21,16 +21,13 @@ from ._sqlitefile import BUSY_TIMEOUT as _BUSY_TIMEOUT
 from ._sqlitefile import Database as _Database
 from ._sqlitefile import busy as _busy
 from ._sqlitefile import check_synchronous
-from .base import Session, SessionInfo
+from ._sqliterows import delete as _delete
+from ._sqliterows import one as _one
+from ._sqliterows import page as _page
+from .base import Session, SessionInfo, check_waits
 from .idempotency import IdempotencyRecords, MemoryIdempotency, SQLiteIdempotency
 from .memory import MemorySession
-from .sqlite import (
-    DEFAULT_DB_PATH,
-    SQLiteSession,
-    _delete,
-    _one,
-    _page,
-)
+from .sqlite import DEFAULT_DB_PATH, SQLiteSession
 
 __all__ = ["MemoryStore", "SQLiteStore", "SessionStore", "check_page", "open_store"]
 
@@ -155,6 +152,7 @@ class SQLiteStore(SessionStore):
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB_PATH, *,
                  busy_timeout: float = _BUSY_TIMEOUT, lease_ttl: float = 30.0,
                  synchronous: str = "NORMAL") -> None:
+        check_waits(busy_timeout=busy_timeout, lease_ttl=lease_ttl)
         self.path = Path(path)
         self.url = f"sqlite:///{self.path.absolute()}"
         self.busy_timeout = busy_timeout
@@ -197,6 +195,7 @@ class SQLiteStore(SessionStore):
     async def delete(self, session_id: str) -> bool:
         if not self.path.exists():
             return False
+        self._db.snapshots.forget(session_id)
         return await self._call(lambda c: _delete(c, session_id))
 
 

@@ -283,15 +283,17 @@ class Chain(Composite):
 
 
 def _check_nesting(chain: Chain, path: list[str], max_depth: int) -> None:
-    """Refuse a chain whose nested chains loop or go deeper than ``max_depth``."""
-    if len(path) > max_depth:
-        raise UserError(f"Chain {path[0]!r}: deeper than max_depth={max_depth} on the path "
-                        f"{' -> '.join(path)}.")
-    for link in chain.links:
-        nested = link.agent
-        if not isinstance(nested, Chain):
-            continue
-        if nested.name in path:
+    """Refuse a chain whose nested chains loop or go deeper than ``max_depth`` (depth first,
+    with a stack of its own rather than recursion)."""
+    stack: list[tuple[Chain, list[str]]] = [(chain, path[:-1])]
+    while stack:
+        current, above = stack.pop()
+        if current.name in above:
             raise UserError(f"Chain {path[0]!r}: a cycle on the path "
-                            f"{' -> '.join([*path, nested.name])}.")
-        _check_nesting(nested, [*path, nested.name], max_depth)
+                            f"{' -> '.join([*above, current.name])}.")
+        here = [*above, current.name]
+        if len(here) > max_depth:
+            raise UserError(f"Chain {path[0]!r}: deeper than max_depth={max_depth} on the "
+                            f"path {' -> '.join(here)}.")
+        stack.extend((link.agent, here) for link in reversed(current.links)
+                     if isinstance(link.agent, Chain))

@@ -3,8 +3,9 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { key: localStorage.getItem("relayrace.key") || "", current: null, run: null,
-                follow: null, agents: [] };
+const state = { key: localStorage.getItem("relayrace.key") || "", current: null,
+                follow: null, agents: [], teams: [], members: [], usage: null,
+                loaded: null };
 
 function el(tag, cls, text) {
   const node = document.createElement(tag);
@@ -38,12 +39,31 @@ function showError(error) {
 
 // -- the session list ------------------------------------------------------------------------
 
+function agentOptions(select, names, first) {  // first: an option for "none chosen", or none
+  select.replaceChildren(...(first ? [Object.assign(el("option", "", first), { value: "" })] : []),
+    ...names.map((name) => Object.assign(el("option", "", name), { value: name })));
+}
+
 async function loadAgents() {
-  const { agents } = await api("/api/agents");
+  const [{ agents }, { teams }] = await Promise.all([api("/api/agents"), api("/api/graph")]);
   state.agents = agents;
+  state.teams = teams;
+  // Every agent of the served teams, the served ones first: a run may start with any of them.
+  const members = new Set(agents.map((a) => a.name));
+  for (const team of teams) {
+    for (const n of team.nodes) if (n.kind === "agent") members.add(n.name);
+  }
+  state.members = [...members];
   $("agents").textContent = agents.map((a) => a.name).join(" · ");
-  const select = $("agent-select");
-  select.replaceChildren(...agents.map((a) => { const o = el("option", "", a.name); o.value = a.name; return o; }));
+  agentOptions($("agent-select"), agents.map((a) => a.name));
+}
+
+function when(seconds) {  // a time as the list shows it: today's by the clock, others by date
+  const at = new Date(seconds * 1000);
+  const today = new Date().toDateString() === at.toDateString();
+  return today ? at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : at.toLocaleDateString([], { month: "short", day: "numeric" }) + " " +
+      at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
 }
 
 const PAGE = 100;  // sessions per request: the server pages and searches, the page never loads all
@@ -51,12 +71,17 @@ const PAGE = 100;  // sessions per request: the server pages and searches, the p
 function sessionRow(s) {
   const item = el("li", s.session_id === state.current ? "current" : "");
   item.dataset.session = s.session_id;
+  const head = el("div", "head");
+  const time = el("span", "when", when(s.updated_at || s.created_at));
+  time.title = new Date((s.updated_at || s.created_at) * 1000).toLocaleString();
+  head.append(el("span", "row-title", s.title || "(no messages yet)"), time);
   const meta = el("div", "meta");
   meta.append(el("strong", "", s.active_agent), el("span", "badge " + s.status, s.status),
               el("span", "dim", `${s.usage.total_tokens} tokens`),
-              el("span", "dim", s.session_id));
+              el("span", "dim id", s.session_id));
   if (s.forked_from) meta.append(el("span", "fork-mark", "fork"));
-  item.append(meta, el("div", "last", s.last_message || "(no messages yet)"));
+  item.append(head, meta);
+  if (s.last_message && s.last_message !== s.title) item.append(el("div", "last", s.last_message));
   item.addEventListener("click", () => openSession(s.session_id));
   return item;
 }
@@ -146,6 +171,10 @@ function renderEvents(events, into) {
       into.append(g);
     } else if (e.kind === "approval_requested") {
       into.append(el("div", "dim", `⏸ approval requested: ${e.tool_name}(${e.arguments})`));
+    } else if (e.kind === "approval_decided") {
+      const d = el("div", "decided " + (e.approved ? "approved" : "rejected"), decidedText(e));
+      d.dataset.kind = "decided";
+      into.append(d);
     } else if (e.kind === "question_asked") {
       into.append(el("div", "dim", `⏸ question: ${e.question}`));
     } else if (e.kind === "human_takeover") {
@@ -158,24 +187,40 @@ function renderEvents(events, into) {
   }
 }
 
+function decidedText(e) {  // who decided a call, and when
+  return `${e.approved ? "✔ approved" : "✗ rejected"} ${e.tool_name} by ` +
+    `${e.decided_by || "someone unnamed"} at ${new Date(e.time * 1000).toLocaleString()}`;
+}
+
+function showUsage() {
+  const u = state.usage;
+  $("session-usage").textContent = `${u.requests} requests · ${u.total_tokens} tokens`;
+}
+
+function countUsage(event) {  // a streamed event's usage, as the session's summary counts it
+  const used = event.usage;
+  if (!used || event.path.includes("/") || !["message", "delegation"].includes(event.kind)) return;
+  state.usage.requests += used.requests;
+  state.usage.total_tokens += used.input_tokens + used.output_tokens;
+  showUsage();
+}
+
 async function openSession(id) {
   state.current = id;
   showError(null);
   const data = await api("/api/sessions/" + encodeURIComponent(id));
-  $("empty").hidden = true;
+  $("home").hidden = true;
   $("session").hidden = false;
   $("session-title").textContent = `${data.active_agent} · ${id}`;
   const badge = $("session-status");
   badge.textContent = data.status;
   badge.className = "badge " + data.status;
-  $("session-usage").textContent =
-    `${data.usage.requests} requests · ${data.usage.total_tokens} tokens`;
+  state.usage = { requests: data.usage.requests, total_tokens: data.usage.total_tokens };
+  showUsage();
   const conversation = $("conversation");
   conversation.replaceChildren();
   renderEvents(data.events, conversation);
   conversation.scrollTop = conversation.scrollHeight;
-  const runs = data.runs || [];
-  state.run = data.run_id || (runs.length ? runs[runs.length - 1].run_id : null);
   for (const li of $("sessions").children) li.classList.toggle("current", li.dataset.session === id);
   await loadPending();
   if (!$("trace").hidden) await loadTrace();
@@ -245,7 +290,6 @@ async function decide(body) {
 
 async function follow(runId) {
   state.follow = runId;
-  state.run = runId;
   const session = state.current;
   const badge = $("session-status");
   badge.textContent = "running";
@@ -281,6 +325,7 @@ async function follow(runId) {
             return;
           }
           if (state.current !== session) continue;
+          countUsage(event);
           if (event.kind === "text_delta" && !event.path.includes("/")) {
             if (!live.isConnected) $("conversation").append(live);
             live.textContent += event.delta;
@@ -311,35 +356,21 @@ async function send(event) {
   } catch (error) { showError(error); }
 }
 
-// -- the trace waterfall ---------------------------------------------------------------------
+// -- the trace of the last run ----------------------------------------------------------------
 
-async function loadTrace() {
+async function loadTrace() {  // the same waterfall as History's, of the session's last run
   const box = $("trace");
-  box.replaceChildren();
-  if (!state.run) {
-    box.append(el("div", "dim", "No run of this session is known to the server yet: send a message."));
+  const id = encodeURIComponent(state.current);
+  const { runs } = await api(`/api/sessions/${id}/runs`);
+  if (!runs.length) {
+    box.replaceChildren(el("div", "dim", "No run yet: send a message."));
     return;
   }
-  const { spans } = await api(`/api/runs/${state.run}/trace`);
-  const total = Math.max(1e-6, ...spans.map((s) => s.start_ms + s.duration_ms));
-  const depth = {};
-  for (const s of spans) {
-    depth[s.span_id] = s.parent_id === null ? 0 : (depth[s.parent_id] ?? 0) + 1;
-    const row = el("div", "span-row");
-    row.dataset.kind = s.kind;
-    const label = el("div", "span-label", `${"  ".repeat(depth[s.span_id])}${s.kind} ${s.name}`);
-    label.style.paddingLeft = depth[s.span_id] * 0.8 + "rem";
-    const track = el("div", "span-track");
-    const bar = el("div", `span-bar ${s.kind}${s.error ? " error" : ""}`);
-    bar.style.left = (100 * s.start_ms / total) + "%";
-    bar.style.width = Math.max(0.4, 100 * s.duration_ms / total) + "%";
-    bar.title = s.error || "";
-    track.append(bar);
-    const tokens = s.attributes.input_tokens !== undefined
-      ? ` · ${s.attributes.input_tokens}+${s.attributes.output_tokens} tok` : "";
-    row.append(label, track, el("div", "dim", `${s.duration_ms.toFixed(1)} ms${tokens}`));
-    box.append(row);
-  }
+  const { spans } = await api(`/api/sessions/${id}/runs/${runs.length}/trace`);
+  const holder = el("div");
+  box.replaceChildren(el("div", "dim trace-of",
+    `Run #${runs.length} of ${runs.length}: ${runs[runs.length - 1].input ?? "(resumed)"}`), holder);
+  renderWaterfall(spans, holder);
 }
 
 function showTab(name) {
@@ -360,7 +391,8 @@ async function start() {
     start();
   });
   try {
-    await Promise.all([loadAgents(), loadSessions()]);  // neither waits for the other
+    state.loaded = Promise.all([loadAgents(), loadSessions()]);  // neither waits for the other
+    await state.loaded;
     showError(null);
   } catch (error) { showError(error); }
 }
@@ -370,6 +402,7 @@ $("new-session").addEventListener("click", async () => {
   try {
     const made = await api("/api/sessions", { method: "POST",
       body: JSON.stringify({ agent: $("agent-select").value || null }) });
+    await loadSessions();  // listed before its first run
     await openSession(made.session_id);
     $("input").focus();
   } catch (error) { showError(error); }

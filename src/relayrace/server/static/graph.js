@@ -1,6 +1,7 @@
-// The console's Graph tab: every served team drawn as a graph (agents, handoffs with their
-// transfer policy, delegations, routing rules with conditions, workflows as groups, remote A2A
-// agents and MCP toolsets marked), from /api/graph (the data of `relayrace graph`). A run's
+// The console's Graph tab: every served team drawn as a graph (agents with the model each runs
+// on, people, handoffs with their transfer policy, delegations, routing rules with conditions,
+// workflows as groups, tools that wait for approval, remote A2A agents and MCP toolsets
+// marked), from /api/graph (the data of `relayrace graph`). A run's
 // path is numbered on it; while a run streams (the session's SSE stream), the active agent and
 // the edges taken so far light up. Names are put on the page as text, never as HTML.
 "use strict";
@@ -77,6 +78,15 @@ function edgeLabel(e) {
   return e.label ? `${names[e.kind] || e.kind}: ${e.label}` : (names[e.kind] || e.kind);
 }
 
+function nodeDetail(n) {  // the node's second line, cut to the node's width
+  const text = (n.remote === "a2a" ? "remote A2A · " : n.remote === "mcp" ? "MCP · " : "") +
+    (n.approval ? "tool · needs approval" : n.detail);
+  if (textWidth(text) <= NODE_W - 20) return text;
+  let cut = text;
+  while (cut.length > 1 && textWidth(cut + "…") > NODE_W - 20) cut = cut.slice(0, -1);
+  return cut + "…";
+}
+
 function drawTeam(team) {
   const pos = layout(team);
   const width = Math.max(...Object.values(pos).map((p) => p.x)) + NODE_W + PAD;
@@ -119,14 +129,17 @@ function drawTeam(team) {
   });
   for (const n of team.nodes) {
     const p = pos[n.name];
-    const g = svg("g", { class: `node ${n.kind}${n.remote ? " remote-" + n.remote : ""}`,
-                         transform: `translate(${p.x},${p.y})` });
+    const marks = (n.remote ? " remote-" + n.remote : "") + (n.human ? " human" : "") +
+      (n.approval ? " gated" : "");
+    const g = svg("g", { class: `node ${n.kind}${marks}`, transform: `translate(${p.x},${p.y})` });
     g.dataset.name = n.name;
-    g.dataset.kind = n.kind;
-    g.append(svg("rect", { width: NODE_W, height: NODE_H, rx: n.kind === "agent" ? 8 : 3 }),
+    g.dataset.kind = n.human ? "human" : n.kind;
+    if (n.model) g.dataset.model = n.model;
+    const detail = svg("text", { x: 10, y: 36, class: "node-detail" }, nodeDetail(n));
+    g.append(svg("title", {}, `${n.name}: ${n.detail}${n.approval ? " (each call waits for a person's approval)" : ""}`),
+             svg("rect", { width: NODE_W, height: NODE_H, rx: n.kind === "agent" ? (n.human ? 22 : 8) : 3 }),
              svg("text", { x: 10, y: 19, class: "node-name" }, n.label || n.name),
-             svg("text", { x: 10, y: 36, class: "node-detail" },
-                 (n.remote === "a2a" ? "remote A2A · " : n.remote === "mcp" ? "MCP · " : "") + n.detail));
+             detail);
     chart.append(g);
   }
   chart.append(labels);
@@ -212,7 +225,7 @@ async function followLive(chart, first, steps) {  // the session's run, as it st
 async function loadGraph() {
   const box = graphView.box;
   const id = state.current;
-  if (!graphView.teams) graphView.teams = (await api("/api/graph")).teams;
+  if (!graphView.teams) graphView.teams = state.teams.length ? state.teams : (await api("/api/graph")).teams;
   const [session, { runs }] = await Promise.all([
     api(`/api/sessions/${encodeURIComponent(id)}`), api(`/api/sessions/${encodeURIComponent(id)}/runs`)]);
   if (state.current !== id) return;
@@ -221,6 +234,7 @@ async function loadGraph() {
   picker.value = String(runs.length - 1);
   const legend = el("div", "graph-legend dim",
     "Solid: transfer · dashed: transfer back / returns · dotted: peer · green: delegates · " +
+    "green, round: a person · orange: a tool whose calls wait for approval · " +
     "numbers: the run's path in order");
   const charts = el("div", "graphs");
   box.replaceChildren(el("div", "row"), legend, charts);

@@ -1,5 +1,6 @@
 // The console's Inbox: every session waiting for people (an approval, an answer, or any other
-// kind of pending interrupt the server lists), answered from one place. Items and their
+// kind of pending interrupt the server lists), with what the user asked and since when it
+// waits, answered from one place; and the approvals decided last, by whom and when. Items and their
 // actions come from /api/inbox, so a new kind appears here without changes to this file.
 // Text only, never HTML.
 "use strict";
@@ -47,23 +48,43 @@ function inboxItem(item) {
     });
     actions.append(go);
   }
-  row.append(head, el("div", "inbox-title", item.title), fields, actions);
+  const waited = Math.max(0, Math.round((Date.now() / 1000 - item.waiting_since) / 60));
+  const since = el("span", "waiting-since dim",
+    `waiting since ${new Date(item.waiting_since * 1000).toLocaleString()} (${waited} min)`);
+  head.append(since);
+  const asked = el("div", "inbox-user");
+  asked.append(el("span", "who", "user: "), document.createTextNode(item.user_message || "(none)"));
+  row.append(head, asked, el("div", "inbox-title", item.title), fields, actions);
+  return row;
+}
+
+function decidedRow(d) {  // an approval decided: what, by whom, when, in which session
+  const row = el("div", "decided-item " + (d.approved ? "approved" : "rejected"));
+  row.dataset.session = d.session_id;
+  const open = el("button", "link", d.session_id);
+  open.addEventListener("click", () => { showInbox(false); openSession(d.session_id); });
+  row.append(el("span", "", decidedText({ approved: d.approved, tool_name: d.tool,
+                                          decided_by: d.decided_by, time: d.time }) + " · "), open);
   return row;
 }
 
 async function loadInbox() {
-  const { items } = await api("/api/inbox");
+  const { items, decided } = await api("/api/inbox");
   inboxView.button.textContent = `Inbox (${items.length})`;
   const box = inboxView.box;
   box.replaceChildren(el("h2", "", "Waiting for you"));
   if (!items.length) box.append(el("div", "dim", "Nothing waits for a person."));
   items.forEach((item) => box.append(inboxItem(item)));
+  if (decided.length) {
+    box.append(el("h2", "decided-head", "Decided recently"));
+    decided.forEach((d) => box.append(decidedRow(d)));
+  }
 }
 
 function showInbox(show) {
   inboxView.box.hidden = !show;
   $("session").hidden = show || !state.current;
-  $("empty").hidden = show || !!state.current;
+  $("home").hidden = show || !!state.current;
   inboxView.button.classList.toggle("active", show);
   if (show) loadInbox().catch(showError);
 }

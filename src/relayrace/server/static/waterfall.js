@@ -1,6 +1,8 @@
-// A run's trace as a waterfall: one row per span (run, agents, model calls, tool calls,
-// handoffs, delegated children nested), bars placed by time; selecting a span shows its detail
-// (the request's messages, the response, a tool's arguments and result). Text only, never HTML.
+// A run's trace as a waterfall, the one both the Trace tab and History draw: one row per span
+// (run, agents, model calls, tool calls with the delegations they made nested under them,
+// handoffs), each bar inside a track as wide as the pane, under a time axis; selecting a span
+// shows its detail (the request's messages, the response, the tools offered, a tool's
+// arguments and result) and its raw JSON. Text only, never HTML.
 "use strict";
 
 function spanDetail(span) {
@@ -22,6 +24,18 @@ function spanDetail(span) {
     }
     section(`request: ${d.request.length} messages`, d.request.map(said).join("\n"));
     section("response", said(d.response));
+    const tools = d.tools || [];
+    box.append(el("h4", "", `tools offered: ${tools.length}`));
+    const list = el("ul", "tools-offered");
+    for (const t of tools) {
+      const item = el("li");
+      item.dataset.tool = t.name;
+      item.append(el("code", "", t.name));
+      if (t.approval) item.append(el("span", "gate", "needs approval"));
+      item.append(el("span", "dim", " " + (t.description || "")));
+      list.append(item);
+    }
+    box.append(list);
   } else if (span.kind === "tool") {
     section("arguments", d.arguments ?? "");
     section("result", d.result ?? "");
@@ -33,13 +47,37 @@ function spanDetail(span) {
   } else if (span.kind === "run") {
     section("status", d.status);
   }
+  const raw = el("details", "raw");
+  raw.append(el("summary", "", "Raw JSON"), el("pre", "", JSON.stringify(span, null, 2)));
+  box.append(raw);
   return box;
+}
+
+function placeBar(bar, span, total) {  // start and width in % of the track, never past its end
+  const width = Math.min(100, 100 * span.duration_ms / total);
+  const start = Math.min(100 * span.start_ms / total, 100 - width);
+  // A bar has 2px at least (an instant), and those 2px stay inside the track too.
+  bar.style.left = `min(${Math.max(0, start)}%, calc(100% - 2px))`;
+  bar.style.width = `${width}%`;
+}
+
+function timeAxis(total) {
+  const row = el("div", "span-head");
+  const track = el("div", "span-track axis-track");
+  for (const part of [0, 0.25, 0.5, 0.75, 1]) {
+    const tick = el("span", "tick", `${(total * part).toFixed(total < 10 ? 1 : 0)} ms`);
+    tick.style.left = `${part * 100}%`;
+    track.append(tick);
+  }
+  row.append(el("div", "span-label dim", "span"), track, el("div", "dim", "duration"));
+  return row;
 }
 
 function renderWaterfall(spans, into) {
   const total = Math.max(1e-6, ...spans.map((s) => s.start_ms + s.duration_ms));
   const depth = {};
   const rows = el("div", "waterfall");
+  rows.append(timeAxis(total));
   const detail = el("div", "span-detail-box");
   detail.append(el("div", "dim", "Select a span to see its detail."));
   for (const s of spans) {
@@ -50,10 +88,10 @@ function renderWaterfall(spans, into) {
     row.tabIndex = 0;
     const label = el("div", "span-label", `${s.kind} ${s.name}`);
     label.style.paddingLeft = depth[s.span_id] * 0.9 + "rem";
+    label.title = `${s.kind} ${s.name}`;
     const track = el("div", "span-track");
     const bar = el("div", `span-bar ${s.kind}${s.error ? " error" : ""}`);
-    bar.style.left = (100 * s.start_ms / total) + "%";
-    bar.style.width = Math.max(0.4, 100 * s.duration_ms / total) + "%";
+    placeBar(bar, s, total);
     track.append(bar);
     const u = s.detail.usage;
     const tokens = s.kind === "model" && u && u.requests !== undefined

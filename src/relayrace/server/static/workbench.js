@@ -1,6 +1,7 @@
 // The console's History tab: every run of a session (input, status, agent path, tokens, time),
-// each run's events, and "fork from here" on any event (time travel: a new session with the
-// log up to that event, run on with an edited next message or another agent).
+// each run's events, who decided its approvals, the session's forks, and one "Fork from here"
+// per run (time travel: a new session with the log up to the event picked in that run, its
+// context shown and editable, run on with a next message at any agent of the team).
 // Loaded after app.js, whose helpers (el, api, openSession, follow, showError) it uses.
 // Everything from the log is put on the page as text (textContent), never as HTML.
 "use strict";
@@ -21,6 +22,7 @@ function eventSummary(e) {
     case "run_started": return `run started: ${e.agent}`;
     case "run_finished": return `run ${e.status}`;
     case "approval_requested": return `approval requested: ${e.tool_name}(${e.arguments})`;
+    case "approval_decided": return decidedText(e);
     case "question_asked": return `question: ${e.question}`;
     default: return e.agent || "";
   }
@@ -35,33 +37,93 @@ function nextUserMessage(seq) {  // the origin's next user message after event `
   return "";
 }
 
-function forkForm(seq, into) {
+function contextAt(seq) {  // what a fork at `seq` carries: its messages, and the agent active
+  let active = null;
+  const messages = [];
+  workbench.events.slice(0, seq).forEach((e, i) => {
+    if (e.path.includes("/")) return;
+    if (e.kind === "run_started") active = e.agent;
+    else if (e.kind === "handoff") active = e.to_agent;
+    else if ((e.kind === "message" || e.kind === "tool_result") && e.message.role !== "system") {
+      messages.push({ seq: i + 1, event: e });
+    }
+  });
+  return { active, messages };
+}
+
+const CONTEXT_SHOWN = 12;  // of the messages a fork carries, the most recent shown to edit
+
+function contextEditor(seq, edits) {  // the run context of a fork at `seq`, each message editable
+  const box = el("div", "fork-context");
+  const { active, messages } = contextAt(seq);
+  box.append(el("div", "dim", `Run context at event ${seq}: ${messages.length} messages; ` +
+                              `active agent ${active || "(none)"}. Edit any message below.`));
+  for (const { seq: at, event } of messages.slice(-CONTEXT_SHOWN)) {
+    const m = event.message;
+    const row = el("label", "context-message");
+    row.dataset.seq = String(at);
+    const who = event.kind === "tool_result" ? `${event.tool_name || "tool"} result`
+      : m.role === "user" ? "user" : (m.name || event.agent);
+    const text = el("textarea");
+    text.rows = 1;
+    text.value = m.content || "";
+    text.dataset.seq = String(at);
+    text.addEventListener("input", () => {
+      if (text.value === (m.content || "")) delete edits[at];
+      else edits[at] = text.value;
+    });
+    row.append(el("span", "who", `#${at} ${who}`), text);
+    box.append(row);
+  }
+  return { box, active };
+}
+
+function forkForm(run, into, chosen) {  // one run's fork: at the event chosen in its list
   document.querySelectorAll("#history .fork-form").forEach((f) => f.remove());
   const form = el("form", "fork-form");
-  form.dataset.seq = String(seq);
-  form.append(el("div", "", `Fork: a new session with this session's first ${seq} events, then run on.`));
+  const point = el("select");
+  point.name = "at";
+  for (let seq = run.first_seq; seq <= run.last_seq; seq++) {
+    const option = el("option", "", `event ${seq}: ${eventSummary(workbench.events[seq - 1]).slice(0, 90)}`);
+    option.value = String(seq);
+    point.append(option);
+  }
+  point.value = String(chosen);
+  const head = el("div", "row");
+  head.append(el("span", "", "Fork: a new session with this session's events up to "), point);
+  const holder = el("div");
   const message = el("textarea");
   message.rows = 2;
   message.name = "message";
-  message.value = nextUserMessage(seq);
   message.placeholder = "The next user message (empty: fork only)";
   const agent = el("select");
   agent.name = "agent";
-  agent.append(Object.assign(el("option", "", "(the session's agent)"), { value: "" }));
-  for (const a of state.agents) agent.append(Object.assign(el("option", "", a.name), { value: a.name }));
+  let edits = {};
+  const showContext = () => {
+    const seq = Number(point.value);
+    edits = {};
+    const { box, active } = contextEditor(seq, edits);
+    holder.replaceChildren(box);
+    form.dataset.seq = String(seq);
+    message.value = nextUserMessage(seq);
+    agentOptions(agent, state.members, `(the active agent: ${active || "the session's"})`);
+  };
+  point.addEventListener("change", showContext);
+  showContext();
   const go = el("button", "", "Fork and run");
   go.type = "submit";
   const cancel = el("button", "", "Cancel");
   cancel.type = "button";
   cancel.addEventListener("click", () => form.remove());
   const row = el("div", "row");
-  row.append(el("label", "", "Active agent "), agent, go, cancel);
-  form.append(message, row);
+  row.append(el("label", "", "Run with "), agent, go, cancel);
+  form.append(head, holder, el("div", "dim", "The next user message:"), message, row);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     try {
+      const at = Number(point.value);
       const made = await api(`/api/sessions/${encodeURIComponent(state.current)}/fork`,
-        { method: "POST", body: JSON.stringify({ at: seq }) });
+        { method: "POST", body: JSON.stringify({ at, edits }) });
       let run = null;
       if (message.value.trim()) {
         run = await api(`/api/sessions/${encodeURIComponent(made.session_id)}/runs`,
@@ -71,7 +133,7 @@ function forkForm(seq, into) {
       await loadSessions();
       $("tab-conversation").click();
       await openSession(made.session_id);
-      if (run) follow(run.run_id);
+      if (run && state.follow !== run.run_id) follow(run.run_id);
     } catch (error) { showError(error); }
   });
   into.after(form);
@@ -92,11 +154,16 @@ function runRow(run, number) {
   const tools = el("div", "run-tools");
   const showTrace = el("button", "open-trace", "Trace");
   const showEvents = el("button", "open-events", "Events");
+  const fork = el("button", "fork", "Fork from here");
+  fork.title = "A new session with this session's events up to the one picked in the list " +
+    "(click an event to pick it; the run's last by default)";
   const trace = el("div", "run-trace");
   trace.hidden = true;
-  tools.append(showEvents, showTrace);
+  tools.append(showEvents, showTrace, fork);
   box.append(tools, trace);
   const list = el("ol", "events");
+  let chosen = run.last_seq;
+  fork.addEventListener("click", () => forkForm(run, tools, chosen));
   showEvents.addEventListener("click", () => { trace.hidden = true; list.hidden = false; });
   showTrace.addEventListener("click", async () => {
     try {
@@ -110,25 +177,43 @@ function runRow(run, number) {
   list.start = run.first_seq;
   for (let seq = run.first_seq; seq <= run.last_seq; seq++) {
     const e = workbench.events[seq - 1];
-    const item = el("li", "event");
+    const item = el("li", seq === chosen ? "event chosen" : "event");
     item.dataset.seq = String(seq);
     item.dataset.kind = e.kind;
-    const fork = el("button", "fork", "Fork from here");
-    fork.title = `A new session with events 1–${seq} of this one`;
-    fork.addEventListener("click", () => forkForm(seq, item));
-    item.append(el("span", "kind", e.kind), el("span", "what", eventSummary(e)), fork);
+    item.title = "Pick this event to fork from";
+    item.addEventListener("click", () => {
+      chosen = seq;
+      list.querySelectorAll("li.chosen").forEach((li) => li.classList.remove("chosen"));
+      item.classList.add("chosen");
+      const open = box.querySelector(".fork-form select[name=at]");
+      if (open) { open.value = String(seq); open.dispatchEvent(new Event("change")); }
+    });
+    item.append(el("span", "kind", e.kind), el("span", "what", eventSummary(e)));
     list.append(item);
   }
   box.append(list);
   return box;
 }
 
+function forkList(forks) {  // the sessions forked from this one, each opening from here
+  const box = el("div", "forks");
+  box.append(el("span", "", `Forks of this session (${forks.length}): `));
+  for (const f of forks) {
+    const link = el("button", "link", f.session_id);
+    link.dataset.session = f.session_id;
+    link.addEventListener("click", () => openSession(f.session_id));
+    box.append(link, el("span", "dim", ` at event ${f.forked_at} `));
+  }
+  return box;
+}
+
 async function loadHistory() {
   const box = workbench.box;
   const id = state.current;
-  const [{ runs }, data] = await Promise.all([
+  const [{ runs }, data, { forks }] = await Promise.all([
     api(`/api/sessions/${encodeURIComponent(id)}/runs`),
-    api(`/api/sessions/${encodeURIComponent(id)}`)]);
+    api(`/api/sessions/${encodeURIComponent(id)}`),
+    api(`/api/sessions/${encodeURIComponent(id)}/forks`)]);
   if (state.current !== id) return;
   workbench.events = data.events;
   box.replaceChildren();
@@ -139,6 +224,7 @@ async function loadHistory() {
     origin.append(el("span", "", "Forked from "), link, el("span", "", ` at event ${data.forked_at}`));
     box.append(origin);
   }
+  if (forks.length) box.append(forkList(forks));
   if (!runs.length) box.append(el("div", "dim", "No runs yet: send a message."));
   runs.forEach((run, i) => box.append(runRow(run, i + 1)));
   const last = box.querySelector("details.run:last-of-type");
