@@ -1,6 +1,7 @@
-"""docs/architecture.md's four walks (a turn, a handoff, a delegation, a durable step) name
-files and functions in the order a run reaches them: every file must exist and every name
-must be defined, so the walks stay true as the code moves."""
+"""docs/architecture.md's five walks (a turn, a handoff, a delegation, a durable step, a served
+request) name files and functions in the order a run reaches them: every file must exist,
+every name must be defined, and every link to a line must land on the definition it names, so
+the walks stay true as the code moves."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "relayrace"
 DOC = (ROOT / "docs" / "architecture.md").read_text()
-WALKS = ("One turn", "One handoff", "One delegation", "One durable step")
+WALKS = ("One turn", "One handoff", "One delegation", "One durable step", "One served request")
 
 
 def _walk_rows(title: str) -> list[tuple[str, str]]:
@@ -73,5 +74,20 @@ def test_the_walks_start_at_the_entry_points_and_reach_the_engine() -> None:
     files = {title: [f for f, _ in _walk_rows(title)] for title in WALKS}
     assert files["One turn"][0] == "runner.py"
     assert files["One durable step"][0].startswith("durable/")
+    assert files["One served request"][0].startswith("server/")
     for title in WALKS:
         assert any(f.startswith("_engine/") for f in files[title]), title
+
+
+def test_each_link_to_a_line_lands_on_the_definition_it_names() -> None:
+    # `name` ([file.py:N](../src/relayrace/path#LN)): line N of the file defines ``name``.
+    links = re.findall(r"`([\w.]+)` \(\[[\w.]+:(\d+)\]\(\.\./src/relayrace/([\w/.]+)#L(\d+)\)",
+                       DOC)
+    assert len(links) > 40
+    wrong = []
+    for name, shown, path, line in links:
+        text = (SRC / path).read_text().splitlines()[int(line) - 1].strip()
+        defined = re.match(r"(?:async )?(?:def|class) (\w+)", text)
+        if shown != line or defined is None or defined.group(1) != name.rsplit(".", 1)[-1]:
+            wrong.append(f"{name} -> {path}:{line}: {text!r}")
+    assert wrong == []

@@ -107,7 +107,7 @@ async def test_fan_out_cancel_stops_the_others_at_the_first_error() -> None:
 
     worker = Agent("w", instructions="Work.", model=FunctionModel(answer))
     with pytest.raises(PatternStepFailed, match="subtask 2 of 2") as info:
-        await Runner.run(ParallelFanOut(agent=worker), "Go")
+        await Runner.run(ParallelFanOut(agent=worker, on_error="cancel"), "Go")
     assert "boom" in info.value.error
     assert cancelled == ["slow"]
 

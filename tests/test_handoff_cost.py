@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import relayrace._engine.toolexec as toolexec
+import relayrace._engine.moves as moves
 from relayrace import Agent, RunContext, Runner, handoff, tool, tracing
 from relayrace._engine.turn import Transfer
 from relayrace.sessions import MemorySession
@@ -54,7 +54,7 @@ async def test_a_confirmed_transfer_is_one_value(monkeypatch: pytest.MonkeyPatch
             super().__init__(*args)
             made.append(self)
 
-    monkeypatch.setattr(toolexec, "Transfer", Counted)
+    monkeypatch.setattr(moves, "Transfer", Counted)
     result = await Runner.run(chain(3), "go")
     assert result.last_agent.name == "a3"
     assert [t.target.name for t in made] == ["a1", "a2", "a3"]

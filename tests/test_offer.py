@@ -96,10 +96,10 @@ async def test_a_resumed_childs_submit_report_is_offered_by_construction() -> No
                      path_prefix="lead/", extra_tools=(submit_report,))
     call = ToolCall("c0", "submit_report", json.dumps({
         "summary": "all found", "confidence": "high", "confidence_reason": "checked"}))
-    loop.push(Message.user("task"))
-    loop.push(Message("assistant", "", (call,), None, "child"))
-    span = loop.state.trace.start("agent", "child", None)
-    _, step = await loop.take_turn(child, span, [call], False)
+    loop.pieces.push(Message.user("task"))
+    loop.pieces.push(Message("assistant", "", (call,), None, "child"))
+    span = loop.pieces.state.trace.start("agent", "child", None)
+    step = (await loop.take_turn(child, span, [call], False)).next
     [result] = [m for m in loop.transcript if m.role == "tool"]
     assert result.content == "Finishing the run: report submitted"
     assert type(step) is Finished and json.loads(step.text)["summary"] == "all found"

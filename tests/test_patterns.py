@@ -1,4 +1,4 @@
-"""Coordination patterns: supervisor (workers only), swarm (peer handoffs), route_tool."""
+"""Coordination patterns: supervisor (workers only), swarm (peer handoffs), transfer_tool."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from relayrace import (
     tool,
 )
 from relayrace.sessions import MemorySession
-from relayrace.teams.patterns import route_tool, swarm
+from relayrace.teams.patterns import swarm, transfer_tool
 from relayrace.teams.routing import TransferTo
 from relayrace.testing import FunctionModel, ScriptedModel, text, tool_call
 
@@ -239,31 +239,33 @@ def test_swarm_does_not_take_over_the_given_agents() -> None:
     assert all(a.parent is None for a in agents)
 
 
-# --------------------------------------------------------------------------- route_tool
+# --------------------------------------------------------------------------- transfer_tool
 
 
-def test_route_tool_describes_a_handoff() -> None:
-    t = route_tool("editor")
-    assert t.name == "delegate_editor"
+def test_transfer_tool_describes_a_handoff() -> None:
+    t = transfer_tool("editor")
+    assert t.name == "transfer_to_editor"
     assert "reason" in t.parameters["properties"]
-    assert route_tool("editor", name="to_editor").name == "to_editor"
+    assert transfer_tool("editor", name="to_editor").name == "to_editor"
 
 
-async def test_route_tool_returns_a_typed_handoff() -> None:
-    t = route_tool("editor")
+async def test_transfer_tool_returns_a_typed_handoff() -> None:
+    t = transfer_tool("editor")
     value = await t.invoke(None, '{"reason": "needs polish"}')  # type: ignore[arg-type]
     assert value == TransferTo("editor", "needs polish")
 
 
 def bouncing_pair(model: Any) -> Agent:
-    """``a`` and its sub-agent ``b`` pass control back and forth with route_tool Handoffs."""
-    b = Agent("b", instructions="b", model=model, tools=[route_tool("a")])
-    return Agent("a", instructions="a", model=model, tools=[route_tool("b")], sub_agents=[b])
+    """``a`` and its sub-agent ``b`` pass control back and forth with typed handoffs
+    (``transfer_tool``, named apart from ``a``'s own transfer tool to ``b``)."""
+    b = Agent("b", instructions="b", model=model, tools=[transfer_tool("a", name="pass_to_a")])
+    return Agent("a", instructions="a", model=model,
+                 tools=[transfer_tool("b", name="pass_to_b")], sub_agents=[b])
 
 
 async def test_a_typed_handoff_outside_a_team_counts_against_max_handoffs() -> None:
-    model = ScriptedModel([tool_call("delegate_b"), tool_call("delegate_a"),
-                           tool_call("delegate_b"), tool_call("delegate_a"), text("end")])
+    model = ScriptedModel([tool_call("pass_to_b"), tool_call("pass_to_a"),
+                           tool_call("pass_to_b"), tool_call("pass_to_a"), text("end")])
     session = MemorySession()
     with pytest.raises(MaxHandoffsExceeded):
         await Runner.run(bouncing_pair(model), "go", max_handoffs=1, session=session)
@@ -275,8 +277,8 @@ async def test_a_typed_handoff_outside_a_team_counts_against_max_handoffs() -> N
 
 
 async def test_typed_handoffs_bouncing_back_and_forth_are_a_handoff_loop() -> None:
-    model = FunctionModel(lambda req: tool_call("delegate_b" if req.agent == "a"
-                                                else "delegate_a"))
+    model = FunctionModel(lambda req: tool_call("pass_to_b" if req.agent == "a"
+                                                else "pass_to_a"))
     session = MemorySession()
     with pytest.raises(HandoffLoopError) as info:
         await Runner.run(bouncing_pair(model), "go", max_turns=50, session=session)

@@ -288,8 +288,8 @@ async def test_a_permission_changed_during_a_run_applies_from_the_agents_next_tu
     loop = AgentLoop(RunState(None, Trace()), agent, MemorySession(),
                      **({"depth": 1, "path_prefix": "lead/", "extra_tools": (submit_report,)}
                         if extra else {}))
-    loop.push(Message.user("tidy up"))
-    span = loop.state.trace.start("agent", "clerk", None)
+    loop.pieces.push(Message.user("tidy up"))
+    span = loop.pieces.state.trace.start("agent", "clerk", None)
     await loop.take_turn(agent, span, [], False)
     await loop.take_turn(agent, span, [], False)
     first, second = (sorted(r.tools) for r in model.requests)

@@ -356,7 +356,7 @@ async def test_a_durable_session_holds_the_input_before_the_model_is_called(
         return text("ok")
 
     session = SQLiteSession("durable", db)
-    assert session.durable and not MemorySession().durable
+    assert session.persistent and not MemorySession().persistent
     await Runner.run(Agent("root", instructions="x", model=FunctionModel(answer)), "keep me",
                      session=session)
     assert seen == [["keep me"]]

@@ -226,9 +226,9 @@ FRONTENDS = [
     Frontend("yaml-workflow-parallel", _yaml(_workflow_docs("parallel", BRANCHES), "flow")),
     Frontend("yaml-workflow-parallel-cancel", _yaml(_workflow_docs(
         "parallel", BRANCHES, "  on_error: cancel\n"), "flow")),
+    Frontend("ParallelFanOut-cancel", lambda m, t, _: ParallelFanOut(
+        agent=_worker(m, t), on_error="cancel")),
     Frontend("ParallelFanOut", lambda m, t, _: ParallelFanOut(agent=_worker(m, t))),
-    Frontend("ParallelFanOut-collect", lambda m, t, _: ParallelFanOut(
-        agent=_worker(m, t), on_error="collect")),
     Frontend("yaml-pattern-parallel_fan_out",
              _yaml(_pattern_docs("{pattern: parallel_fan_out}"), "w")),
     Frontend("war_room", _lead("parallel"), lead_call=("war_room", {"agents": [

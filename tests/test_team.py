@@ -9,7 +9,7 @@ import pytest
 
 from conftest import assert_valid_protocol, session_messages, speakers
 from relayrace import Agent, ConfigError, HandoffEvent, RunContext, Runner, tool
-from relayrace.teams.patterns import route_tool, swarm
+from relayrace.teams.patterns import swarm, transfer_tool
 from relayrace.teams.routing import (
     AgentTarget,
     Always,
@@ -251,10 +251,10 @@ async def test_turn_limit_applies_last() -> None:
 
 async def test_typed_handoff_takes_precedence_over_rules() -> None:
     model = ScriptedModel(by_agent={
-        "writer": [tool_call("delegate_editor", {"reason": "fix grammar"})],
+        "writer": [tool_call("transfer_to_editor", {"reason": "fix grammar"})],
         "editor": [text("edited")], "reviewer": [],
     })
-    team = Team("t", agents=members(model, writer=[route_tool("editor")]), rules=[
+    team = Team("t", agents=members(model, writer=[transfer_tool("editor")]), rules=[
         Rule(FromSpeaker("writer"), AgentTarget("reviewer")),
         Rule(FromSpeaker("editor"), TerminateTarget("edited")),
     ])
@@ -268,11 +268,11 @@ async def test_typed_handoff_takes_precedence_over_rules() -> None:
 
 async def test_first_typed_handoff_in_a_batch_wins() -> None:
     model = ScriptedModel(by_agent={
-        "writer": [[tool_call("delegate_reviewer", {"reason": "r"}),
-                    tool_call("delegate_editor", {"reason": "e"})]],
+        "writer": [[tool_call("transfer_to_reviewer", {"reason": "r"}),
+                    tool_call("transfer_to_editor", {"reason": "e"})]],
         "reviewer": [text("reviewed")], "editor": [],
     })
-    tools = [route_tool("editor"), route_tool("reviewer")]
+    tools = [transfer_tool("editor"), transfer_tool("reviewer")]
     team = Team("t", agents=members(model, writer=tools), rules=[
         Rule(FromSpeaker("writer"), AgentTarget("editor")),
         Rule(FromSpeaker("reviewer"), TerminateTarget("done")),
@@ -280,7 +280,7 @@ async def test_first_typed_handoff_in_a_batch_wins() -> None:
     ])
     result = await Runner.run(team, "go")
     assert speakers(model) == ["writer", "reviewer"]
-    losing = [r for r in result.tool_results if r.tool_name == "delegate_editor"]
+    losing = [r for r in result.tool_results if r.tool_name == "transfer_to_editor"]
     assert len(losing) == 1 and losing[0].is_error
     assert_valid_protocol(await session_messages(result.session))
 
@@ -410,8 +410,8 @@ async def test_a_cycle_left_by_a_context_value_is_accepted_and_the_exit_is_taken
 
 
 async def test_a_cycle_with_a_typed_route_out_is_accepted_and_the_route_is_taken() -> None:
-    model = ScriptedModel(by_agent={"a": [tool_call("delegate_c")], "c": [text("c closes")]})
-    a = Agent("a", instructions="x", model=model, tools=[route_tool("c")])
+    model = ScriptedModel(by_agent={"a": [tool_call("transfer_to_c")], "c": [text("c closes")]})
+    a = Agent("a", instructions="x", model=model, tools=[transfer_tool("c")])
     team = Team("t", agents=[a, *names("b", "c", model=model)], rules=[
         Rule(FromSpeaker("a"), AgentTarget("b")),
         Rule(FromSpeaker("b"), AgentTarget("a")),

@@ -79,9 +79,9 @@ async def turn(loop: AgentLoop, agent: Agent[Any],
     """Run one turn's ``calls`` (as the assistant message of ``agent`` made them)."""
     made = tuple(ToolCall(f"c{i}", name, json.dumps(args)) for i, (name, args) in
                  enumerate(calls))
-    loop.push(Message("assistant", "", made, None, agent.name))
-    span = loop.state.trace.start("agent", agent.name, None)
-    route = await run_tools(loop, agent, list(made), span)
+    loop.pieces.push(Message("assistant", "", made, None, agent.name))
+    span = loop.pieces.state.trace.start("agent", agent.name, None)
+    route = await run_tools(loop.pieces, agent, list(made), span, await loop.pieces.offer(agent))
     return route, [m for m in loop.transcript if m.role == "tool"]
 
 
@@ -109,7 +109,7 @@ async def test_the_first_routing_request_wins_and_the_rest_are_answered_not_perf
     assert results[0].content == "value of a"  # the ordinary tool still ran
     assert results[2].content.startswith("Not performed: only the first routing request")
     assert "transfer to billing" in results[2].content
-    assert loop.transfers.count == 1
+    assert loop.pieces.transfers.count == 1
 
 
 async def test_a_typed_finish_from_a_tool_ends_the_turn_with_its_summary() -> None:
@@ -142,9 +142,11 @@ async def test_unknown_and_forbidden_calls_are_refused_with_what_is_allowed() ->
 async def test_malformed_arguments_are_a_tool_error_the_model_can_correct() -> None:
     triage, _, _ = desk()
     loop = new_loop(triage)
-    loop.push(Message("assistant", "", (ToolCall("c0", "lookup", "{" * 3000),), None, "triage"))
-    span = loop.state.trace.start("agent", "triage", None)
-    assert await run_tools(loop, triage, [ToolCall("c0", "lookup", "{" * 3000)], span) is None
+    made = (ToolCall("c0", "lookup", "{" * 3000),)
+    loop.pieces.push(Message("assistant", "", made, None, "triage"))
+    span = loop.pieces.state.trace.start("agent", "triage", None)
+    assert await run_tools(loop.pieces, triage, [ToolCall("c0", "lookup", "{" * 3000)], span,
+                           await loop.pieces.offer(triage)) is None
     [result] = [m for m in loop.transcript if m.role == "tool"]
     assert "Invalid arguments for lookup" in result.content and RAN == []
 
@@ -173,7 +175,7 @@ async def test_handing_back_and_forth_without_work_is_a_loop() -> None:
 async def test_finish_task_returns_to_the_caller_with_the_result() -> None:
     triage, _, account = desk()
     loop = new_loop(triage)
-    loop.transfers.resume(["triage"])  # triage handed account a task
+    loop.pieces.transfers.resume(["triage"])  # triage handed account a task
     route, results = await turn(loop, account, ("finish_task", {"result": "password reset"}))
     assert route is not None and route.kind == "return" and route.target is triage
     assert route.summary == "password reset"
@@ -187,12 +189,12 @@ async def test_a_target_whose_input_guardrail_blocks_refuses_the_transfer_and_en
                     input_guardrails=[TopicDenyListGuardrail(["refund"])])
     triage = Agent("triage", instructions="t", model=model, sub_agents=[guarded])
     loop = new_loop(triage)
-    loop.push(Message.user("I want a refund"))
+    loop.pieces.push(Message.user("I want a refund"))
     route, results = await turn(loop, triage, ("transfer_to_billing", {"reason": "refund"}))
-    assert route is None and loop.control.blocked is not None
+    assert route is None and loop.pieces.control.blocked is not None
     assert results[0].content == ("Not performed: billing's input guardrail blocked the "
                                   "request.")
-    assert loop.transfers.count == 0
+    assert loop.pieces.transfers.count == 0
 
 
 async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
@@ -202,18 +204,19 @@ async def test_a_turn_is_a_value_saying_what_happens_next() -> None:
     triage = Agent("triage", instructions="t", model=model, tools=[lookup, wrap_up],
                    sub_agents=[billing])
     loop = new_loop(triage)
-    loop.push(Message.user("hi"))
-    span = loop.state.trace.start("agent", "triage", None)
-    message, again = await loop.take_turn(triage, span, [], False)
+    loop.pieces.push(Message.user("hi"))
+    span = loop.pieces.state.trace.start("agent", "triage", None)
+    done = await loop.take_turn(triage, span, [], False)
+    message, again = done.message, done.next
     assert type(again) is RunAgain and message is not None
     assert message.tool_calls[0].name == "lookup"
-    _, finished = await loop.take_turn(triage, span, [], False)
+    finished = (await loop.take_turn(triage, span, [], False)).next
     assert type(finished) is Finished and finished.text == "all wrapped up"
-    _, moved = await loop.take_turn(triage, span, [], False)
+    moved = (await loop.take_turn(triage, span, [], False)).next
     assert type(moved) is Transfer and moved.target is billing
-    _, answered = await loop.take_turn(billing, span, [], False)
+    answered = (await loop.take_turn(billing, span, [], False)).next
     assert answered == Answer("All set.")
-    assert loop.control.turns == 4
+    assert loop.pieces.control.turns == 4
 
 
 async def test_a_single_turn_agent_that_answers_yields_to_its_caller() -> None:
@@ -221,10 +224,11 @@ async def test_a_single_turn_agent_that_answers_yields_to_its_caller() -> None:
     helper = Agent("helper", instructions="h", model=model, mode="single_turn")
     triage = Agent("triage", instructions="t", model=model, sub_agents=[helper])
     loop = new_loop(triage)
-    loop.push(Message.user("balance?"))
-    loop.transfers.resume(["triage"])  # triage handed the question to helper
-    message, step = await loop.take_turn(helper, loop.state.trace.start("agent", "helper", None),
-                                         [], False)
+    loop.pieces.push(Message.user("balance?"))
+    loop.pieces.transfers.resume(["triage"])  # triage handed the question to helper
+    done = await loop.take_turn(helper, loop.pieces.state.trace.start("agent", "helper", None),
+                                [], False)
+    message, step = done.message, done.next
     assert step == Yield(triage)
     assert message is not None and message.content == "Your balance is 42."
 
@@ -233,9 +237,10 @@ async def test_in_a_team_a_tools_transfer_request_ends_the_turn_for_the_team() -
     model = ScriptedModel([tool_call("pass_on")])
     triage = Agent("desk", instructions="t", model=model, tools=[pass_on])
     loop = new_loop(triage)
-    loop.push(Message.user("hi"))
-    loop.scope.speaker_turn(True)  # as a team's speaker (turns_of does this)
-    _, step = await loop.take_turn(triage, loop.state.trace.start("agent", "desk", None), [], True)
+    loop.pieces.push(Message.user("hi"))
+    loop.pieces.scope.speaker_turn(True)  # as a team's speaker (turns_of does this)
+    span = loop.pieces.state.trace.start("agent", "desk", None)
+    step = (await loop.take_turn(triage, span, [], True)).next
     assert type(step) is TeamRoute and step.route.name == "billing"
     assert RAN == ["pass_on"]
 
@@ -245,11 +250,12 @@ async def test_an_output_guardrail_that_blocks_the_answer_ends_the_turn_blocked(
     agent = Agent("a", instructions="a", model=model,
                   output_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
-    loop.push(Message.user("hi"))
-    _, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [], False)
+    loop.pieces.push(Message.user("hi"))
+    span = loop.pieces.state.trace.start("agent", "a", None)
+    step = (await loop.take_turn(agent, span, [], False)).next
     # The block's answer replaces the text, and the run ends with it.
     assert type(step) is Answer and step.text.startswith("I'm sorry, I can't share")
-    assert "Here is how" not in step.text and loop.control.blocked == step.text
+    assert "Here is how" not in step.text and loop.pieces.control.blocked == step.text
 
 
 async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked() -> None:
@@ -257,8 +263,9 @@ async def test_an_input_guardrail_that_blocks_what_arrived_ends_the_turn_blocked
     agent = Agent("a", instructions="a", model=model,
                   input_guardrails=[TopicDenyListGuardrail(["refund"])])
     loop = new_loop(agent)
-    loop.push(Message.user("I want a refund"))
-    message, step = await loop.take_turn(agent, loop.state.trace.start("agent", "a", None), [],
+    loop.pieces.push(Message.user("I want a refund"))
+    done = await loop.take_turn(agent, loop.pieces.state.trace.start("agent", "a", None), [],
                                          False)
+    message, step = done.message, done.next
     assert type(step) is Blocked and message is None
     assert model.remaining == 1  # the model was never asked

@@ -15,7 +15,7 @@ from relayrace._engine.loop import AgentLoop
 from relayrace._engine.state import RunState
 from relayrace._engine.steps import Finishing, Redirected, Returned, _attempts
 from relayrace._engine.toolexec import run_tools
-from relayrace._engine.turn import End, Transfer
+from relayrace._engine.turn import End, Transfer, TurnResult
 from relayrace.sessions import MemorySession
 from relayrace.testing import ScriptedModel, text, tool_call
 from relayrace.tracing import Trace
@@ -27,8 +27,10 @@ async def test_a_confirmed_transfer_is_a_new_frozen_value_carrying_its_view_and_
     triage = Agent("triage", instructions="t", model=model, sub_agents=[billing])
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
     call = ToolCall("c0", "transfer_to_billing", json.dumps({"reason": "invoice"}))
-    loop.push(Message("assistant", "", (call,), None, "triage"))
-    route = await run_tools(loop, triage, [call], loop.state.trace.start("agent", "t", None))
+    loop.pieces.push(Message("assistant", "", (call,), None, "triage"))
+    span = loop.pieces.state.trace.start("agent", "t", None)
+    route = await run_tools(loop.pieces, triage, [call], span,
+                            await loop.pieces.offer(triage))
     assert type(route) is Transfer and route.target is billing and route.call is call
     assert route.note is not None and route.note.content.startswith("Transferred from triage")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -40,12 +42,13 @@ async def test_what_a_turn_decides_cannot_be_changed_after_it_is_made() -> None:
     billing = Agent("billing", instructions="b", model=model)
     triage = Agent("triage", instructions="t", model=model, sub_agents=[billing])
     loop = AgentLoop(RunState(None, Trace()), triage, MemorySession())
-    loop.push(Message.user("hello"))
-    turn = await loop.take_turn(triage, loop.state.trace.start("agent", "t", None), [], False)
-    step = turn[1]
-    assert type(turn) is tuple and type(step) is Transfer
-    with pytest.raises(TypeError):
-        turn[1] = End(step.call, "changed")  # type: ignore[index]
+    loop.pieces.push(Message.user("hello"))
+    span = loop.pieces.state.trace.start("agent", "t", None)
+    turn = await loop.take_turn(triage, span, [], False)
+    step = turn.next
+    assert type(turn) is TurnResult and type(step) is Transfer
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        turn.next = End(step.call, "changed")  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         step.reason = "changed"  # type: ignore[misc]
 
@@ -88,7 +91,7 @@ async def test_a_tools_run_context_carries_its_calls_key() -> None:
     assert seen == [CallKey(result.session.session_id, 1, call).context_key]
 
 
-def test_the_fast_frozen_values_build_as_their_dataclass_would() -> None:
+def test_the_frozen_values_build_as_dataclasses() -> None:
     call = ToolCall("c", "t", "{}")
     end = End(call, reason="done")  # positional, keyword and default fields
     assert (end.call, end.reason, end.summary, end.scope) == (call, "done", "", "run")

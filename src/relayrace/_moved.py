@@ -20,7 +20,6 @@ __all__ = ["MOVED", "install"]
 MOVED: dict[str, str] = {
     "relayrace._asgi": "relayrace.connect.asgi",
     "relayrace._budget": "relayrace._engine.budget",
-    "relayrace._builders": "relayrace._engine.builders",
     "relayrace._children": "relayrace._engine.children",
     "relayrace._context": "relayrace._engine.context",
     "relayrace._guarding": "relayrace._engine.guarding",

@@ -5,17 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic
+from typing import Any, Generic, TypedDict
 
 from pydantic import ValidationError
-from typing_extensions import TypeVar
+from typing_extensions import TypeVar, Unpack
 
-from ._engine.builders import fast_frozen
 from ._engine.decisions import Decisions
 from ._engine.loop import AgentLoop
 from ._engine.state import RunState
 from .agents.agent import Agent, TOutput
-from .agents.approvals import Interrupted, PendingRun
+from .agents.approvals import Interrupted, PendingRun, StoppedWith
 from .agents.tools import describe_validation_error
 from .core.events import AgentEvent, DelegationEvent, HandoffEvent, ToolResultEvent
 from .core.exceptions import OutputValidationError, UserError
@@ -102,7 +101,6 @@ def _start_agent(agent: Agent[Any], start: Agent[Any] | str) -> Agent[Any]:
     return found
 
 
-@fast_frozen  # built on every run
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     """How one run goes, besides its agent, input and session, as one value: built once by
@@ -143,8 +141,27 @@ class RunOptions:
     """Where a durable engine records the run's model requests and tool calls."""
 
 
-_last_options = RunOptions()
-"""The options of the last ``Runner.run`` without a context (see there)."""
+class RunArgs(TypedDict, total=False):
+    """``Runner.run``'s options after the input, as ``Runner.run_sync`` takes them."""
+
+    session: Session | None
+    context: Any
+    max_turns: int | None
+    max_handoffs: int | None
+    start_agent: Agent[Any] | str | None
+    model: Model | str | None
+    usage_limits: UsageLimits | None
+    wait_for_session: float | None
+    user_id: str | None
+
+
+class StreamArgs(RunArgs, total=False):
+    """``Runner.stream``'s options: ``Runner.run``'s, and a resume's decisions."""
+
+    approvals: dict[str, bool] | None
+    answers: dict[str, str] | None
+    reply: str | None
+    hand_back: str | bool | None
 
 
 class Runner:
@@ -182,23 +199,10 @@ class Runner:
         ``user_id`` names whose memory agents with ``memory=`` keep, across sessions (without
         it, the session's own id does).
         """
-        global _last_options
-        options = _last_options
-        # Every turn of a conversation passes the same options: the frozen value made for the
-        # last run is taken again (building one costs more than the rest of a run's set-up).
-        # Not with a context, which the value would keep alive after the run.
-        if context is not None or max_turns is not options.max_turns or \
-                max_handoffs is not options.max_handoffs or \
-                start_agent is not options.start_agent or model is not options.model or \
-                usage_limits is not options.usage_limits or \
-                wait_for_session is not options.wait_for_session or \
-                user_id is not options.user_id:
-            options = RunOptions(
-                context=context, max_turns=max_turns, max_handoffs=max_handoffs,
-                start_agent=start_agent, model=model, usage_limits=usage_limits,
-                wait_for_session=wait_for_session, user_id=user_id)
-            if context is None:
-                _last_options = options
+        options = RunOptions(
+            context=context, max_turns=max_turns, max_handoffs=max_handoffs,
+            start_agent=start_agent, model=model, usage_limits=usage_limits,
+            wait_for_session=wait_for_session, user_id=user_id)
         return await cls._run(agent, input, session, options)
 
     @classmethod
@@ -261,16 +265,16 @@ class Runner:
         except Interrupted as stop:
             pending = PendingRun.of(stop.pending, session_id=session.session_id,
                                     agent=agent.name, entry=agent, session=session,
-                                    options={"context": options.context, "max_turns": max_turns,
-                                             "max_handoffs": max_handoffs, "model": model,
-                                             "usage_limits": options.usage_limits,
-                                             "user_id": user_id})
+                                    options=StoppedWith(
+                                        context=options.context, max_turns=max_turns,
+                                        max_handoffs=max_handoffs, model=model,
+                                        usage_limits=options.usage_limits, user_id=user_id))
             return RunResult(final_output="" if agent.output is None else None,
-                             last_agent=agent, new_events=loop.log.new_events,
+                             last_agent=agent, new_events=loop.pieces.log.new_events,
                              usage=state.budget.usage, trace_id=state.trace.trace_id,
                              session=session, pending=pending, reason=stop.reason)
         return RunResult(final_output=_final_output(last, final, reason), last_agent=last,
-                         new_events=loop.log.new_events,
+                         new_events=loop.pieces.log.new_events,
                          usage=state.budget.usage, trace_id=state.trace.trace_id, session=session,
                          reason=reason)
 
@@ -329,7 +333,7 @@ class Runner:
         cls,
         agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
-        **options: Any,
+        **options: Unpack[RunArgs],
     ) -> RunResult[TOutput]:
         """``Runner.run`` for code without an event loop (takes the same options)."""
         return asyncio.run(cls.run(agent, input, **options))
@@ -339,7 +343,7 @@ class Runner:
         cls,
         agent: Agent[Any, TOutput],
         input: str | Sequence[Message] | None,
-        **options: Any,
+        **options: Unpack[StreamArgs],
     ) -> RunStream[TOutput]:
         """Run like ``Runner.run``, yielding events (text deltas included) as they happen.
 
@@ -370,7 +374,7 @@ class RunStream(Generic[T]):
     """The events of a running run; ``result`` is set once iteration ends."""
 
     def __init__(
-        self, runner: type[Runner], agent: Agent[Any, T], input: Any, options: dict[str, Any]
+        self, runner: type[Runner], agent: Agent[Any, T], input: Any, options: StreamArgs
     ) -> None:
         unknown = set(options) - set(_STREAM_OPTIONS)
         if unknown:
@@ -379,9 +383,14 @@ class RunStream(Generic[T]):
         self._runner = runner
         self._agent = agent
         self._input = input
-        given = dict(options)
-        self._session: Session | None = given.pop("session", None)
-        self._options = RunOptions(**given)  # its `emit` is set when iteration starts
+        self._session: Session | None = options.get("session")
+        self._options = RunOptions(  # its `emit` is set when iteration starts
+            context=options.get("context"), max_turns=options.get("max_turns"),
+            max_handoffs=options.get("max_handoffs"), start_agent=options.get("start_agent"),
+            model=options.get("model"), usage_limits=options.get("usage_limits"),
+            wait_for_session=options.get("wait_for_session"), user_id=options.get("user_id"),
+            approvals=options.get("approvals"), answers=options.get("answers"),
+            reply=options.get("reply"), hand_back=options.get("hand_back"))
         self.result: RunResult[T] | None = None
         """The run's result, once the stream is exhausted."""
 

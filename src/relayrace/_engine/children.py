@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..agents.context import RunContext
     from ..sessions import Session
-    from .loopstate import EventLog, Place
+    from .loopstate import EventLog
     from .pieces import Pieces
 
 __all__ = ["ChildRuns", "run_child"]
@@ -48,12 +48,12 @@ async def run_child(
     """Run ``agent`` on ``task`` as a delegated child of the agent ``ctx`` serves, in its own
     loop and child session (see ``relayrace.agents.delegation.run_child``)."""
     state = pieces.state
-    key, timeout, report = options.key, options.timeout, options.report
     prefix = ctx.path + "/"
     path = prefix + agent.name
     too_deep = state.budget.refuse_depth(ctx.depth + 1)
     if too_deep is not None:
         return _refused(agent, path, too_deep)
+    key = options.key
     if key is None:  # children of one tool call are numbered, so a resume finds each again
         key = str(pieces.calls.number_child(ctx.tool_call_id))
     # Which batch made the call, too: a model may reuse a call id in a later turn.
@@ -79,8 +79,27 @@ async def run_child(
         if refused is not None:
             return _refused(agent, path, refused)
     child_session = session or pieces.log.session.child(path=path, tool_call_id=ctx.tool_call_id,
-                                                  key=key)
-    report = report and agent.output is None  # a typed child returns its value instead
+                                                        key=key)
+    report = options.report and agent.output is None  # a typed child returns its value instead
+    child = _child_loop(pieces, spawn, ctx, agent, options, child_session, report)
+    used = child.pieces.place.local
+    assert used is not None  # a delegated loop counts what it uses
+    try:
+        result = await _result(child, child_input, options.timeout, report, agent, path)
+    except Interrupted:
+        if pieces.place.local is not None:
+            pieces.place.local.add(used)
+        raise  # the approval request surfaces on the outer run
+    if pieces.place.local is not None:  # the top-level loop's usage is the run's total
+        pieces.place.local.add(used)
+    _log_delegation(pieces.log, ctx, agent, result)
+    return result
+
+
+def _child_loop(pieces: Pieces, spawn: Spawn, ctx: RunContext[Any], agent: Agent[Any],
+                options: ChildOptions, session: Session, report: bool) -> Child:
+    """The loop of the child, one level deeper than the agent ``ctx`` serves, asked for its
+    report in the instructions (or, when its model can call tools, through a tool)."""
     # The report is a tool call when the model can make one (and the text was not changed).
     by_tool = report and options.report_template == DEFAULT_REPORT_SUFFIX and \
         _calls_tools(pieces, agent)
@@ -88,40 +107,42 @@ async def run_child(
     instructions_suffix = report_instructions(options.audience, template) if report else ""
     if options.suffix:
         instructions_suffix = f"{instructions_suffix}\n\n{options.suffix}".strip()
-    child = spawn(state, agent, child_session, path_prefix=prefix, parent_span=ctx.span,
-                  max_turns=options.max_turns, depth=ctx.depth + 1,
-                  instructions_suffix=instructions_suffix, variables=options.variables,
-                  extra_tools=(delegation.submit_report,) if by_tool else ())
-    used = child.place.local
-    assert used is not None  # a delegated loop counts what it uses
+    return spawn(pieces.state, agent, session, path_prefix=ctx.path + "/",
+                 parent_span=ctx.span, max_turns=options.max_turns, depth=ctx.depth + 1,
+                 instructions_suffix=instructions_suffix, variables=options.variables,
+                 extra_tools=(delegation.submit_report,) if by_tool else ())
+
+
+async def _result(child: Child, child_input: list[Message] | None, seconds: float | None,
+                  report: bool, agent: Agent[Any], path: str) -> ChildResult:
+    """Run ``child`` (within ``seconds``, if given) and say how it went: its answer (its
+    value, or its report), or what went wrong, for the parent's model (the child's log has
+    the details)."""
+    used = child.pieces.place.local
+    assert used is not None
     result = ChildResult(agent=agent.name, path=path, ok=False,
-                         session_id=child_session.session_id, usage=used)
-    deadline = asyncio.timeout(timeout) if timeout is not None else None
+                         session_id=child.pieces.log.session.session_id, usage=used)
+    deadline = asyncio.timeout(seconds) if seconds is not None else None
     try:
         if deadline is None:
             final, last, _ = await child.run(child_input)
         else:
             async with deadline:
                 final, last, _ = await child.run(child_input)
-    except Interrupted:
-        if pieces.place.local is not None:
-            pieces.place.local.add(used)
-        raise  # the approval request surfaces on the outer run
-    except Exception as exc:  # the parent's model is told; the child's log has the details
-        result.error = (f"timed out after {timeout:g} s"
+    except Interrupted:  # waiting for a person is no failure: the outer run stops too
+        raise
+    except Exception as exc:
+        result.error = (f"timed out after {seconds:g} s"
                         if deadline is not None and deadline.expired()
                         else f"{type(exc).__name__}: {exc}")
-    else:
-        result.ok = True
-        result.output = final
-        if last.output is not None:  # the engine validated it: this is its canonical JSON
-            result.value = last.output.parse(final)
-        elif report:
-            result.report = parse_report(final)
-            result.report.merge_sources(used_sources(child.log.new_events))
-    if pieces.place.local is not None:  # the top-level loop's usage is the run's total
-        pieces.place.local.add(used)
-    _log_delegation(pieces.log, ctx, agent, result)
+        return result
+    result.ok = True
+    result.output = final
+    if last.output is not None:  # the engine validated it: this is its canonical JSON
+        result.value = last.output.parse(final)
+    elif report:
+        result.report = parse_report(final)
+        result.report.merge_sources(used_sources(child.pieces.log.new_events))
     return result
 
 
@@ -195,10 +216,10 @@ async def _earlier_child(
 
 
 class Child(Protocol):
-    """What a parent needs of a child's loop: it runs, and says what it used and logged."""
+    """What a parent needs of a child's loop: it runs, and its pieces say what it used and
+    logged."""
 
-    place: Place
-    log: EventLog
+    pieces: Pieces
 
     async def run(self, input: str | Sequence[Message] | None
                   ) -> tuple[str, Agent[Any], str]: ...

@@ -26,8 +26,7 @@ from ..core.events import ContextCompactedEvent, MemoryEvent, MessageEvent, Tool
 from ..core.messages import NOTE, Message, ToolCall
 from ..core.usage import CHARS_PER_TOKEN, estimate_tokens
 from ..models import infer_model
-from ..models.interface import Model, ToolDefinition
-from .builders import new_request
+from ..models.interface import Model, ModelRequest, ToolDefinition
 from .state import model_of
 
 if TYPE_CHECKING:
@@ -200,7 +199,8 @@ async def _summary_of(pieces: Pieces, agent: Agent[Any], model: Model, old: str,
     if len(text) > room:  # the summary request stays within the budget it serves
         text = text[:room] + "\n[...]"
     prompt = (f"Summary so far:\n{old}\n\n" if old else "") + f"Conversation:\n{text}"
-    request = new_request(SUMMARY_INSTRUCTIONS, [Message.user(prompt)], [], None, agent.name)
+    request = ModelRequest(instructions=SUMMARY_INSTRUCTIONS, messages=[Message.user(prompt)],
+                           tools=[], agent=agent.name)
     budget_ = pieces.state.budget
     path, local = pieces.path(agent), pieces.place.local
     gate = budget_.gate

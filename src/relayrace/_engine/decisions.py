@@ -131,13 +131,17 @@ class Decisions:
                     [*q.answered, q.check(answers[q.id])] for q in questions},
                    bind_reply(waiting, given_for, entry, reply, hand_back))
 
+    def decided(self) -> dict[Request, bool]:
+        """The decisions not used up yet, as they stand now (``plan_calls`` reads them)."""
+        return dict(self._open)
+
+    def answered_requests(self) -> frozenset[Request]:
+        """The calls whose questions a person answered, as they stand now."""
+        return frozenset(self._answers)
+
     def take(self, request: Request) -> bool | None:
         """The decision on the call ``request`` names, used up; ``None``: ask for one."""
         return self._open.pop(request, None)
-
-    def answered(self, request: Request) -> bool:
-        """Whether a person answered the question the call ``request`` names waits on."""
-        return bool(self._answers) and request in self._answers
 
     def take_reply(self, session_id: str) -> Reply | None:
         """The person's reply to the takeover in ``session_id``, used up (``None``: none)."""

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ..agents.agent import Agent
     from .pieces import Pieces
 
-__all__ = ["GuardedStream", "cost_block", "guard_finish", "guard_text", "input_block"]
+__all__ = ["GuardedStream", "cost_block", "guard_finish", "guard_text", "input_block",
+           "recheck_input"]
 
 
 def input_block(pieces: Pieces, agent: Agent[Any], extra: Sequence[Message] = ()) -> str | None:
@@ -57,6 +58,27 @@ def input_block(pieces: Pieces, agent: Agent[Any], extra: Sequence[Message] = ()
             calls = tuple(ToolCall(c.id, c.name, a)
                           for c, a in zip(current.tool_calls, checked[1:], strict=True))
             redact[id(m)] = Message(m.role, checked[0], calls, m.tool_call_id, m.name)
+    return None
+
+
+async def recheck_input(pieces: Pieces, agent: Agent[Any]) -> str | None:
+    """Run ``agent``'s input guardrails on what arrived during its own turn (tool
+    results); a guardrail's answer if one blocks. A new redaction makes its view anew."""
+    if not (agent.input_guardrails or pieces.scope.team_input):
+        return None
+    views = pieces.views
+    known = len(views.redact.get(agent.name, ()))
+    blocked = input_block(pieces, agent)
+    if blocked is not None:
+        pieces.control.block(blocked)
+        return blocked
+    if len(views.redact.get(agent.name, ())) != known:
+        source = views.filter
+        if source is None:
+            views.show(agent.name)
+        else:
+            views.show(agent.name, await pieces.filtered_view(agent, source, views.note),
+                       source)
     return None
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.handoffs import FINISH_TASK
 from ..models.interface import ToolDefinition
-from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["Offer", "offer_of", "output_tool"]
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Offer:
     """What the active agent is offered in one turn; never changed once made."""
@@ -49,6 +47,14 @@ class Offer:
     """What the request asks the answer to be (``None``: text)."""
     output_mode: OutputMode | None = None
     """How the agent's ``output_type`` is asked for (``None``: it has none)."""
+
+
+def _plain(ts: Toolset) -> Offer:
+    """The offer of a turn that takes ``ts`` as it is, made once per toolset."""
+    offer = ts.plain
+    if type(offer) is not Offer:
+        offer = ts.plain = Offer(ts, ts.definitions, frozenset(), ts.enabled, False, False)
+    return offer
 
 
 def finish_task_definition() -> dict[str, Any]:
@@ -84,7 +90,7 @@ async def offer_of(ts: Toolset, *, finish_task: bool, refuse_handoffs: bool,
     if not (handoffs.dynamic or finish_task or hide_handoffs or ts.gated or spec is not None
             or refuse_handoffs):
         # The common case: the offer is what the agent has.
-        return ts.plain
+        return _plain(ts)
     ctx = context() if ts.gated or handoffs.dynamic else None
     off: set[str] = set()
     for name, t in ts.gated.items():

@@ -9,15 +9,13 @@ pieces; only ``loop.AgentLoop``, the algorithm over them, drives a run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..agents.context import RunContext
 from ..agents.handoffs import filter_messages
-from ..core.events import HandoffEvent
+from ..core.events import HandoffEvent, MessageEvent, ToolResultEvent
 from ..core.messages import NOTE, Message, ToolCall
-from .builders import new_context, new_message_event, new_tool_message, new_tool_result_event
 from .callkey import CallKey
 from .loopstate import (
     DEFAULT_MAX_TURNS,
@@ -30,19 +28,18 @@ from .loopstate import (
     Views,
 )
 from .offer import Offer, offer_of
+from .plan import outcome_unknown
 from .state import RunState, Toolset, listed_toolset_of, model_of, toolset_of, unanswered_calls
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from ..agents.context import ChildRunner, RunContext
-    from ..agents.guardrails import Guardrail
+    from ..agents.context import ChildRunner
     from ..agents.handoffs import Handoff
     from ..agents.tools import Tool
-    from ..core.events import ToolResultEvent, ToolStartedEvent
     from ..sessions.base import Session
     from ..tracing import Span
 
-__all__ = ["Pieces", "outcome_unknown"]
+__all__ = ["Pieces"]
 
 
 class Pieces:
@@ -87,7 +84,7 @@ class Pieces:
         """Add a framework note to the conversation, as a user-role message named NOTE."""
         message = Message("user", text, name=NOTE)
         self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
 
     async def flush(self) -> None:
         """Write the pending events to the session in one batch."""
@@ -98,10 +95,12 @@ class Pieces:
     ) -> RunContext[Any]:
         """A run context for ``agent`` (serving the tool ``call``, if given)."""
         state = self.state
-        return new_context(state.context, agent, self.path(agent), self.log.session,
-                           state.budget.usage, call.call.id if call is not None else "",
-                           self.views.view, self.place.depth, span, self.children,
-                           call.context_key if call is not None else "")
+        return RunContext(context=state.context, agent=agent, path=self.path(agent),
+                          session=self.log.session, usage=state.budget.usage,
+                          tool_call_id=call.call.id if call is not None else "",
+                          call_key=call.context_key if call is not None else "",
+                          messages=self.views.view, depth=self.place.depth, span=span,
+                          children=self.children)
 
     def call_key(self, call: ToolCall) -> CallKey:
         """The identity of ``call``, of the batch of calls running now."""
@@ -131,18 +130,6 @@ class Pieces:
         extra = self.place.extra_tools
         return Toolset(ts.agent, ts.listed, extra) if extra else ts
 
-    def plain_offer(self, agent: Agent[Any]) -> Offer | None:
-        """What ``agent`` is offered this turn when that is simply what it has (the usual
-        case: decided without an await, and made once per toolset); ``None``: build the
-        offer (``offer``)."""
-        if agent.mode != "chat" or agent.toolsets or agent.output is not None or \
-                self.transfers.swarm_limit:
-            return None
-        ts = self.toolset(agent)
-        if ts.gated or ts.handoffs.dynamic:
-            return None
-        return ts.plain
-
     async def offer(self, agent: Agent[Any]) -> Offer:
         """What ``agent`` is offered this turn, its gates asked once: the request carries it,
         and the turn's calls are checked against it. Its toolsets are listed now: a server may
@@ -171,9 +158,10 @@ class Pieces:
                     full: str | None = None) -> ToolResultEvent:
         """The result event for ``call`` (``full``: the whole result ``content`` was cut from)."""
         name = call.name
-        return new_tool_result_event(agent.name, self.path(agent),
-                                     new_tool_message(content, call.id, name), name, is_error,
-                                     tb, full)
+        return ToolResultEvent(agent=agent.name, path=self.path(agent),
+                               message=Message("tool", content, (), call.id, name),
+                               tool_name=name, is_error=is_error, traceback=tb,
+                               full_content=full)
 
     def hold(self, results: Sequence[ToolResultEvent | None]) -> None:
         """Keep finished results of a turn the run's end interrupts, for ``answer_dangling``.
@@ -228,11 +216,12 @@ class Pieces:
                 view.append(Message("user", note.content, name=NOTE))
         return view
 
-    def blocked_answer(self, agent: Agent[Any], text: str) -> str:
-        """End the turn with a guardrail's answer, as the agent's message."""
+    def say(self, agent: Agent[Any], text: str) -> str:
+        """Add ``agent``'s answer ``text`` to the conversation (a guardrail's, ending a turn;
+        a team member's); returns it."""
         message = Message.assistant(text, name=agent.name)
         self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
+        self.log.add(MessageEvent(agent=agent.name, path=self.path(agent), message=message))
         return text
 
     def returned(self, agent: Agent[Any], caller: Agent[Any], result: str) -> None:
@@ -242,83 +231,3 @@ class Pieces:
             self.transfers.returns.pop()
         self.log.add(HandoffEvent(agent=agent.name, path=self.path(agent), to_agent=caller.name,
                                   reason=f"returned: {result}"[:500], is_return=True))
-
-    # -- what composite agents ask of the run (``workflows.Driver``) ---------------------
-
-    @property
-    def transcript(self) -> list[Message]:
-        """The session's conversation so far."""
-        return self.views.transcript
-
-    @property
-    def resuming(self) -> bool:
-        """Whether the run continues an interrupted one (``input=None``)."""
-        return self.control.resuming
-
-    @property
-    def blocked(self) -> str | None:
-        """A guardrail's answer that ended the run, if one did."""
-        return self.control.blocked
-
-    @property
-    def context(self) -> Any:
-        """The run's context object."""
-        return self.state.context
-
-    def say(self, agent: Agent[Any], text: str) -> None:
-        """Add ``agent``'s answer to the conversation."""
-        message = Message.assistant(text, name=agent.name)
-        self.push(message)
-        self.log.add(new_message_event(agent.name, self.path(agent), message))
-
-    def route(self, speaker: Agent[Any], to: Agent[Any], why: str) -> None:
-        """A team passes the conversation from ``speaker`` to ``to``."""
-        self.log.add(HandoffEvent(agent=speaker.name, path=self.path(speaker), to_agent=to.name,
-                              reason=why))
-        self.note(to, f"[{speaker.name} -> {to.name}] {why}")
-
-    def finish(self) -> None:
-        """End the run after this member (a tool returned ``Finish``)."""
-        self.control.finish()
-
-    @contextmanager
-    def loop_scope(self) -> Iterator[None]:
-        """A ``LoopAgent`` runs: a step's ``Finish(scope="loop")`` ends it, and only it."""
-        self.control.loops += 1
-        try:
-            yield
-        finally:
-            self.control.loops -= 1
-            self.control.leaving_loop = False
-
-    @property
-    def leaving_loop(self) -> bool:
-        """Whether a step left the innermost loop (``Finish(scope="loop")``)."""
-        return self.control.leaving_loop
-
-    @contextmanager
-    def team_scope(self, input_guardrails: tuple[Guardrail, ...],
-                   output_guardrails: tuple[Guardrail, ...]) -> Iterator[None]:
-        """A team's guardrails hold for its members while it runs, only."""
-        saved = self.scope.enter_team(input_guardrails, output_guardrails)
-        try:
-            yield
-        finally:
-            self.scope.leave_team(saved)
-
-    def take_start_member(self) -> Agent[Any] | None:
-        """The member ``start_agent`` named for the entry team's run, once."""
-        return self.scope.take_start_member()
-
-    @property
-    def stopped(self) -> bool:
-        """Whether the run must end now (a Finish, or a guardrail's block)."""
-        return self.control.finished or self.control.blocked is not None
-
-
-def outcome_unknown(started: ToolStartedEvent, why: str) -> str:
-    """What the model is told of a call that started but whose result was never recorded."""
-    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started.time))
-    return (f"Outcome unknown: this call started at {at} (agent {started.agent}), and its "
-            f"result was never recorded ({why}). It may or may not have taken effect: check "
-            "before calling it again.")

@@ -22,7 +22,6 @@ from ..teams.meta_tools import build_meta_tools
 from ..tracing import Trace
 from .budget import Budget
 from .decisions import Decisions
-from .offer import Offer
 
 Emit = Callable[[AgentEvent], None]
 
@@ -120,9 +119,9 @@ class Toolset:
         self.definitions.extend(self.handoffs.definitions)
         self.enabled = tuple(self.handoffs.by_agent.values())
         """Its handoffs, all of them (a turn's offer may take fewer: see ``offer_of``)."""
-        self.plain = Offer(self, self.definitions, frozenset(), self.enabled, False, False)
-        """The `Offer` of a turn that takes these tools as they are (``Pieces.plain_offer``,
-        ``offer_of``), made with them: most turns of most runs offer it."""
+        self.plain: object = None
+        """The ``Offer`` of a turn that takes these tools as they are, once ``offer_of`` made
+        it (most turns of most runs offer it); it goes with the toolset."""
 
 
 def _check_listed(agent: Agent[Any], listed: tuple[Sequence[Tool], ...],

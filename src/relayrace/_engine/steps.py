@@ -23,7 +23,6 @@ from ..agents.tools import Tool, ToolRetry, render_tool_output
 from ..core.exceptions import UsageLimitExceeded
 from ..models.interface import ModelResponse
 from ..teams.routing import Finish, TransferTo
-from .builders import fast_frozen
 
 if TYPE_CHECKING:
     from ..agents.context import RunContext
@@ -44,7 +43,6 @@ A = TypeVar("A")
 _STOPS = (UserQuestion, Interrupted, UsageLimitExceeded)
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Returned:
     """The tool returned a value, rendered as ``text``."""
@@ -53,7 +51,6 @@ class Returned:
     kind: Literal["value"] = "value"
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Retry:
     """The tool raised ``ToolRetry`` with the message ``text``."""
@@ -62,7 +59,6 @@ class Retry:
     kind: Literal["retry"] = "retry"
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Crashed:
     """The tool crashed: ``text`` is ``Type: message``, ``tb`` the traceback."""
@@ -72,7 +68,6 @@ class Crashed:
     kind: Literal["error"] = "error"
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Redirected:
     """The tool returned a ``TransferTo``: ``text`` names the target."""
@@ -82,7 +77,6 @@ class Redirected:
     kind: Literal["transfer"] = "transfer"
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Finishing:
     """The tool returned a ``Finish``."""
@@ -93,7 +87,6 @@ class Finishing:
     kind: Literal["finish"] = "finish"
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Again:
     """The call stopped the run (a question, a child waiting for a person, a budget): an

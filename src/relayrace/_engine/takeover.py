@@ -12,9 +12,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..agents.approvals import Interrupted, PendingTakeover
-from ..core.events import HandoffEvent
+from ..core.events import HandoffEvent, MessageEvent
 from ..core.messages import Message
-from .builders import new_message_event
 from .turn import Answer, HandBack, TurnResult
 
 if TYPE_CHECKING:
@@ -47,9 +46,9 @@ async def human_turn(pieces: Pieces, agent: Agent[Any]) -> TurnResult:
     if given.text:
         message = Message.assistant(given.text, name=agent.name)
         pieces.push(message)
-        pieces.log.add(new_message_event(agent.name, pieces.path(agent), message))
+        pieces.log.add(MessageEvent(agent=agent.name, path=pieces.path(agent), message=message))
     if given.hand_back:
         target = pieces.place.entry.find_agent(given.hand_back)
         assert target is not None  # checked by bind_reply
-        return message, HandBack(target, given.text)
-    return message, Answer(given.text)
+        return TurnResult(message, HandBack(target, given.text))
+    return TurnResult(message, Answer(given.text))

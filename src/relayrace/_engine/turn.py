@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .builders import fast_frozen
-
 if TYPE_CHECKING:
     from ..agents.agent import Agent
     from ..agents.handoffs import Handoff
@@ -29,7 +27,6 @@ __all__ = ["RUN_AGAIN", "Answer", "Blocked", "End", "Finished", "HandBack", "Nex
 # -- what a call asks for -------------------------------------------------------------------
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Transfer:
     """A transfer to ``target``: through a transfer tool (``handoff``), or a tool's typed
@@ -54,7 +51,6 @@ class Transfer:
     """What the handoff's ``context_transform`` made: the target's template variables."""
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Return:
     """A task agent's ``finish_task``: control and ``summary`` go back to ``target``."""
@@ -65,7 +61,6 @@ class Return:
     summary: str = ""
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class RouteTo:
     """A tool's typed ``TransferTo`` by agent name: in a team, the team routes after the
@@ -77,7 +72,6 @@ class RouteTo:
     reason: str = ""
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class End:
     """A tool's typed ``Finish``: the run ends (``scope="run"``) or the innermost loop."""
@@ -96,7 +90,6 @@ Route = Transfer | Return | RouteTo | End
 # -- what happens after a turn --------------------------------------------------------------
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The model answered with text and no tool call: the agent's turns end with it."""
@@ -104,13 +97,11 @@ class Answer:
     text: str
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class RunAgain:
     """The turn's tool calls were answered; the same agent takes another turn."""
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Yield:
     """A ``single_turn`` agent answered and hands control back to ``caller``."""
@@ -118,7 +109,6 @@ class Yield:
     caller: Agent[Any]
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Finished:
     """A tool returned ``Finish``: the run (or the innermost loop) ends with ``text``."""
@@ -127,7 +117,6 @@ class Finished:
     route: End
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class TeamRoute:
     """In a team, a tool's ``TransferTo``: the turn ends for the team to route."""
@@ -135,7 +124,6 @@ class TeamRoute:
     route: RouteTo
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Blocked:
     """A guardrail blocked: the run ends with ``answer``."""
@@ -143,7 +131,6 @@ class Blocked:
     answer: str
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class HandBack:
     """A person hands the conversation back to ``target``: it answers now, or (the person
@@ -160,12 +147,15 @@ RUN_AGAIN = RunAgain()
 """The one `RunAgain`: it carries nothing."""
 
 
-TurnResult = tuple["Message | None", Next]
-"""One turn: the assistant message (``None`` when the turn ran calls left pending by an
-earlier run), and what happens next. (A plain pair: one is made at every turn.)"""
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """One turn (``AgentLoop.take_turn``): its assistant message, and what happens next."""
+
+    message: Message | None
+    """The turn's answer (``None`` when the turn ran calls left pending by an earlier run)."""
+    next: Next
 
 
-@fast_frozen
 @dataclass(frozen=True, slots=True)
 class Spoke:
     """An agent's turns ended (``AgentLoop.turns_of``): its ``text``, the agent that spoke

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..core.events import (
     ApprovalRequestedEvent,
@@ -32,13 +32,27 @@ from .pending import (
 )
 
 if TYPE_CHECKING:
+    from ..core.usage import UsageLimits
+    from ..models.interface import Model
     from ..sessions import Session
     from .agent import Agent
 
 # The requests themselves live in .pending (below the agent); they are named here too, where
 # callers have always imported them.
 __all__ = ["Interrupted", "Pending", "PendingApproval", "PendingQuestion", "PendingRun",
-           "PendingTakeover", "UserQuestion"]
+           "PendingTakeover", "StoppedWith", "UserQuestion"]
+
+
+class StoppedWith(TypedDict, total=False):
+    """The settings a stopped run was started with, which ``Runner.resume`` reuses where it
+    is not given them again (in the process the run stopped in)."""
+
+    context: Any
+    max_turns: int | None
+    max_handoffs: int | None
+    model: Model | str | None
+    usage_limits: UsageLimits | None
+    user_id: str | None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,7 +75,7 @@ class PendingRun:
     """The entry agent, when the run is resumed in the same process."""
     session: Session | None = None
     """The session object, when the run is resumed in the same process."""
-    options: dict[str, Any] = field(default_factory=dict)
+    options: StoppedWith = field(default_factory=lambda: StoppedWith())
     """The stopped run's settings (context, limits, ...), reused by ``Runner.resume``."""
 
     def to_json(self) -> str:

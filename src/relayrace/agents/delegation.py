@@ -7,7 +7,6 @@ and returns one compact result: its structured :class:`DelegationReport`, never 
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +30,6 @@ from ._spec import AgentLike
 from .children import ChildOptions, ChildResult
 from .handoffs import InputFilter, sanitize_tool_name
 from .input_filters import keep_last, remove_tool_traffic
-from .pending import Interrupted, Pending
 from .returns import Finish
 from .tools import (
     FunctionTool,
@@ -48,7 +46,7 @@ if TYPE_CHECKING:
     from ..core.events import AgentEvent
     from .context import RunContext
 
-__all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child", "run_children",
+__all__ = ["AgentTool", "ChildOptions", "ChildResult", "run_child",
            "submit_report", "used_sources"]
 
 
@@ -65,7 +63,6 @@ DEFAULT_PARAMETERS: dict[str, Any] = {
     "properties": {"query": {"type": "string", "description": "The task, fully specified."}},
     "required": ["query"],
 }
-T = TypeVar("T")
 A = TypeVar("A", bound=AgentLike, default=AgentLike)
 HISTORY_MESSAGES = 6
 """How many recent parent messages ``include_history=True`` passes to a child."""
@@ -189,30 +186,6 @@ async def run_child(
         report=report, audience=audience, report_template=report_template, suffix=suffix,
         max_turns=max_turns, timeout=timeout, variables=variables, history=tuple(history),
         key=key))
-
-
-async def run_children(children: Sequence[Awaitable[T]], limit: int | None = None) -> list[T]:
-    """Run children concurrently in a task group, results in the order given.
-
-    A child that stops for a person (approval, a question) does not cancel its siblings: they
-    finish, and every request then surfaces together on the outer run.
-    """
-    gate = asyncio.Semaphore(limit or max(1, len(children)))
-    stopped: list[Pending] = []
-
-    async def one(child: Awaitable[T]) -> T | None:
-        async with gate:
-            try:
-                return await child
-            except Interrupted as stop:
-                stopped.extend(stop.pending)
-                return None
-
-    async with asyncio.TaskGroup() as group:
-        running = [group.create_task(one(c)) for c in children]
-    if stopped:
-        raise Interrupted(stopped)
-    return [r.result() for r in running]  # type: ignore[misc]
 
 
 OutputExtractor = Callable[["ChildResult"], Any]

@@ -16,23 +16,21 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
 
-from ..core.exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
+from ..core.exceptions import ModelBehaviorError, UserError
 from ..core.messages import Message, ToolCall
 from ..core.usage import Usage
 from ._common import (
     UNREADABLE,
     BadResponse,
-    GaveUp,
     LoopClients,
     arguments_object,
     bounded,
-    deadline,
     deadline_at,
     gave_up,
     retrying,
     tool_ids,
-    tries_text,
 )
+from ._errors import Provider, mapped_errors
 from .interface import Model, ModelRequest, ModelResponse, ModelSettings, OutputDelta
 
 try:
@@ -251,25 +249,10 @@ class AnthropicModel(Model):
         self, client: anthropic.AsyncAnthropic, settings: ModelSettings
     ) -> Iterator[None]:
         """Turn SDK and transport failures into relayrace errors that say what to do."""
-        where = f"{self.name} at {client.base_url}"
         try:
-            yield
-        except anthropic.APIError as e:
-            raise self._provider_error(e, where, client.max_retries) from e
-        except TimeoutError as e:
-            raise ModelTimeout(
-                f"{where} did not finish the request within its deadline of "
-                f"{deadline(settings):g} s: raise ModelSettings.deadline "
-                "or retry later.",
-                provider="anthropic",
-            ) from e
-        except GaveUp as e:
-            raise ModelProviderError(
-                f"{where} sent a response that could not be used ({e}), on "
-                f"{tries_text(e.tries)}: the API or a proxy in between is "
-                "failing; retry later.",
-                provider="anthropic",
-            ) from e
+            with mapped_errors(_PROVIDER, f"{self.name} at {client.base_url}",
+                               client.max_retries, settings):
+                yield
         except TypeError as e:
             # The SDK reports missing credentials as a TypeError while building the request.
             if "authentication method" not in str(e):
@@ -277,40 +260,6 @@ class AnthropicModel(Model):
             raise UserError(
                 f"{self.name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=."
             ) from e
-
-    def _provider_error(
-        self, e: anthropic.APIError, where: str, retries: int
-    ) -> ModelProviderError:
-        if isinstance(e, anthropic.APITimeoutError):
-            return ModelTimeout(
-                f"{where} timed out (after {retries} retries): raise the timeout "
-                "(ModelSettings.timeout or timeout=) or retry later.",
-                provider="anthropic",
-            )
-        if isinstance(e, anthropic.APIConnectionError):
-            return ModelProviderError(
-                f"Could not connect to {where}: check the network (and base_url, if set).",
-                provider="anthropic",
-            )
-        status = e.status_code if isinstance(e, anthropic.APIStatusError) else None
-        detail, kind = _error_detail(e)
-        if status is not None and status < 400:
-            # An `error` event inside a 200 stream: take the status its type stands for.
-            status, where = _ERROR_TYPE_STATUS.get(kind), f"{where} (mid-stream)"
-        if status is None:
-            return ModelProviderError(f"{where} failed: {detail}", provider="anthropic")
-        hint = _STATUS_HINTS.get(status) or (
-            "a server error, usually transient: retry later"
-            if status >= 500
-            else "the API refused the request"
-        )
-        if status in (408, 409, 429) or status >= 500:
-            hint += f" (gave up after {retries} retries)"
-        return ModelProviderError(
-            f"{where} returned HTTP {status}: {detail} - {hint}.",
-            status_code=status,
-            provider="anthropic",
-        )
 
 
 class _StreamState:
@@ -535,3 +484,21 @@ def _error_detail(e: anthropic.APIError) -> tuple[str, str]:
     if isinstance(inner, dict) and isinstance(inner.get("message"), str):
         return str(inner["message"]), str(inner.get("type", ""))
     return e.message, ""
+
+
+def _status(e: anthropic.APIError) -> tuple[int | None, str, str]:
+    """An API error's status, message and place; an ``error`` event inside a 200 stream
+    takes the status its type stands for."""
+    status = e.status_code if isinstance(e, anthropic.APIStatusError) else None
+    detail, kind = _error_detail(e)
+    if status is not None and status < 400:
+        return _ERROR_TYPE_STATUS.get(kind), detail, " (mid-stream)"
+    return status, detail, ""
+
+
+_PROVIDER = Provider(
+    name="anthropic", api_error=anthropic.APIError, timeout_error=anthropic.APITimeoutError,
+    connection_error=anthropic.APIConnectionError, status=_status, hints=_STATUS_HINTS,
+    refused="the API refused the request",
+    connect="check the network (and base_url, if set).",
+    unusable="the API or a proxy in between is failing; retry later.")

@@ -10,28 +10,26 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.exceptions import ModelBehaviorError, ModelProviderError, ModelTimeout, UserError
+from ..core.exceptions import ModelBehaviorError, UserError
 from ..core.messages import Message, ToolCall
 from ..core.usage import Usage
 from ._common import (
     UNREADABLE,
     BadResponse,
-    GaveUp,
     LoopClients,
     arguments_object,
     bounded,
-    deadline,
     deadline_at,
     gave_up,
     retrying,
     tool_ids,
-    tries_text,
 )
+from ._errors import Provider, mapped_errors
 from ._strict import drop_added_nulls, strict_schema
 from .interface import (
     Model,
@@ -286,59 +284,11 @@ class OpenAIChatModel(Model):
         message = Message.assistant(content, tuple(tool_calls))
         return ModelResponse(message=message, usage=usage, model=model_name, refusal=refusal)
 
-    @contextmanager
-    def _mapped_errors(self, client: openai.AsyncOpenAI, settings: ModelSettings) -> Iterator[None]:
+    def _mapped_errors(self, client: openai.AsyncOpenAI, settings: ModelSettings
+                       ) -> AbstractContextManager[None]:
         """Turn SDK and transport failures into relayrace errors that say what to do."""
-        where = f"{self.name} at {client.base_url}"
-        try:
-            yield
-        except openai.APIError as e:
-            raise self._provider_error(e, where, client.max_retries) from e
-        except TimeoutError as e:
-            raise ModelTimeout(
-                f"{where} did not finish the request within its deadline of "
-                f"{deadline(settings):g} s: raise ModelSettings.deadline "
-                "or retry later.",
-                provider="openai",
-            ) from e
-        except GaveUp as e:
-            raise ModelProviderError(
-                f"{where} sent a response that could not be used ({e}), on "
-                f"{tries_text(e.tries)}: the server or a proxy in between is "
-                "failing; retry later or check the base_url.",
-                provider="openai",
-            ) from e
-
-    def _provider_error(
-        self, e: openai.APIError, where: str, retries: int
-    ) -> ModelProviderError:
-        if isinstance(e, openai.APITimeoutError):
-            return ModelTimeout(
-                f"{where} timed out (after {retries} retries): raise the timeout "
-                "(ModelSettings.timeout or timeout=) or retry later.",
-                provider="openai",
-            )
-        if isinstance(e, openai.APIConnectionError):
-            return ModelProviderError(
-                f"Could not connect to {where}: check the network, the base_url, and that "
-                "the server is running.",
-                provider="openai",
-            )
-        status = e.status_code if isinstance(e, openai.APIStatusError) else None
-        detail = _error_detail(e)
-        if status is None:
-            return ModelProviderError(f"{where} failed: {detail}", provider="openai")
-        if status >= 500:
-            hint = f"a server error (after {retries} retries), usually transient: retry later"
-        else:
-            hint = _STATUS_HINTS.get(status, "the server refused the request")
-        if status == 429:
-            hint += f" (gave up after {retries} retries)"
-        return ModelProviderError(
-            f"{where} returned HTTP {status}: {detail} - {hint}.",
-            status_code=status,
-            provider="openai",
-        )
+        return mapped_errors(_PROVIDER, f"{self.name} at {client.base_url}", client.max_retries,
+                             settings)
 
 
 @dataclass(slots=True)
@@ -566,3 +516,16 @@ def _error_detail(e: openai.APIError) -> str:
         if isinstance(inner, str):
             return inner
     return e.message
+
+
+def _status(e: openai.APIError) -> tuple[int | None, str, str]:
+    """An API error's status and the provider's own message."""
+    return e.status_code if isinstance(e, openai.APIStatusError) else None, _error_detail(e), ""
+
+
+_PROVIDER = Provider(
+    name="openai", api_error=openai.APIError, timeout_error=openai.APITimeoutError,
+    connection_error=openai.APIConnectionError, status=_status, hints=_STATUS_HINTS,
+    refused="the server refused the request",
+    connect="check the network, the base_url, and that the server is running.",
+    unusable="the server or a proxy in between is failing; retry later or check the base_url.")

@@ -22,7 +22,7 @@ from pydantic_core import to_jsonable_python
 from ..agents.agent import Agent
 from ..core.events import AgentEvent, RunStartedEvent, dump_events
 from ..core.exceptions import SessionInUseError
-from ..runner import Runner, RunResult
+from ..runner import Runner, RunResult, StreamArgs
 from ..sessions import Session
 from ..tracing import Span, add_trace_processor
 
@@ -243,13 +243,13 @@ class RunManager:
                         owner=owner, agent=agent.name)
         self.runs[run.run_id] = run
         self.active[session.session_id] = run
-        options: dict[str, Any] = {"session": session, "model": self.model,
-                                   "max_turns": self.max_turns}
+        options: StreamArgs = {"session": session, "model": self.model,
+                               "max_turns": self.max_turns}
         if named and agent.parent is None and not agent.is_composite:
             options["start_agent"] = agent  # a sub-agent run is started with by the Runner
         if approvals or answers or reply is not None or hand_back:
-            options.update(approvals=approvals or {}, answers=answers or {}, reply=reply,
-                           hand_back=hand_back)
+            options |= {"approvals": approvals or {}, "answers": answers or {},
+                        "reply": reply, "hand_back": hand_back}
         run.task = asyncio.ensure_future(self._drive(run, agent, input, options))
         return run
 
@@ -308,7 +308,7 @@ class RunManager:
             self._end(run)
 
     async def _drive(self, run: RunRecord, agent: Agent[Any], input: Any,
-                     options: dict[str, Any]) -> None:
+                     options: StreamArgs) -> None:
         stream = Runner.stream(agent, input, **options)
         try:
             async for event in stream:

@@ -15,7 +15,7 @@ import json
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..agents.agent import Agent
 from ..agents.context import RunContext
@@ -27,7 +27,7 @@ from ..core.exceptions import ModelBehaviorError, PatternStepFailed, UserError
 from ..core.messages import Message, ToolCall
 from .routing import TransferTo
 from .shapes.driver import Composite, Driver
-from .shapes.fanout import fan_out
+from .shapes.fanout import DEFAULT_ON_ERROR, FanOutOnError, fan_out
 from .shapes.options import ChildPolicy, Shape, StepFailed
 from .shapes.sequence import steps_as_children
 
@@ -276,30 +276,28 @@ class PlanAndExecute(_Pattern):
                                   "these results.")
 
 
-OnError = Literal["cancel", "collect"]
-
-
 class ParallelFanOut(_Pattern):
     """Astromesh's ``parallel_fan_out``: the worker splits the request into at most
     ``max_subtasks`` independent subtasks, which run at once as delegated children; then it
     answers from their results.
 
-    ``on_error="cancel"`` (Astromesh's behaviour) cancels the other subtasks at the first
-    failure and raises ``PatternStepFailed``; ``"collect"`` lets them finish and gives the
-    failures to the synthesis with the results.
+    ``on_error="collect"`` (the default, as for every fan-out) lets the subtasks finish and
+    gives the failures to the synthesis with the results; ``"cancel"`` (Astromesh's
+    behaviour, a config's default) cancels the other subtasks at the first failure and raises
+    ``PatternStepFailed``.
     """
 
     label = "parallel_fan_out"
 
     def __init__(self, name: str | None = None, *, agent: Agent[Any], max_subtasks: int = 4,
-                 on_error: OnError = "cancel", description: str = "") -> None:
+                 on_error: FanOutOnError = DEFAULT_ON_ERROR, description: str = "") -> None:
         super().__init__(name, agent, description)
         self.max_subtasks = _bound(f"ParallelFanOut {self.name!r}", "max_subtasks",
                                    max_subtasks)
         if on_error not in ("cancel", "collect"):
             raise UserError(f"ParallelFanOut {self.name!r}: on_error must be 'cancel' or "
                             f"'collect', not {on_error!r}.")
-        self.on_error: OnError = on_error
+        self.on_error: FanOutOnError = on_error
         self.shape = Shape(kind="fan_out", sessions="child", on_error=on_error,
                            failure="error" if on_error == "cancel" else "in_answer",
                            reports=False)

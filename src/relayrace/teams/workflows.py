@@ -22,7 +22,7 @@ from ..core.exceptions import PatternStepFailed, UserError
 from ..core.messages import ToolCall
 from ..core.templates import Condition, render_instructions
 from .shapes.driver import Composite, Driver, SpeakerTurn
-from .shapes.fanout import FanOutOnError, fan_out
+from .shapes.fanout import DEFAULT_ON_ERROR, FanOutOnError, fan_out
 from .shapes.loop import run_loop
 from .shapes.options import ChildPolicy, Shape, StepFailed
 from .shapes.sequence import steps_as_children, steps_in_session
@@ -74,7 +74,7 @@ class ParallelAgent(Composite):
 
     def __init__(self, name: str, *, branches: Sequence[Agent[Any]], description: str = "",
                  max_concurrency: int | None = None, ends_turn: bool = False,
-                 on_error: FanOutOnError = "collect") -> None:
+                 on_error: FanOutOnError = DEFAULT_ON_ERROR) -> None:
         if on_error not in ("cancel", "collect"):
             raise UserError(f"ParallelAgent {name!r}: on_error must be 'cancel' or 'collect', "
                             f"not {on_error!r}.")

@@ -12,12 +12,18 @@ from collections.abc import Awaitable, Sequence
 from typing import Literal
 
 from ...agents.approvals import Interrupted, Pending
-from ...agents.delegation import ChildResult, run_children
+from ...agents.delegation import ChildResult
 from .options import StepFailed
 
-__all__ = ["FanOutOnError", "fan_out"]
+__all__ = ["DEFAULT_ON_ERROR", "FanOutOnError", "fan_out"]
 
 FanOutOnError = Literal["cancel", "collect"]
+
+
+DEFAULT_ON_ERROR: FanOutOnError = "collect"
+"""What a fan-out does when a branch fails, unless told: every branch finishes, the failure
+is a failed result (``ParallelAgent``, ``ParallelFanOut``; a config's ``parallel_fan_out``
+says ``cancel``, Astromesh's behaviour)."""
 
 
 async def fan_out(runs: Sequence[Awaitable[ChildResult]], *, on_error: FanOutOnError,
@@ -29,8 +35,6 @@ async def fan_out(runs: Sequence[Awaitable[ChildResult]], *, on_error: FanOutOnE
     Either way a branch that stops for a person (an approval, a question) does not cancel its
     siblings: they finish, and every request then surfaces together on the outer run.
     """
-    if on_error == "collect":
-        return await run_children(runs, limit)
     gate = asyncio.Semaphore(limit or max(1, len(runs)))
     stopped: list[Pending] = []
 
@@ -44,7 +48,7 @@ async def fan_out(runs: Sequence[Awaitable[ChildResult]], *, on_error: FanOutOnE
         finally:  # a branch cancelled before its turn at the gate never started: close it
             if inspect.iscoroutine(run):
                 run.close()
-        if not result.ok:
+        if not result.ok and on_error == "cancel":
             raise StepFailed(i, result)
         return result
 
