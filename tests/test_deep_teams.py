@@ -20,15 +20,10 @@ from relayrace.config.graph import agent_graph
 from relayrace.server._graph import team_graph
 from relayrace.testing import ScriptedModel, text, tool_call
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from deep_teams import chain  # noqa: E402 - the benchmark's own chain: both measure one shape
+
 CHAIN = 1_000
-
-
-def chain(length: int, model: ScriptedModel | None = None) -> Agent[Any]:
-    """a0 -> a1 -> ... -> a<length-1>, built from the leaf up (as a chain can only be)."""
-    agent: Agent[Any] = Agent(f"a{length - 1}", instructions="Answer.", model=model)
-    for i in range(length - 2, -1, -1):
-        agent = Agent(f"a{i}", instructions="Route.", model=model, sub_agents=[agent])
-    return agent
 
 
 def tree(fanout: int, depth: int) -> Agent[Any]:
