@@ -90,7 +90,7 @@ by_agnet: {}
         f"{path}:9: by_agnet: unknown key 'by_agnet'; did you mean 'by_agent'? (a script has "
         "turns:, by_agent: and then:)",
         f"{path}:2: turns[0]: a turn has exactly one of text:, call:, output:; this one has "
-        "none of text, call, output; did you mean 'call'?",
+        "none of text, call, output (it has 'cal'; did you mean 'call'?)",
         f"{path}:4: turns[1].argumens: unknown key 'argumens' in a call: turn; did you mean "
         "'arguments'? (it takes call, arguments, id)",
         f"{path}:5: turns[2]: a turn has exactly one of text:, call:, output:; this one has "

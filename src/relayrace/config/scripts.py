@@ -116,8 +116,9 @@ class _Script:
         if len(kinds) != 1:
             unknown = next((k for k in value if k not in _PARTS), None)
             hint = suggest(unknown, list(_PARTS)) if unknown is not None else ""
+            named = f" (it has {unknown!r}{hint})" if unknown is not None else ""
             which = "both " + " and ".join(kinds) if kinds else \
-                f"none of text, call, output{hint}"
+                f"none of text, call, output{named}"
             self.fail(loc, f"a turn has exactly one of text:, call:, output:; this one has "
                       f"{which}")
             return None
